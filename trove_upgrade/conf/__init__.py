@@ -1,0 +1,29 @@
+"""Every option of trove-upgrade, registered on one global CONF.
+
+Each area keeps its options in its own module with ``register_opts`` and
+``list_opts``; this package registers them all, and ``opts.list_opts`` lists
+them all for oslo-config-generator and the documentation.
+"""
+
+from oslo_config import cfg
+from oslo_log import log
+
+from trove_upgrade.conf import api
+from trove_upgrade.conf import conductor
+from trove_upgrade.conf import database
+from trove_upgrade.conf import paths
+from trove_upgrade.conf import upgrade_levels
+
+CONF = cfg.CONF
+
+AREAS = (
+    api,
+    conductor,
+    database,
+    paths,
+    upgrade_levels,
+)
+
+for _area in AREAS:
+    _area.register_opts(CONF)
+log.register_options(CONF)

@@ -1,0 +1,44 @@
+"""Options of the REST API service."""
+
+from oslo_config import cfg
+
+api_group = cfg.OptGroup(
+    'api', title='REST API options',
+    help='Options of the trove-upgrade REST API service.')
+
+api_opts = [
+    cfg.HostAddressOpt('bind_host',
+                       default='127.0.0.1',
+                       help='Address on which trove-upgrade-api listens.'),
+    cfg.PortOpt('bind_port',
+                default=8790,
+                help='Port on which trove-upgrade-api listens.'),
+    cfg.StrOpt('auth_strategy',
+               default='keystone',
+               choices=[('keystone', 'Validate tokens with '
+                                     'keystonemiddleware auth_token.'),
+                        ('noauth2', 'Trust the X-User-Id, X-Project-Id and '
+                                    'X-Roles headers. Development and demos '
+                                    'only: anyone who can reach the API is '
+                                    'whoever they claim to be.')],
+               help='How API requests are authenticated.'),
+    cfg.IntOpt('max_limit',
+               default=1000,
+               min=1,
+               help='The largest page a list call returns, whatever the '
+                    'limit the client asks for.'),
+    cfg.IntOpt('max_request_body_size',
+               default=65536,
+               min=1024,
+               help='Request bodies larger than this many bytes are '
+                    'refused with 400 before they are parsed.'),
+]
+
+
+def register_opts(conf):
+    conf.register_group(api_group)
+    conf.register_opts(api_opts, group=api_group)
+
+
+def list_opts():
+    return {api_group: api_opts}

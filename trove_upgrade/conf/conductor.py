@@ -1,0 +1,40 @@
+"""Options of the conductor service."""
+
+from oslo_config import cfg
+
+conductor_group = cfg.OptGroup(
+    'conductor', title='Conductor options',
+    help='Options of trove-upgrade-conductor, which records what agents '
+         'report and times out silent upgrades.')
+
+conductor_opts = [
+    cfg.StrOpt('topic',
+               default='trove_upgrade_conductor',
+               help='RPC topic on which the conductor listens for agent '
+                    'registrations, heartbeats and upgrade reports.'),
+    cfg.IntOpt('upgrade_timeout',
+               default=3600,
+               min=1,
+               help='Seconds an upgrade may stay in a non-final state, '
+                    'counted from its creation, before the conductor marks '
+                    'it TIMED_OUT.'),
+    cfg.IntOpt('periodic_interval',
+               default=30,
+               min=1,
+               help='Seconds between two runs of the conductor periodic '
+                    'tasks, such as the upgrade timeout check.'),
+    cfg.IntOpt('agent_down_time',
+               default=120,
+               min=1,
+               help='An agent whose last heartbeat is older than this many '
+                    'seconds is reported as unreachable.'),
+]
+
+
+def register_opts(conf):
+    conf.register_group(conductor_group)
+    conf.register_opts(conductor_opts, group=conductor_group)
+
+
+def list_opts():
+    return {conductor_group: conductor_opts}

@@ -1,0 +1,30 @@
+"""Entry points for oslo-config-generator and the sample config."""
+
+import itertools
+
+from oslo_log import log
+from oslo_policy import opts as policy_opts
+
+from trove_upgrade import conf
+
+
+def list_opts():
+    """Return (group, options) pairs of every trove-upgrade option."""
+    merged = {}
+    for area in conf.AREAS:
+        for group, opts in area.list_opts().items():
+            merged.setdefault(group, []).extend(opts)
+    return [(group, sorted(opts, key=lambda o: o.name))
+            for group, opts in sorted(merged.items(), key=_group_name)]
+
+
+def set_defaults():
+    """Defaults of library options that differ for trove-upgrade."""
+    policy_opts.set_defaults(conf.CONF, policy_file='policy.yaml')
+    log.set_defaults(default_log_levels=list(itertools.chain(
+        log.get_default_log_levels(), ['keystonemiddleware=WARN'])))
+
+
+def _group_name(item):
+    group = item[0]
+    return getattr(group, 'name', group)

@@ -1,0 +1,62 @@
+"""Exceptions of the control plane.
+
+Each carries the HTTP status the API answers with (``code``) so that the API
+layer turns any of them into a JSON error without knowing them one by one;
+nothing below the API layer knows about HTTP beyond that number.
+"""
+
+
+class TroveUpgradeException(Exception):
+    """Base of every control-plane error; ``msg_fmt`` is filled from kwargs."""
+
+    msg_fmt = 'An unknown error occurred.'
+    code = 500
+
+    def __init__(self, message=None, **kwargs):
+        self.kwargs = kwargs
+        if message is None:
+            message = self.msg_fmt % kwargs
+        self.message = message
+        super().__init__(message)
+
+
+class Invalid(TroveUpgradeException):
+    msg_fmt = 'Invalid input: %(reason)s'
+    code = 400
+
+
+class NotFound(TroveUpgradeException):
+    msg_fmt = 'Not found.'
+    code = 404
+
+
+class Conflict(TroveUpgradeException):
+    msg_fmt = 'Conflict: %(reason)s'
+    code = 409
+
+
+class UpgradeNotFound(NotFound):
+    msg_fmt = 'Upgrade %(upgrade_id)s could not be found.'
+
+
+class AgentNotFound(NotFound):
+    msg_fmt = 'No agent is registered for instance %(instance_id)s.'
+
+
+class MarkerNotFound(Invalid):
+    msg_fmt = 'Marker %(marker)s could not be found.'
+
+
+class InvalidStateTransition(Conflict):
+    msg_fmt = ('Upgrade %(upgrade_id)s cannot go from %(from_state)s to '
+               '%(to_state)s.')
+
+
+class InvalidRPCVersionCap(Invalid):
+    msg_fmt = ('[upgrade_levels] %(service)s = %(value)s is neither '
+               '"latest", "auto", a known release nor an x.y version.')
+
+
+class DispatchFailed(TroveUpgradeException):
+    msg_fmt = 'Upgrade %(upgrade_id)s could not be sent: %(reason)s'
+    code = 503

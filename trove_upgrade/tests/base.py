@@ -1,0 +1,23 @@
+"""Base test case: isolated config, logging capture, no leaked state."""
+
+import fixtures
+from oslo_config import fixture as config_fixture
+from oslotest import base
+
+from trove_upgrade import conf
+
+
+class TestCase(base.BaseTestCase):
+    """Every test gets a fresh view of CONF, reset when it ends."""
+
+    def setUp(self):
+        super().setUp()
+        self.conf_fixture = self.useFixture(config_fixture.Config(conf.CONF))
+        self.conf = self.conf_fixture.conf
+        self.conf.set_default(
+            'state_path', self.useFixture(fixtures.TempDir()).path)
+
+    def flags(self, group=None, **kw):
+        """Override options for the duration of the test."""
+        for name, value in kw.items():
+            self.conf.set_override(name, value, group)
