@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# The whole test suite, from a fresh Debian machine (as root) or a developer
+# checkout: installs what is missing, starts the real services the
+# functional tests talk to, prepares their databases, and runs unit and
+# functional tests in one stestr run through tox.
+#
+#   tools/run-tests.sh [stestr filter]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# Debian packages the tests need beyond the database and message servers
+# (tools/start-services.sh installs those): a compiler and headers for
+# wheels that build, venv, rsync for the rsync strategy and memcached for
+# Swift.
+need=()
+command -v gcc >/dev/null || need+=(gcc)
+command -v rsync >/dev/null || need+=(rsync)
+command -v memcached >/dev/null || need+=(memcached)
+command -v git >/dev/null || need+=(git)
+python3 -c 'import venv, ensurepip' 2>/dev/null || need+=(python3-venv)
+[ -e "$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["include"])')/Python.h" ] \
+    || need+=(python3-dev)
+if [ ${#need[@]} -gt 0 ]; then
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+
+tools/start-services.sh
+tools/test-setup.sh
+
+# tox itself lives in a small virtualenv of its own; tox builds the test
+# environment from requirements.txt and test-requirements.txt.
+if [ ! -x .tox-bootstrap/bin/tox ]; then
+    python3 -m venv .tox-bootstrap
+    .tox-bootstrap/bin/pip install -q 'tox>=4'
+fi
+exec .tox-bootstrap/bin/tox -e all -- "$@"
