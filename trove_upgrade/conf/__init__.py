@@ -8,6 +8,7 @@ them all for oslo-config-generator and the documentation.
 from oslo_config import cfg
 from oslo_log import log
 
+from trove_upgrade.conf import agent
 from trove_upgrade.conf import api
 from trove_upgrade.conf import conductor
 from trove_upgrade.conf import database
@@ -17,6 +18,7 @@ from trove_upgrade.conf import upgrade_levels
 CONF = cfg.CONF
 
 AREAS = (
+    agent,
     api,
     conductor,
     database,

@@ -1,0 +1,143 @@
+"""Options of the guest-side upgrade agent, trove-upgrade-agent.
+
+The strategy options of the same ``[agent]`` group (``strategy_config_dir``,
+``allowed_strategies``, ``download_retries``, ``download_timeout``) live in
+``conf/strategies.py`` with the strategies they configure.
+"""
+
+from oslo_config import cfg
+
+agent_group = cfg.OptGroup(
+    'agent', title='Guest upgrade agent options',
+    help='Options of trove-upgrade-agent, the updater that runs beside the '
+         'guest agent of one Trove instance, installs new versions of it '
+         'side by side, restarts it, checks it and rolls it back.')
+
+agent_opts = [
+    cfg.StrOpt('instance_id',
+               help='Trove instance this agent serves. It names the RPC '
+                    'topic the agent consumes and identifies the agent to '
+                    'the conductor. Required.'),
+    cfg.BoolOpt('guest_automatic_updates',
+                default=False,
+                help='Whether this guest accepts upgrades at all, as in the '
+                     'Trove design. When false every upgrade is recorded '
+                     'as FAILED with that reason.'),
+    cfg.StrOpt('install_root',
+               default='$state_path/agent',
+               help='Directory holding the side-by-side installs '
+                    '(versions/<version>), the current symlink, the '
+                    'journal, the lock file and the guest logs.'),
+    cfg.StrOpt('guest_command',
+               help='Command line of the guest agent, split like a shell '
+                    'would. A relative program is resolved inside the '
+                    'current install, for example "bin/trove-guestagent '
+                    '--config-file /etc/trove/guest.conf". Required.'),
+    cfg.StrOpt('health_command',
+               help='Command checking the guest agent, used when the '
+                    'package manifest carries none; a relative program is '
+                    'resolved inside the install it checks. It runs with '
+                    'TROVE_UPGRADE_PHASE=preflight on a new install before '
+                    'the switch, and TROVE_UPGRADE_PHASE=running against '
+                    'the running guest agent. Exit status 0 means healthy.'),
+    cfg.FloatOpt('health_grace',
+                 default=5.0,
+                 min=0,
+                 help='Seconds the restarted guest agent must stay alive '
+                      'before it can be declared healthy.'),
+    cfg.FloatOpt('health_timeout',
+                 default=30.0,
+                 min=0.1,
+                 help='Seconds, after the grace period, within which the '
+                      'health command must pass.'),
+    cfg.FloatOpt('stop_timeout',
+                 default=10.0,
+                 min=0.1,
+                 help='Seconds the guest agent has to exit after SIGTERM '
+                      'before it is killed.'),
+    cfg.IntOpt('restart_retries',
+               default=3,
+               min=1,
+               help='Attempts to start a guest agent and see it healthy '
+                    'before the start counts as failed.'),
+    cfg.IntOpt('keep_versions',
+               default=3,
+               min=2,
+               help='Installed versions kept under install_root/versions. '
+                    'The current version and the last known good one are '
+                    'never pruned.'),
+    cfg.IntOpt('max_package_size',
+               default=512 * 1024 * 1024,
+               min=1,
+               help='Largest upgrade payload, in bytes, the agent '
+                    'downloads and decrypts.'),
+    cfg.IntOpt('max_resume_attempts',
+               default=3,
+               min=1,
+               help='Times an interrupted upgrade is resumed after the '
+                    'agent restarts before it is recorded as FAILED; stops '
+                    'a package that crashes the agent from looping.'),
+    cfg.FloatOpt('heartbeat_interval',
+                 default=30.0,
+                 min=1,
+                 help='Seconds between two heartbeats to the conductor.'),
+    cfg.FloatOpt('report_interval',
+                 default=5.0,
+                 min=0.1,
+                 help='Seconds between two attempts to resend the reports '
+                      'the conductor has not received yet.'),
+    cfg.FloatOpt('deferred_check_interval',
+                 default=10.0,
+                 min=0.1,
+                 help='Seconds between two checks of whether a deferred '
+                      'upgrade may start.'),
+    cfg.FloatOpt('supervise_interval',
+                 default=10.0,
+                 min=0.1,
+                 help='Seconds between two checks that the guest agent is '
+                      'still running.'),
+    cfg.DictOpt('labels',
+                default={},
+                help='Labels reported to the conductor, used by rollouts to '
+                     'select agents, for example group:blue,datastore:mysql.'),
+    cfg.ListOpt('trusted_key_files',
+                default=[],
+                help='Public keys (PEM, Ed25519) that may sign package '
+                     'manifests.'),
+    cfg.IntOpt('signature_threshold',
+               default=1,
+               min=1,
+               help='Distinct trusted keys whose signatures a manifest '
+                    'needs.'),
+    cfg.ListOpt('decryption_key_files',
+                default=[],
+                help='Payload decryption key files, selected by the key id '
+                     'the manifest names; list several to rotate keys.'),
+    cfg.StrOpt('guest_state_provider',
+               default='file',
+               help='Where the guest state comes from: "file" reads '
+                    'guest_state_file, "command" runs guest_state_command, '
+                    'or the name of a trove_upgrade.guest_state entry '
+                    'point.'),
+    cfg.StrOpt('guest_state_file',
+               default='$install_root/guest-state',
+               help='File holding the guest state (running, backup, '
+                    'restore, resize, restart, error); a missing file '
+                    'means running.'),
+    cfg.StrOpt('guest_state_command',
+               help='Command printing the guest state on its standard '
+                    'output.'),
+    cfg.FloatOpt('guest_state_timeout',
+                 default=10.0,
+                 min=0.1,
+                 help='Seconds the guest state command may take.'),
+]
+
+
+def register_opts(conf):
+    conf.register_group(agent_group)
+    conf.register_opts(agent_opts, group=agent_group)
+
+
+def list_opts():
+    return {agent_group: agent_opts}
