@@ -60,3 +60,12 @@ class InvalidRPCVersionCap(Invalid):
 class DispatchFailed(TroveUpgradeException):
     msg_fmt = 'Upgrade %(upgrade_id)s could not be sent: %(reason)s'
     code = 503
+
+
+class Forbidden(TroveUpgradeException):
+    msg_fmt = 'Forbidden.'
+    code = 403
+
+
+class PolicyNotAuthorized(Forbidden):
+    msg_fmt = 'Policy does not allow %(action)s to be performed.'
