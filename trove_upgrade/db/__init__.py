@@ -1,0 +1,1 @@
+"""The control plane's database: every SQL statement lives in this package."""

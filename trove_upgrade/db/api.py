@@ -1,0 +1,460 @@
+"""Database API of the control plane: upgrades, their events, and agents.
+
+Every function takes the request context first, runs in its own
+enginefacade transaction and returns plain dicts, so that no ORM object
+(and no lazy load) escapes this package.
+
+State changes are compare-and-swap updates on the ``status`` column: two
+processes reporting the same change race on ``UPDATE ... WHERE status =
+:from`` and only the one whose update matched a row records the event. The
+loser re-reads the upgrade in a new transaction and finds its report to be a
+duplicate. A new transaction is needed because MySQL's repeatable-read
+snapshot would keep showing the old status.
+"""
+
+import re
+
+from oslo_db import api as oslo_db_api
+from oslo_db import exception as db_exc
+from oslo_db.sqlalchemy import enginefacade
+from oslo_db.sqlalchemy import utils as sqlalchemyutils
+from oslo_log import log as logging
+from oslo_utils import timeutils
+from oslo_utils import uuidutils
+import sqlalchemy as sa
+
+from trove_upgrade.db import models
+from trove_upgrade import exception
+from trove_upgrade import states
+
+LOG = logging.getLogger(__name__)
+
+# The control plane's own transaction factory; it reads [database] of the
+# global CONF when first used. Foreign keys are enforced on SQLite too.
+context_manager = enginefacade.transaction_context()
+context_manager.configure(sqlite_fk=True)
+
+_UPGRADE_REQUIRED = frozenset(['instance_id', 'instance_version', 'strategy',
+                               'location'])
+_UPGRADE_OPTIONAL = frozenset(['metadata', 'allow_downgrade', 'rollout_id'])
+_UPGRADE_FILTERS = frozenset(['instance_id', 'status', 'instance_version',
+                              'rollout_id'])
+# Columns a transition may set besides the ones it always sets itself.
+_TRANSITION_VALUES = frozenset(['from_version', 'instance_version',
+                                'rollout_id'])
+
+_AGENT_VALUES = frozenset(['agent_version', 'guest_version',
+                           'rpc_api_version', 'state', 'labels', 'host'])
+_AGENT_FILTERS = frozenset(['guest_version', 'state', 'rpc_api_version',
+                            'labels'])
+
+_RPC_VERSION_RE = re.compile(r'^\d+\.\d+$')
+
+
+def _is_sqlite_busy(exc):
+    """SQLite answers a writer that would deadlock with "locked" at once."""
+    return (isinstance(exc, db_exc.DBError)
+            and 'database is locked' in str(exc.inner_exception))
+
+
+# Writes retry on deadlocks (MySQL, PostgreSQL) and on SQLite's busy
+# answer, which oslo.db does not translate into a deadlock.
+_retry_on_deadlock = oslo_db_api.wrap_db_retry(
+    max_retries=10, retry_on_deadlock=True, retry_interval=0.05,
+    max_retry_interval=0.5, exception_checker=_is_sqlite_busy)
+
+
+def get_engine():
+    """The writer engine, for the migrations and the manage command."""
+    return context_manager.writer.get_engine()
+
+
+def _check_keys(what, given, allowed, required=frozenset()):
+    unknown = set(given) - allowed
+    if unknown:
+        raise exception.Invalid(reason='unknown %s: %s' % (
+            what, ', '.join(sorted(unknown))))
+    missing = required - set(given)
+    if missing:
+        raise exception.Invalid(reason='missing %s: %s' % (
+            what, ', '.join(sorted(missing))))
+
+
+def _check_strings(model, values, names):
+    """Reject what the column would refuse or silently truncate."""
+    for name in names:
+        value = values.get(name)
+        if value is None:
+            continue
+        length = model.__table__.c[name].type.length
+        if not isinstance(value, str) or not value:
+            raise exception.Invalid(
+                reason='%s must be a non-empty string' % name)
+        if len(value) > length:
+            raise exception.Invalid(reason='%s is longer than %d characters'
+                                    % (name, length))
+
+
+def _check_limit(limit):
+    if limit is None:
+        return
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise exception.Invalid(
+            reason='limit must be a positive integer, not %r' % (limit,))
+
+
+def _check_state(state):
+    if state not in states.ALL_STATES:
+        raise exception.Invalid(reason='unknown upgrade state %r' % (state,))
+
+
+def _upgrade_dict(row):
+    return {
+        'id': row.id,
+        'instance_id': row.instance_id,
+        'instance_version': row.instance_version,
+        'from_version': row.from_version,
+        'strategy': row.strategy,
+        'location': row.location,
+        'metadata': row.upgrade_metadata,
+        'allow_downgrade': row.allow_downgrade,
+        'status': row.status,
+        'status_detail': row.status_detail,
+        'project_id': row.project_id,
+        'user_id': row.user_id,
+        'request_id': row.request_id,
+        'rollout_id': row.rollout_id,
+        'created_at': row.created_at,
+        'updated_at': row.updated_at,
+        'finished_at': row.finished_at,
+    }
+
+
+def _event_dict(row):
+    return {
+        'id': row.id,
+        'created_at': row.created_at,
+        'source': row.source,
+        'from_state': row.from_state,
+        'to_state': row.to_state,
+        'detail': row.detail,
+        'request_id': row.request_id,
+    }
+
+
+def _agent_dict(row):
+    return {
+        'instance_id': row.instance_id,
+        'agent_version': row.agent_version,
+        'guest_version': row.guest_version,
+        'rpc_api_version': row.rpc_api_version,
+        'state': row.state,
+        'labels': row.labels,
+        'host': row.host,
+        'created_at': row.created_at,
+        'updated_at': row.updated_at,
+        'last_heartbeat_at': row.last_heartbeat_at,
+    }
+
+
+def _new_event(context, upgrade_id, now, source, from_state, to_state,
+               detail):
+    return models.UpgradeEvent(
+        upgrade_id=upgrade_id, created_at=now, source=source,
+        from_state=from_state, to_state=to_state, detail=detail,
+        request_id=context.request_id)
+
+
+def _get_upgrade_row(session, upgrade_id):
+    row = session.get(models.Upgrade, upgrade_id)
+    if row is None:
+        raise exception.UpgradeNotFound(upgrade_id=upgrade_id)
+    return row
+
+
+def _upgrade_with_events(session, upgrade_id, with_events):
+    result = _upgrade_dict(_get_upgrade_row(session, upgrade_id))
+    if with_events:
+        events = session.scalars(
+            sa.select(models.UpgradeEvent)
+            .where(models.UpgradeEvent.upgrade_id == upgrade_id)
+            .order_by(models.UpgradeEvent.id))
+        result['events'] = [_event_dict(e) for e in events]
+    return result
+
+
+@_retry_on_deadlock
+def create_upgrade(context, values):
+    """Record a new PENDING upgrade and its first event, atomically."""
+    _check_keys('upgrade field', values, _UPGRADE_REQUIRED | _UPGRADE_OPTIONAL,
+                _UPGRADE_REQUIRED)
+    _check_strings(models.Upgrade, values,
+                   _UPGRADE_REQUIRED | {'rollout_id'})
+    metadata = values.get('metadata') or {}
+    if not isinstance(metadata, dict):
+        raise exception.Invalid(reason='metadata must be an object')
+    allow_downgrade = values.get('allow_downgrade', False)
+    if not isinstance(allow_downgrade, bool):
+        raise exception.Invalid(reason='allow_downgrade must be a boolean')
+    now = timeutils.utcnow()
+    upgrade = models.Upgrade(
+        id=uuidutils.generate_uuid(),
+        instance_id=values['instance_id'],
+        instance_version=values['instance_version'],
+        strategy=values['strategy'],
+        location=values['location'],
+        upgrade_metadata=metadata,
+        allow_downgrade=allow_downgrade,
+        rollout_id=values.get('rollout_id'),
+        status=states.PENDING,
+        project_id=context.project_id,
+        user_id=context.user_id,
+        request_id=context.request_id,
+        created_at=now,
+        updated_at=now,
+    )
+    with context_manager.writer.using(context) as session:
+        session.add(upgrade)
+        session.flush()
+        session.add(_new_event(context, upgrade.id, now, 'api', None,
+                               states.PENDING, None))
+        session.flush()
+        return _upgrade_dict(upgrade)
+
+
+def get_upgrade(context, upgrade_id, with_events=False):
+    """One upgrade; with its events, oldest first, when asked."""
+    with context_manager.reader.using(context) as session:
+        return _upgrade_with_events(session, upgrade_id, with_events)
+
+
+def list_upgrades(context, filters=None, limit=None, marker=None):
+    """Upgrades newest first, filtered by exact match, one page at a time."""
+    filters = filters or {}
+    _check_keys('upgrade filter', filters, _UPGRADE_FILTERS)
+    _check_limit(limit)
+    with context_manager.reader.using(context) as session:
+        query = session.query(models.Upgrade)
+        for key, value in filters.items():
+            query = query.filter(getattr(models.Upgrade, key) == value)
+        marker_row = None
+        if marker is not None:
+            marker_row = session.get(models.Upgrade, marker)
+            if marker_row is None:
+                raise exception.MarkerNotFound(marker=marker)
+        query = sqlalchemyutils.paginate_query(
+            query, models.Upgrade, limit, ['created_at', 'id'],
+            marker=marker_row, sort_dirs=['desc', 'desc'])
+        return [_upgrade_dict(row) for row in query.all()]
+
+
+@_retry_on_deadlock
+def _compare_and_swap(context, upgrade_id, to_state, source, detail,
+                      allowed_from, values):
+    """One attempt at the compare-and-swap.
+
+    Returns (True, upgrade) when done, (False, upgrade) when there was
+    nothing to do, and None when another writer changed the status first.
+    """
+    with context_manager.writer.using(context) as session:
+        current = _get_upgrade_row(session, upgrade_id).status
+        if current == to_state:
+            return False, _upgrade_with_events(session, upgrade_id, False)
+        if allowed_from is not None and current not in allowed_from:
+            raise exception.InvalidStateTransition(
+                upgrade_id=upgrade_id, from_state=current, to_state=to_state)
+        if states.is_duplicate_or_stale(current, to_state):
+            return False, _upgrade_with_events(session, upgrade_id, False)
+        if not states.is_legal(current, to_state):
+            raise exception.InvalidStateTransition(
+                upgrade_id=upgrade_id, from_state=current, to_state=to_state)
+        now = timeutils.utcnow()
+        columns = dict(values, status=to_state, status_detail=detail,
+                       updated_at=now)
+        if to_state in states.FINAL_STATES:
+            columns['finished_at'] = now
+        result = session.execute(
+            sa.update(models.Upgrade)
+            .where(models.Upgrade.id == upgrade_id,
+                   models.Upgrade.status == current)
+            .values(**columns)
+            .execution_options(synchronize_session=False))
+        if result.rowcount != 1:
+            return None
+        session.add(_new_event(context, upgrade_id, now, source, current,
+                               to_state, detail))
+        session.flush()
+        session.expire_all()
+        return True, _upgrade_with_events(session, upgrade_id, False)
+
+
+def transition_upgrade(context, upgrade_id, to_state, source, detail=None,
+                       allowed_from=None, values=None):
+    """Move an upgrade to ``to_state`` and record the event, race-safely.
+
+    Returns ``(changed, upgrade)``. A duplicate or stale report changes
+    nothing and returns ``(False, upgrade)``; an illegal move raises
+    InvalidStateTransition. ``allowed_from`` is a claim that the upgrade is
+    in one of those states: a repeat of a move that already happened is
+    still a duplicate, but from any other state outside the set (a cancel
+    of a finished upgrade, an agent's start of a cancelled one) it raises
+    InvalidStateTransition rather than passing as stale. Must not
+    be called inside another transaction of the same context: a lost race is
+    retried in a fresh one.
+    """
+    _check_state(to_state)
+    if not source or not isinstance(source, str):
+        raise exception.Invalid(reason='an event needs a source')
+    values = values or {}
+    _check_keys('upgrade column', values, _TRANSITION_VALUES)
+    _check_strings(models.Upgrade, values, values)
+    # Each lost race means another writer moved the status forward; the
+    # state machine has no cycle, so this loop ends.
+    while True:
+        outcome = _compare_and_swap(context, upgrade_id, to_state, source,
+                                    detail, allowed_from, values)
+        if outcome is not None:
+            return outcome
+        LOG.debug('Upgrade %s changed while moving it to %s; retrying.',
+                  upgrade_id, to_state)
+
+
+def timeout_upgrades(context, created_before):
+    """Move every unfinished upgrade created before a time to TIMED_OUT.
+
+    Returns the upgrades this call changed; one that reached a final state
+    meanwhile is left alone by the compare-and-swap.
+    """
+    created_before = timeutils.normalize_time(created_before)
+    with context_manager.reader.using(context) as session:
+        candidates = session.execute(
+            sa.select(models.Upgrade.id, models.Upgrade.created_at)
+            .where(models.Upgrade.status.not_in(states.FINAL_STATES),
+                   models.Upgrade.created_at < created_before)
+            .order_by(models.Upgrade.created_at, models.Upgrade.id)).all()
+    now = timeutils.utcnow()
+    timed_out = []
+    for upgrade_id, created_at in candidates:
+        age = int((now - created_at).total_seconds())
+        changed, upgrade = transition_upgrade(
+            context, upgrade_id, states.TIMED_OUT, 'conductor',
+            detail='No final state %d seconds after the upgrade was '
+                   'requested.' % age)
+        if changed:
+            timed_out.append(upgrade)
+    return timed_out
+
+
+def _check_agent_values(values):
+    _check_keys('agent field', values, _AGENT_VALUES)
+    _check_strings(models.Agent, values, _AGENT_VALUES - {'labels'})
+    version = values.get('rpc_api_version')
+    if version is not None and not (isinstance(version, str)
+                                    and _RPC_VERSION_RE.match(version)):
+        raise exception.Invalid(
+            reason='rpc_api_version must look like x.y, not %r' % (version,))
+    labels = values.get('labels')
+    if labels is not None and not isinstance(labels, dict):
+        raise exception.Invalid(reason='labels must be an object')
+
+
+@_retry_on_deadlock
+def _update_agent(context, instance_id, values, now):
+    with context_manager.writer.using(context) as session:
+        result = session.execute(
+            sa.update(models.Agent)
+            .where(models.Agent.instance_id == instance_id)
+            .values(updated_at=now, last_heartbeat_at=now, **values)
+            .execution_options(synchronize_session=False))
+        if result.rowcount != 1:
+            return None
+        return _agent_dict(session.get(models.Agent, instance_id))
+
+
+@_retry_on_deadlock
+def _insert_agent(context, instance_id, values, now):
+    values = dict(values)
+    values.setdefault('labels', {})
+    with context_manager.writer.using(context) as session:
+        agent = models.Agent(instance_id=instance_id, created_at=now,
+                             updated_at=now, last_heartbeat_at=now, **values)
+        session.add(agent)
+        session.flush()
+        return _agent_dict(agent)
+
+
+def register_agent(context, instance_id, values):
+    """Record an agent's registration or heartbeat (an upsert).
+
+    Updates first, since heartbeats outnumber registrations; inserts when
+    there is no row; and when another process inserted it in between, the
+    duplicate key sends it back to the update.
+    """
+    _check_agent_values(values)
+    now = timeutils.utcnow()
+    agent = _update_agent(context, instance_id, values, now)
+    if agent is not None:
+        return agent
+    try:
+        return _insert_agent(context, instance_id, values, now)
+    except db_exc.DBDuplicateEntry:
+        return _update_agent(context, instance_id, values, now)
+
+
+def get_agent(context, instance_id):
+    """The registered agent of one instance."""
+    with context_manager.reader.using(context) as session:
+        row = session.get(models.Agent, instance_id)
+        if row is None:
+            raise exception.AgentNotFound(instance_id=instance_id)
+        return _agent_dict(row)
+
+
+def _labels_match(agent_labels, wanted):
+    return all(agent_labels.get(k) == v for k, v in wanted.items())
+
+
+def list_agents(context, filters=None, limit=None, marker=None):
+    """Agents ordered by instance id, filtered, one page at a time.
+
+    ``labels`` in the filters is a dict every one of whose items the
+    agent's labels must contain; it is matched after the query.
+    """
+    filters = dict(filters or {})
+    _check_keys('agent filter', filters, _AGENT_FILTERS)
+    _check_limit(limit)
+    labels = filters.pop('labels', None)
+    if labels is not None and not isinstance(labels, dict):
+        raise exception.Invalid(reason='the labels filter must be an object')
+    with context_manager.reader.using(context) as session:
+        query = session.query(models.Agent)
+        for key, value in filters.items():
+            query = query.filter(getattr(models.Agent, key) == value)
+        marker_row = None
+        if marker is not None:
+            marker_row = session.get(models.Agent, marker)
+            if marker_row is None:
+                raise exception.MarkerNotFound(marker=marker)
+        query = sqlalchemyutils.paginate_query(
+            query, models.Agent, None if labels else limit, ['instance_id'],
+            marker=marker_row, sort_dirs=['asc'])
+        agents = [_agent_dict(row) for row in query.all()]
+    if labels:
+        agents = [a for a in agents if _labels_match(a['labels'], labels)]
+        agents = agents[:limit]
+    return agents
+
+
+def _version_tuple(version):
+    return tuple(int(part) for part in version.split('.'))
+
+
+def min_agent_rpc_version(context):
+    """The lowest RPC API version any registered agent reported, or None."""
+    with context_manager.reader.using(context) as session:
+        versions = session.scalars(
+            sa.select(models.Agent.rpc_api_version).distinct()
+            .where(models.Agent.rpc_api_version.is_not(None))).all()
+    if not versions:
+        return None
+    return min(versions, key=_version_tuple)

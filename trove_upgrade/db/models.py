@@ -1,0 +1,103 @@
+"""SQLAlchemy models of the control plane's tables.
+
+The migrations in ``migrations/versions`` create the same schema; a
+functional test compares the two on every supported database.
+"""
+
+import datetime
+
+from oslo_db.sqlalchemy import types as db_types
+import sqlalchemy as sa
+from sqlalchemy.dialects import mysql
+from sqlalchemy import orm
+
+# MySQL/MariaDB DATETIME keeps whole seconds unless asked for more; events
+# recorded within one second would lose their order.
+DateTime = sa.DateTime().with_variant(mysql.DATETIME(fsp=6), 'mysql',
+                                      'mariadb')
+
+TABLE_ARGS = {'mysql_engine': 'InnoDB', 'mysql_charset': 'utf8mb4'}
+
+
+class Base(orm.DeclarativeBase):
+    """Declarative base of every control-plane table."""
+
+
+class Upgrade(Base):
+    """One requested upgrade of one instance's guest agent."""
+
+    __tablename__ = 'upgrades'
+    __table_args__ = (
+        sa.Index('upgrades_instance_id_idx', 'instance_id'),
+        sa.Index('upgrades_status_idx', 'status'),
+        sa.Index('upgrades_rollout_id_idx', 'rollout_id'),
+        sa.Index('upgrades_created_at_idx', 'created_at'),
+        TABLE_ARGS,
+    )
+
+    id: orm.Mapped[str] = orm.mapped_column(sa.String(36), primary_key=True)
+    instance_id: orm.Mapped[str] = orm.mapped_column(sa.String(36))
+    instance_version: orm.Mapped[str] = orm.mapped_column(sa.String(255))
+    from_version: orm.Mapped[str | None] = orm.mapped_column(sa.String(255))
+    strategy: orm.Mapped[str] = orm.mapped_column(sa.String(64))
+    location: orm.Mapped[str] = orm.mapped_column(sa.String(2048))
+    # "metadata" is reserved by the declarative base, so the attribute has
+    # another name than its column.
+    upgrade_metadata: orm.Mapped[dict] = orm.mapped_column(
+        'metadata', db_types.JsonEncodedDict())
+    allow_downgrade: orm.Mapped[bool] = orm.mapped_column(sa.Boolean)
+    status: orm.Mapped[str] = orm.mapped_column(sa.String(32))
+    status_detail: orm.Mapped[str | None] = orm.mapped_column(sa.Text)
+    project_id: orm.Mapped[str | None] = orm.mapped_column(sa.String(255))
+    user_id: orm.Mapped[str | None] = orm.mapped_column(sa.String(255))
+    request_id: orm.Mapped[str | None] = orm.mapped_column(sa.String(255))
+    rollout_id: orm.Mapped[str | None] = orm.mapped_column(sa.String(36))
+    created_at: orm.Mapped[datetime.datetime] = orm.mapped_column(DateTime)
+    updated_at: orm.Mapped[datetime.datetime | None] = orm.mapped_column(
+        DateTime)
+    finished_at: orm.Mapped[datetime.datetime | None] = orm.mapped_column(
+        DateTime)
+
+
+class UpgradeEvent(Base):
+    """One recorded state change of an upgrade: its audit trail."""
+
+    __tablename__ = 'upgrade_events'
+    __table_args__ = (
+        sa.Index('upgrade_events_upgrade_id_idx', 'upgrade_id'),
+        TABLE_ARGS,
+    )
+
+    id: orm.Mapped[int] = orm.mapped_column(
+        sa.Integer, primary_key=True, autoincrement=True)
+    upgrade_id: orm.Mapped[str] = orm.mapped_column(
+        sa.String(36),
+        sa.ForeignKey('upgrades.id', name='upgrade_events_upgrade_id_fkey'))
+    created_at: orm.Mapped[datetime.datetime] = orm.mapped_column(DateTime)
+    source: orm.Mapped[str] = orm.mapped_column(sa.String(32))
+    from_state: orm.Mapped[str | None] = orm.mapped_column(sa.String(32))
+    to_state: orm.Mapped[str] = orm.mapped_column(sa.String(32))
+    detail: orm.Mapped[str | None] = orm.mapped_column(sa.Text)
+    request_id: orm.Mapped[str | None] = orm.mapped_column(sa.String(255))
+
+
+class Agent(Base):
+    """The last registration or heartbeat of one instance's agent."""
+
+    __tablename__ = 'agents'
+    __table_args__ = (TABLE_ARGS,)
+
+    instance_id: orm.Mapped[str] = orm.mapped_column(
+        sa.String(36), primary_key=True)
+    agent_version: orm.Mapped[str | None] = orm.mapped_column(sa.String(255))
+    guest_version: orm.Mapped[str | None] = orm.mapped_column(sa.String(255))
+    rpc_api_version: orm.Mapped[str | None] = orm.mapped_column(
+        sa.String(16))
+    state: orm.Mapped[str | None] = orm.mapped_column(sa.String(32))
+    labels: orm.Mapped[dict] = orm.mapped_column(db_types.JsonEncodedDict())
+    host: orm.Mapped[str | None] = orm.mapped_column(sa.String(255))
+    created_at: orm.Mapped[datetime.datetime] = orm.mapped_column(DateTime)
+    updated_at: orm.Mapped[datetime.datetime | None] = orm.mapped_column(
+        DateTime)
+    last_heartbeat_at: orm.Mapped[datetime.datetime | None] = (
+        orm.mapped_column(DateTime))
