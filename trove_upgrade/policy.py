@@ -1,0 +1,42 @@
+"""Policy enforcement: the rules are in ``trove_upgrade.policies``."""
+
+from oslo_config import cfg
+from oslo_policy import policy
+
+from trove_upgrade import exception
+from trove_upgrade import policies
+
+_ENFORCER = None
+
+
+def init(conf):
+    """Build the enforcer from ``conf``; each API application calls it."""
+    global _ENFORCER
+    enforcer = policy.Enforcer(conf)
+    enforcer.register_defaults(policies.list_rules())
+    enforcer.load_rules()
+    _ENFORCER = enforcer
+    return enforcer
+
+
+def get_enforcer():
+    """The ``oslo.policy.enforcer`` entry point of the oslopolicy tools."""
+    cfg.CONF([], project='trove-upgrade')
+    return init(cfg.CONF)
+
+
+def authorize(context, rule, target=None):
+    """Raise PolicyNotAuthorized (403) unless ``context`` passes ``rule``.
+
+    The management API is not owned by a project, so the default target is
+    the caller's own project.
+    """
+    if target is None:
+        target = {'project_id': context.project_id,
+                  'user_id': context.user_id}
+    try:
+        return _ENFORCER.authorize(rule, target, context, do_raise=True,
+                                   exc=exception.PolicyNotAuthorized,
+                                   action=rule)
+    except policy.InvalidScope:
+        raise exception.PolicyNotAuthorized(action=rule)
