@@ -1,0 +1,128 @@
+"""The migrations on every supported database.
+
+They run step by step from an empty database, every step is checked, and
+the schema they end with must equal the models'. oslo.db's opportunistic
+fixtures provide a new database per test on MariaDB and PostgreSQL as user
+openstack_citest (see tools/test-setup.sh); the tests skip only when that
+database server cannot be reached.
+"""
+
+from alembic import script as alembic_script
+from oslo_db.sqlalchemy import test_fixtures
+from oslo_db.sqlalchemy import test_migrations
+import sqlalchemy as sa
+
+from trove_upgrade.db import api as db_api
+from trove_upgrade.db import migration
+from trove_upgrade.db import models
+from trove_upgrade.tests import base
+from trove_upgrade.tests.fixtures import database
+
+
+class _ModelsMigrationsSync(test_migrations.ModelsMigrationsSync):
+
+    def setUp(self):
+        super().setUp()
+        self.engine = db_api.get_engine()
+
+    def db_sync(self, engine):
+        migration.upgrade('head', engine=engine)
+
+    def get_engine(self):
+        return self.engine
+
+    def get_metadata(self):
+        return models.Base.metadata
+
+    def include_object(self, object_, name, type_, reflected, compare_to):
+        # alembic's bookkeeping table is no model.
+        return not (type_ == 'table' and name == 'alembic_version')
+
+
+class _MigrationsWalk:
+    """Upgrade one revision at a time and check what each one made."""
+
+    def setUp(self):
+        super().setUp()
+        self.engine = db_api.get_engine()
+
+    def _revisions(self):
+        script = alembic_script.ScriptDirectory(migration._SCRIPT_LOCATION)
+        return [r.revision for r in reversed(list(script.walk_revisions()))]
+
+    def test_every_revision_has_a_check(self):
+        for revision in self._revisions():
+            self.assertTrue(hasattr(self, '_check_%s' % revision),
+                            'no check for revision %s' % revision)
+
+    def test_walk_versions(self):
+        self.assertIsNone(migration.version(engine=self.engine))
+        for revision in self._revisions():
+            migration.upgrade(revision, engine=self.engine)
+            self.assertEqual(revision, migration.version(engine=self.engine))
+            with self.engine.connect() as connection:
+                getattr(self, '_check_%s' % revision)(connection)
+        # A second sync at head is a no-op.
+        migration.upgrade('head', engine=self.engine)
+
+    def _indexes(self, inspector, table):
+        return {i['name']: i['column_names']
+                for i in inspector.get_indexes(table)}
+
+    def _check_5a2b7c9d1e3f(self, connection):
+        inspector = sa.inspect(connection)
+        self.assertTrue({'upgrades', 'upgrade_events', 'agents'}.issubset(
+            inspector.get_table_names()))
+        self.assertEqual(
+            {'upgrades_instance_id_idx': ['instance_id'],
+             'upgrades_status_idx': ['status'],
+             'upgrades_rollout_id_idx': ['rollout_id'],
+             'upgrades_created_at_idx': ['created_at']},
+            self._indexes(inspector, 'upgrades'))
+        foreign_keys = inspector.get_foreign_keys('upgrade_events')
+        self.assertEqual([(['upgrade_id'], 'upgrades', ['id'])],
+                         [(fk['constrained_columns'], fk['referred_table'],
+                           fk['referred_columns']) for fk in foreign_keys])
+        self.assertEqual(['instance_id'], inspector.get_pk_constraint(
+            'agents')['constrained_columns'])
+        if connection.dialect.name == 'mysql':
+            # Events within one second keep their order.
+            created_at = {c['name']: c for c in
+                          inspector.get_columns('upgrade_events')}
+            self.assertEqual(6, created_at['created_at']['type'].fsp)
+
+
+class TestModelsSyncSQLite(_ModelsMigrationsSync,
+                           test_fixtures.OpportunisticDBTestMixin,
+                           base.TestCase):
+    FIXTURE = database.SQLiteOpportunisticFixture
+
+
+class TestModelsSyncMySQL(_ModelsMigrationsSync,
+                          test_fixtures.OpportunisticDBTestMixin,
+                          base.TestCase):
+    FIXTURE = database.MySQLOpportunisticFixture
+
+
+class TestModelsSyncPostgreSQL(_ModelsMigrationsSync,
+                               test_fixtures.OpportunisticDBTestMixin,
+                               base.TestCase):
+    FIXTURE = database.PostgresqlOpportunisticFixture
+
+
+class TestMigrationsWalkSQLite(_MigrationsWalk,
+                               test_fixtures.OpportunisticDBTestMixin,
+                               base.TestCase):
+    FIXTURE = database.SQLiteOpportunisticFixture
+
+
+class TestMigrationsWalkMySQL(_MigrationsWalk,
+                              test_fixtures.OpportunisticDBTestMixin,
+                              base.TestCase):
+    FIXTURE = database.MySQLOpportunisticFixture
+
+
+class TestMigrationsWalkPostgreSQL(_MigrationsWalk,
+                                   test_fixtures.OpportunisticDBTestMixin,
+                                   base.TestCase):
+    FIXTURE = database.PostgresqlOpportunisticFixture
