@@ -1,0 +1,1 @@
+"""The REST API: HTTP lives here and nowhere else."""

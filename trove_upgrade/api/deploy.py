@@ -1,0 +1,44 @@
+"""The API's middleware pipeline, composed in code.
+
+From the outside in: proxy headers, request id, request log, fault
+wrapper, body size limit, authentication (keystonemiddleware or noauth2),
+request context, router. The request id comes first so every later layer,
+the log line and every error body included, can name the request; the
+fault wrapper sits outside everything that can fail.
+"""
+
+from oslo_middleware import http_proxy_to_wsgi
+from oslo_middleware import request_id
+
+from trove_upgrade.api import auth
+from trove_upgrade.api import fault_wrap
+from trove_upgrade.api import handler
+from trove_upgrade.api import requestlog
+from trove_upgrade.api import sizelimit
+from trove_upgrade import policy
+
+
+def deploy(conf):
+    """Wrap the router in its middleware, from the inside out."""
+    if conf.api.auth_strategy == 'noauth2':
+        auth_middleware = auth.NoAuthMiddleware
+    else:
+        auth_middleware = auth.keystone_middleware(conf)
+
+    application = handler.Router(conf)
+    for middleware in (
+            auth.ContextMiddleware,
+            auth_middleware,
+            lambda app: sizelimit.RequestBodySizeLimit(app, conf),
+            fault_wrap.FaultWrapper,
+            requestlog.RequestLog,
+            lambda app: request_id.RequestId(app, conf),
+            lambda app: http_proxy_to_wsgi.HTTPProxyToWSGI(app, conf)):
+        application = middleware(application)
+    return application
+
+
+def loadapp(conf):
+    """The WSGI application for ``conf``, its policy loaded."""
+    policy.init(conf)
+    return deploy(conf)

@@ -1,0 +1,83 @@
+"""Every URL of the API and the handler of each method, in one map.
+
+``make_map`` turns ``ROUTE_DECLARATIONS`` into a Routes mapper that also
+answers 405, with an Allow header, for a known URL and an unknown method.
+Path parameters carry no regular expression, so a malformed id reaches its
+handler and gets the resource's own 404 message.
+"""
+
+import routes
+import webob.exc
+
+from trove_upgrade.api.handlers import agents
+from trove_upgrade.api.handlers import root
+from trove_upgrade.api.handlers import upgrades
+from trove_upgrade.api import util
+
+MGMT = '/v1.0/{tenant_id}/mgmt'
+
+ROUTE_DECLARATIONS = {
+    '': {'GET': root.versions},
+    '/': {'GET': root.versions},
+    '/v1.0': {'GET': root.version},
+    '/v1.0/': {'GET': root.version},
+    MGMT + '/upgrades': {
+        'GET': upgrades.list_upgrades,
+        'POST': upgrades.create_upgrade,
+    },
+    MGMT + '/upgrades/{upgrade_id}': {
+        'GET': upgrades.show_upgrade,
+        'DELETE': upgrades.cancel_upgrade,
+    },
+    MGMT + '/agents': {
+        'GET': agents.list_agents,
+    },
+    MGMT + '/agents/{instance_id}': {
+        'GET': agents.show_agent,
+    },
+}
+
+
+@util.wsgify
+def _method_not_allowed(req):
+    allowed = req.urlvars['_methods']
+    raise webob.exc.HTTPMethodNotAllowed(
+        '%s is not allowed on %s; allowed: %s.'
+        % (req.method, req.path_info, allowed),
+        headers=[('Allow', allowed)])
+
+
+def make_map(declarations):
+    mapper = routes.Mapper()
+    for route, targets in declarations.items():
+        for method, action in targets.items():
+            mapper.connect(route, action=action,
+                           conditions={'method': [method]})
+        mapper.connect(route, action=_method_not_allowed,
+                       _methods=', '.join(targets))
+    return mapper
+
+
+class Router:
+    """Dispatch a request to the handler ROUTE_DECLARATIONS names."""
+
+    def __init__(self, conf):
+        self.conf = conf
+        self._map = make_map(ROUTE_DECLARATIONS)
+
+    @util.wsgify
+    def __call__(self, req):
+        match = self._map.match(environ=req.environ)
+        if match is None:
+            raise webob.exc.HTTPNotFound(
+                'No resource at %s.' % req.path_info)
+        action = match.pop('action')
+        req.environ['wsgiorg.routing_args'] = ((), match)
+        req.environ[util.CONF_KEY] = self.conf
+        context = req.environ.get(util.CONTEXT_KEY)
+        tenant_id = match.get('tenant_id')
+        if tenant_id is not None and tenant_id != context.project_id:
+            raise webob.exc.HTTPForbidden(
+                'The project in the URL (%s) is not the project of the '
+                'request (%s).' % (tenant_id, context.project_id))
+        return action

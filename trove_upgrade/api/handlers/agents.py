@@ -1,0 +1,43 @@
+"""Handlers of /v1.0/{tenant_id}/mgmt/agents."""
+
+from oslo_utils import uuidutils
+
+from trove_upgrade.api.schemas import agents as schema
+from trove_upgrade.api import util
+from trove_upgrade.api import views
+from trove_upgrade.db import api as db_api
+from trove_upgrade import exception
+from trove_upgrade.policies import agents as policies
+from trove_upgrade import policy
+
+
+def _view(req, agent):
+    return views.agent(req, req.urlvars['tenant_id'], agent,
+                       req.environ[util.CONF_KEY].conductor.agent_down_time)
+
+
+@util.wsgify
+def list_agents(req):
+    context = req.environ[util.CONTEXT_KEY]
+    policy.authorize(context, policies.LIST)
+    params = util.query_params(req, schema.LIST_AGENTS_QUERY)
+    limit = util.get_limit(params, req.environ[util.CONF_KEY].api.max_limit)
+    filters = {name: params[name] for name in
+               ('guest_version', 'state', 'rpc_api_version')
+               if name in params}
+    found = db_api.list_agents(context, filters=filters, limit=limit,
+                               marker=params.get('marker'))
+    items = [_view(req, a) for a in found]
+    return util.json_response(
+        views.page(req, 'agents', items, limit, 'instance_id'))
+
+
+@util.wsgify
+def show_agent(req):
+    context = req.environ[util.CONTEXT_KEY]
+    policy.authorize(context, policies.SHOW)
+    instance_id = req.urlvars['instance_id']
+    if not uuidutils.is_uuid_like(instance_id):
+        raise exception.AgentNotFound(instance_id=instance_id)
+    return util.json_response(
+        {'agent': _view(req, db_api.get_agent(context, instance_id))})

@@ -1,0 +1,14 @@
+"""Schemas of /v1.0/{tenant_id}/mgmt/agents."""
+
+LIST_AGENTS_QUERY = {
+    '$schema': 'https://json-schema.org/draft/2020-12/schema',
+    'type': 'object',
+    'properties': {
+        'guest_version': {'type': 'string', 'minLength': 1, 'maxLength': 64},
+        'state': {'type': 'string', 'minLength': 1, 'maxLength': 32},
+        'rpc_api_version': {'type': 'string', 'pattern': '^[0-9]+\\.[0-9]+$'},
+        'limit': {'type': 'string'},
+        'marker': {'type': 'string', 'format': 'uuid'},
+    },
+    'additionalProperties': False,
+}

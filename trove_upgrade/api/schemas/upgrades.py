@@ -1,0 +1,66 @@
+"""Schemas of /v1.0/{tenant_id}/mgmt/upgrades."""
+
+from trove_upgrade import states
+
+STRATEGIES = ['swift', 'http', 'local', 'rsync']
+
+# Printable text: no control characters, which have no business in a
+# version, a location or a label and would corrupt logs.
+_TEXT_PATTERN = '^[^\\x00-\\x1f\\x7f]*$'
+
+_UPGRADE = {
+    'type': 'object',
+    'properties': {
+        'instance_id': {'type': 'string', 'format': 'uuid'},
+        'instance_version': {
+            'type': 'string', 'minLength': 1, 'maxLength': 64,
+            'pattern': _TEXT_PATTERN,
+        },
+        'strategy': {'type': 'string', 'enum': STRATEGIES},
+        'location': {
+            'type': 'string', 'minLength': 1, 'maxLength': 2048,
+            'pattern': _TEXT_PATTERN,
+        },
+        'metadata': {
+            'type': 'object',
+            'maxProperties': 64,
+            'propertyNames': {
+                'minLength': 1, 'maxLength': 255, 'pattern': _TEXT_PATTERN,
+            },
+            'additionalProperties': {
+                'type': ['string', 'number', 'boolean', 'null'],
+                'maxLength': 1024,
+            },
+        },
+        'allow_downgrade': {'type': 'boolean'},
+    },
+    'required': ['instance_id', 'instance_version', 'strategy', 'location'],
+    'additionalProperties': False,
+}
+
+# The Trove design's flat body, or upstream Trove's {"upgrade": {...}}.
+POST_UPGRADE = {
+    '$schema': 'https://json-schema.org/draft/2020-12/schema',
+    'if': {'type': 'object', 'required': ['upgrade']},
+    'then': {
+        'type': 'object',
+        'properties': {'upgrade': _UPGRADE},
+        'additionalProperties': False,
+    },
+    'else': _UPGRADE,
+}
+
+LIST_UPGRADES_QUERY = {
+    '$schema': 'https://json-schema.org/draft/2020-12/schema',
+    'type': 'object',
+    'properties': {
+        'instance_id': {'type': 'string', 'format': 'uuid'},
+        'status': {'type': 'string', 'enum': sorted(states.ALL_STATES)},
+        'instance_version': {
+            'type': 'string', 'minLength': 1, 'maxLength': 64,
+        },
+        'limit': {'type': 'string'},
+        'marker': {'type': 'string', 'format': 'uuid'},
+    },
+    'additionalProperties': False,
+}

@@ -1,0 +1,68 @@
+"""Refuse request bodies over ``[api] max_request_body_size``.
+
+A body announced larger than the limit is refused before it is read; a
+body without a Content-Length (chunked) is cut off as soon as reading it
+passes the limit, so a client cannot make the API buffer more.
+"""
+
+import webob.exc
+
+from trove_upgrade.api import util
+
+
+def _too_large(limit):
+    return webob.exc.HTTPBadRequest(
+        'The request body is larger than %d bytes, the limit set by '
+        '[api] max_request_body_size.' % limit)
+
+
+class _LimitingReader:
+    """Wrap ``wsgi.input``, raising 400 once more than ``limit`` is read."""
+
+    def __init__(self, stream, limit):
+        self._stream = stream
+        self._limit = limit
+        self._read = 0
+
+    def _count(self, data):
+        self._read += len(data)
+        if self._read > self._limit:
+            raise _too_large(self._limit)
+        return data
+
+    def read(self, size=-1):
+        return self._count(self._stream.read(size))
+
+    def readline(self, size=-1):
+        return self._count(self._stream.readline(size))
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        line = self.readline()
+        if not line:
+            raise StopIteration
+        return line
+
+
+class RequestBodySizeLimit:
+
+    def __init__(self, application, conf):
+        self.application = application
+        self.limit = conf.api.max_request_body_size
+
+    @util.wsgify
+    def __call__(self, req):
+        length = req.environ.get('CONTENT_LENGTH')
+        if length:
+            if not length.isdigit():
+                raise webob.exc.HTTPBadRequest(
+                    'Content-Length must be a non-negative integer, not '
+                    '%r.' % length)
+            if int(length) > self.limit:
+                raise _too_large(self.limit)
+        elif 'wsgi.input' in req.environ:
+            req.environ['wsgi.input'] = _LimitingReader(
+                req.environ['wsgi.input'], self.limit)
+        return self.application

@@ -1,0 +1,139 @@
+"""HTTP helpers shared by the handlers and the middleware.
+
+Every error the API answers with, whoever raises it, has the same JSON body::
+
+    {"errors": [{"status": 404, "title": "Not Found",
+                 "detail": "Upgrade ... could not be found.",
+                 "request_id": "req-..."}]}
+"""
+
+import datetime
+import http
+
+import jsonschema
+from oslo_log import log as logging
+from oslo_middleware import request_id
+from oslo_serialization import jsonutils
+import webob
+import webob.dec
+import webob.exc
+
+from trove_upgrade import exception
+
+LOG = logging.getLogger(__name__)
+
+JSON_TYPE = 'application/json'
+CONTEXT_KEY = 'trove_upgrade.context'
+CONF_KEY = 'trove_upgrade.conf'
+
+# Headers of a webob HTTP error that the JSON error keeps.
+_KEPT_ERROR_HEADERS = frozenset(['allow', 'location', 'retry-after',
+                                 'www-authenticate'])
+
+
+def error_response(status, detail, environ, headers=None):
+    """The JSON error response for ``status`` with a specific ``detail``."""
+    body = {'errors': [{
+        'status': status,
+        'title': http.HTTPStatus(status).phrase,
+        'detail': str(detail),
+        'request_id': environ.get(request_id.ENV_REQUEST_ID),
+    }]}
+    return json_response(body, status=status, headers=headers)
+
+
+def json_response(body, status=200, headers=None):
+    resp = webob.Response(status=status, content_type=JSON_TYPE,
+                          charset=None,
+                          body=jsonutils.dump_as_bytes(body))
+    for name, value in headers or ():
+        resp.headers.add(name, value)
+    return resp
+
+
+class wsgify(webob.dec.wsgify):
+    """webob's ``wsgify``, answering every error in the API's JSON format.
+
+    Handlers and middleware raise webob HTTP errors or control-plane
+    exceptions; both become the JSON error with their status. Anything else
+    goes up to the fault wrapper.
+    """
+
+    def call_func(self, req, *args, **kwargs):
+        try:
+            return super().call_func(req, *args, **kwargs)
+        except webob.exc.HTTPException as err:
+            headers = [(name, value) for name, value in err.headerlist
+                       if name.lower() in _KEPT_ERROR_HEADERS]
+            return error_response(err.code, err.detail or err.explanation,
+                                  req.environ, headers=headers)
+        except exception.TroveUpgradeException as err:
+            if err.code >= 500:
+                LOG.error('%(method)s %(path)s failed: %(error)s',
+                          {'method': req.method, 'path': req.path,
+                           'error': err.message})
+            return error_response(err.code, err.message, req.environ)
+
+
+def require_json(req):
+    """Refuse a body that does not say it is JSON with 400."""
+    if req.content_type != JSON_TYPE:
+        raise webob.exc.HTTPBadRequest(
+            'The request body must have Content-Type %s, not %r.'
+            % (JSON_TYPE, req.content_type or None))
+
+
+def extract_json(body, schema):
+    """Parse ``body`` as JSON and validate it against ``schema``.
+
+    Raises 400 naming what is malformed or which field breaks which rule.
+    """
+    try:
+        data = jsonutils.loads(body)
+    except ValueError as exc:
+        raise webob.exc.HTTPBadRequest('Malformed JSON: %s' % exc)
+    validate(data, schema, 'JSON body')
+    return data
+
+
+def validate(data, schema, what):
+    validator_cls = jsonschema.validators.validator_for(schema)
+    validator = validator_cls(schema,
+                              format_checker=validator_cls.FORMAT_CHECKER)
+    error = jsonschema.exceptions.best_match(validator.iter_errors(data))
+    if error is not None:
+        raise webob.exc.HTTPBadRequest(
+            'Invalid %s: %s (at %s)' % (what, error.message, error.json_path))
+
+
+def query_params(req, schema):
+    """The query string as a dict, each parameter given at most once."""
+    params = {}
+    for name, value in req.GET.items():
+        if name in params:
+            raise webob.exc.HTTPBadRequest(
+                'Query parameter %r may be given only once.' % name)
+        params[name] = value
+    validate(params, schema, 'query string')
+    return params
+
+
+def get_limit(params, max_limit):
+    """The page size asked for, capped at ``[api] max_limit``."""
+    limit = params.get('limit')
+    if limit is None:
+        return max_limit
+    if not limit.isdigit() or int(limit) < 1:
+        raise webob.exc.HTTPBadRequest(
+            'limit must be a positive integer, not %r.' % limit)
+    return min(int(limit), max_limit)
+
+
+def isotime(value):
+    """Render a datetime as ISO 8601 in UTC; naive datetimes are UTC."""
+    if value is None:
+        return None
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=datetime.timezone.utc)
+    value = value.astimezone(datetime.timezone.utc)
+    return value.isoformat().replace('+00:00', 'Z')

@@ -1,0 +1,93 @@
+"""Response bodies: what the API shows of upgrades, events and agents."""
+
+import urllib.parse
+
+from oslo_utils import timeutils
+
+from trove_upgrade.api import util
+
+MGMT_PATH = '/v1.0/%s/mgmt'
+
+
+def _url(req, tenant_id, *parts):
+    return '/'.join((req.application_url + MGMT_PATH % tenant_id,) + parts)
+
+
+def _links(req, tenant_id, *parts):
+    return [{'rel': 'self', 'href': _url(req, tenant_id, *parts)}]
+
+
+def upgrade_url(req, tenant_id, upgrade_id):
+    return _url(req, tenant_id, 'upgrades', upgrade_id)
+
+
+def _event(event):
+    return {
+        'created_at': util.isotime(event['created_at']),
+        'source': event['source'],
+        'from_state': event['from_state'],
+        'to_state': event['to_state'],
+        'detail': event['detail'],
+        'request_id': event['request_id'],
+    }
+
+
+def upgrade(req, tenant_id, upgrade):
+    """One upgrade; its ``events`` when the dict carries them."""
+    body = {
+        'id': upgrade['id'],
+        'instance_id': upgrade['instance_id'],
+        'instance_version': upgrade['instance_version'],
+        'from_version': upgrade['from_version'],
+        'strategy': upgrade['strategy'],
+        'location': upgrade['location'],
+        'metadata': upgrade['metadata'],
+        'allow_downgrade': upgrade['allow_downgrade'],
+        'status': upgrade['status'],
+        'status_detail': upgrade['status_detail'],
+        'rollout_id': upgrade['rollout_id'],
+        'project_id': upgrade['project_id'],
+        'user_id': upgrade['user_id'],
+        'request_id': upgrade['request_id'],
+        'created_at': util.isotime(upgrade['created_at']),
+        'updated_at': util.isotime(upgrade['updated_at']),
+        'finished_at': util.isotime(upgrade['finished_at']),
+        'links': _links(req, tenant_id, 'upgrades', upgrade['id']),
+    }
+    if 'events' in upgrade:
+        body['events'] = [_event(e) for e in upgrade['events']]
+    return body
+
+
+def agent(req, tenant_id, agent, down_time):
+    """One agent; ``reachable`` is False once it missed ``down_time``."""
+    last_heartbeat = agent['last_heartbeat_at']
+    return {
+        'instance_id': agent['instance_id'],
+        'agent_version': agent['agent_version'],
+        'guest_version': agent['guest_version'],
+        'rpc_api_version': agent['rpc_api_version'],
+        'state': agent['state'],
+        'labels': agent['labels'],
+        'host': agent['host'],
+        'last_heartbeat': util.isotime(last_heartbeat),
+        'reachable': (last_heartbeat is not None and not
+                      timeutils.is_older_than(last_heartbeat, down_time)),
+        'created_at': util.isotime(agent['created_at']),
+        'updated_at': util.isotime(agent['updated_at']),
+        'links': _links(req, tenant_id, 'agents', agent['instance_id']),
+    }
+
+
+def page(req, key, items, limit, marker_key):
+    """A list body; a full page carries a ``next`` link to the next one."""
+    body = {key: items}
+    if items and len(items) == limit:
+        params = [(name, value) for name, value in req.GET.items()
+                  if name not in ('limit', 'marker')]
+        params += [('limit', str(limit)), ('marker', items[-1][marker_key])]
+        body['links'] = [{
+            'rel': 'next',
+            'href': req.path_url + '?' + urllib.parse.urlencode(params),
+        }]
+    return body
