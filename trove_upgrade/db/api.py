@@ -7,9 +7,10 @@ enginefacade transaction and returns plain dicts, so that no ORM object
 State changes are compare-and-swap updates on the ``status`` column: two
 processes reporting the same change race on ``UPDATE ... WHERE status =
 :from`` and only the one whose update matched a row records the event. The
-loser re-reads the upgrade in a new transaction and finds its report to be a
-duplicate. A new transaction is needed because MySQL's repeatable-read
-snapshot would keep showing the old status.
+loser re-reads the upgrade and finds its report to be a duplicate. The read
+and the update are separate transactions: MySQL's repeatable-read snapshot
+would otherwise keep showing the old status to the loser, and SQLite would
+refuse (rather than wait) to upgrade a reader's lock to a writer's.
 """
 
 import re
@@ -51,17 +52,9 @@ _AGENT_FILTERS = frozenset(['guest_version', 'state', 'rpc_api_version',
 _RPC_VERSION_RE = re.compile(r'^\d+\.\d+$')
 
 
-def _is_sqlite_busy(exc):
-    """SQLite answers a writer that would deadlock with "locked" at once."""
-    return (isinstance(exc, db_exc.DBError)
-            and 'database is locked' in str(exc.inner_exception))
-
-
-# Writes retry on deadlocks (MySQL, PostgreSQL) and on SQLite's busy
-# answer, which oslo.db does not translate into a deadlock.
+# Writes that MySQL or PostgreSQL chose as a deadlock victim are retried.
 _retry_on_deadlock = oslo_db_api.wrap_db_retry(
-    max_retries=10, retry_on_deadlock=True, retry_interval=0.05,
-    max_retry_interval=0.5, exception_checker=_is_sqlite_busy)
+    max_retries=5, retry_on_deadlock=True)
 
 
 def get_engine():
@@ -248,44 +241,38 @@ def list_upgrades(context, filters=None, limit=None, marker=None):
         return [_upgrade_dict(row) for row in query.all()]
 
 
-@_retry_on_deadlock
-def _compare_and_swap(context, upgrade_id, to_state, source, detail,
-                      allowed_from, values):
-    """One attempt at the compare-and-swap.
+def _current_status(context, upgrade_id):
+    with context_manager.reader.using(context) as session:
+        return _get_upgrade_row(session, upgrade_id).status
 
-    Returns (True, upgrade) when done, (False, upgrade) when there was
-    nothing to do, and None when another writer changed the status first.
+
+@_retry_on_deadlock
+def _compare_and_swap(context, upgrade_id, from_state, to_state, source,
+                      detail, values):
+    """Move the upgrade on if it is still in ``from_state``.
+
+    Returns the upgrade when this call moved it, None when another writer
+    changed the status first. The UPDATE is the transaction's first
+    statement, so SQLite waits for a concurrent writer instead of failing.
     """
+    now = timeutils.utcnow()
+    columns = dict(values, status=to_state, status_detail=detail,
+                   updated_at=now)
+    if to_state in states.FINAL_STATES:
+        columns['finished_at'] = now
     with context_manager.writer.using(context) as session:
-        current = _get_upgrade_row(session, upgrade_id).status
-        if current == to_state:
-            return False, _upgrade_with_events(session, upgrade_id, False)
-        if allowed_from is not None and current not in allowed_from:
-            raise exception.InvalidStateTransition(
-                upgrade_id=upgrade_id, from_state=current, to_state=to_state)
-        if states.is_duplicate_or_stale(current, to_state):
-            return False, _upgrade_with_events(session, upgrade_id, False)
-        if not states.is_legal(current, to_state):
-            raise exception.InvalidStateTransition(
-                upgrade_id=upgrade_id, from_state=current, to_state=to_state)
-        now = timeutils.utcnow()
-        columns = dict(values, status=to_state, status_detail=detail,
-                       updated_at=now)
-        if to_state in states.FINAL_STATES:
-            columns['finished_at'] = now
         result = session.execute(
             sa.update(models.Upgrade)
             .where(models.Upgrade.id == upgrade_id,
-                   models.Upgrade.status == current)
+                   models.Upgrade.status == from_state)
             .values(**columns)
             .execution_options(synchronize_session=False))
         if result.rowcount != 1:
             return None
-        session.add(_new_event(context, upgrade_id, now, source, current,
+        session.add(_new_event(context, upgrade_id, now, source, from_state,
                                to_state, detail))
         session.flush()
-        session.expire_all()
-        return True, _upgrade_with_events(session, upgrade_id, False)
+        return _upgrade_with_events(session, upgrade_id, False)
 
 
 def transition_upgrade(context, upgrade_id, to_state, source, detail=None,
@@ -303,20 +290,32 @@ def transition_upgrade(context, upgrade_id, to_state, source, detail=None,
     retried in a fresh one.
     """
     _check_state(to_state)
-    if not source or not isinstance(source, str):
+    if source is None:
         raise exception.Invalid(reason='an event needs a source')
+    _check_strings(models.UpgradeEvent, {'source': source}, ['source'])
     values = values or {}
     _check_keys('upgrade column', values, _TRANSITION_VALUES)
     _check_strings(models.Upgrade, values, values)
     # Each lost race means another writer moved the status forward; the
     # state machine has no cycle, so this loop ends.
     while True:
-        outcome = _compare_and_swap(context, upgrade_id, to_state, source,
-                                    detail, allowed_from, values)
-        if outcome is not None:
-            return outcome
-        LOG.debug('Upgrade %s changed while moving it to %s; retrying.',
-                  upgrade_id, to_state)
+        current = _current_status(context, upgrade_id)
+        if current == to_state:
+            return False, get_upgrade(context, upgrade_id)
+        if allowed_from is not None and current not in allowed_from:
+            raise exception.InvalidStateTransition(
+                upgrade_id=upgrade_id, from_state=current, to_state=to_state)
+        if states.is_duplicate_or_stale(current, to_state):
+            return False, get_upgrade(context, upgrade_id)
+        if not states.is_legal(current, to_state):
+            raise exception.InvalidStateTransition(
+                upgrade_id=upgrade_id, from_state=current, to_state=to_state)
+        upgrade = _compare_and_swap(context, upgrade_id, current, to_state,
+                                    source, detail, values)
+        if upgrade is not None:
+            return True, upgrade
+        LOG.debug('Upgrade %s left %s while moving it to %s; retrying.',
+                  upgrade_id, current, to_state)
 
 
 def timeout_upgrades(context, created_before):

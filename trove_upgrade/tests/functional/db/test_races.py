@@ -1,0 +1,202 @@
+"""Concurrent writers on real databases never record one change twice.
+
+Threads with their own contexts (so their own connections) write at the same
+time to MariaDB, PostgreSQL and a SQLite file. Where a test must be sure
+that both writers decided from the same state before either writes, a
+barrier holds each thread at its first ``states.is_legal`` check, which
+comes after the read and before the compare-and-swap.
+"""
+
+import threading
+from unittest import mock
+
+from oslo_db.sqlalchemy import test_fixtures
+
+from trove_upgrade import context
+from trove_upgrade.db import api as db_api
+from trove_upgrade.db import migration
+from trove_upgrade import exception
+from trove_upgrade import states
+from trove_upgrade.tests import base
+from trove_upgrade.tests.fixtures import database
+
+_STAGES = (states.SENT, states.DOWNLOADING, states.VERIFYING,
+           states.INSTALLING, states.RESTARTING, states.SUCCESS)
+
+
+def _run_together(*calls):
+    """Run each call in its own thread; return what each returned or raised.
+
+    A failed call leaves its exception in place of a result.
+    """
+    outcomes = [None] * len(calls)
+
+    def run(index, call):
+        try:
+            outcomes[index] = call()
+        except Exception as exc:
+            outcomes[index] = exc
+
+    threads = [threading.Thread(target=run, args=(i, call))
+               for i, call in enumerate(calls)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return outcomes
+
+
+class _RaceTests:
+
+    def _hold_first_checks(self, parties):
+        """Make the first ``parties`` legality checks wait for each other."""
+        barrier = threading.Barrier(parties)
+        is_legal = states.is_legal
+        lock = threading.Lock()
+        waiting = [parties]
+
+        def held(from_state, to_state):
+            with lock:
+                wait = waiting[0] > 0
+                waiting[0] -= 1
+            if wait:
+                barrier.wait(timeout=30)
+            return is_legal(from_state, to_state)
+
+        patcher = mock.patch.object(states, 'is_legal', held)
+        patcher.start()
+        self.addCleanup(patcher.stop)
+
+    def _context(self):
+        return context.RequestContext(project_id='project', user_id='user')
+
+    def _upgrade(self, instance_id='4b1e8d5c-0000-4000-8000-000000000001'):
+        return db_api.create_upgrade(self._context(), {
+            'instance_id': instance_id, 'instance_version': '2.0.0',
+            'strategy': 'swift', 'location': 'container/agent.tar'})
+
+    def _events(self, upgrade_id):
+        return db_api.get_upgrade(self._context(), upgrade_id,
+                                  with_events=True)['events']
+
+    def test_same_report_twice_is_recorded_once(self):
+        upgrade = self._upgrade()
+        self._hold_first_checks(2)
+
+        def report():
+            return db_api.transition_upgrade(
+                self._context(), upgrade['id'], states.SENT, 'conductor')
+
+        outcomes = _run_together(report, report)
+
+        self.assertEqual([False, True],
+                         sorted(changed for changed, _ in outcomes))
+        self.assertEqual([states.SENT, states.SENT],
+                         [u['status'] for _, u in outcomes])
+        self.assertEqual([(None, states.PENDING),
+                          (states.PENDING, states.SENT)],
+                         [(e['from_state'], e['to_state'])
+                          for e in self._events(upgrade['id'])])
+
+    def test_cancel_and_start_cannot_both_win(self):
+        upgrade = self._upgrade()
+        db_api.transition_upgrade(self._context(), upgrade['id'],
+                                  states.SENT, 'conductor')
+        self._hold_first_checks(2)
+
+        def cancel():
+            return db_api.transition_upgrade(
+                self._context(), upgrade['id'], states.CANCELLED, 'api',
+                allowed_from=states.CANCELLABLE_STATES)
+
+        def start():
+            return db_api.transition_upgrade(
+                self._context(), upgrade['id'], states.DOWNLOADING, 'agent',
+                allowed_from={states.SENT, states.DEFERRED})
+
+        outcomes = _run_together(cancel, start)
+
+        winners = [o for o in outcomes if isinstance(o, tuple)]
+        losers = [o for o in outcomes if not isinstance(o, tuple)]
+        self.assertEqual(1, len(winners), outcomes)
+        self.assertTrue(winners[0][0])
+        self.assertIsInstance(losers[0], exception.InvalidStateTransition)
+        final = db_api.get_upgrade(self._context(), upgrade['id'])
+        self.assertEqual(winners[0][1]['status'], final['status'])
+        events = self._events(upgrade['id'])
+        self.assertEqual([states.PENDING, states.SENT, final['status']],
+                         [e['to_state'] for e in events])
+
+    def test_many_reporters_keep_one_history(self):
+        upgrades = [self._upgrade('4b1e8d5c-0000-4000-8000-00000000000%d' % i)
+                    for i in range(3)]
+
+        def reporter():
+            changes = []
+            for stage in _STAGES:
+                for upgrade in upgrades:
+                    changed, _ = db_api.transition_upgrade(
+                        self._context(), upgrade['id'], stage, 'agent')
+                    changes.append((upgrade['id'], stage, changed))
+            return changes
+
+        outcomes = _run_together(reporter, reporter, reporter, reporter)
+
+        for outcome in outcomes:
+            self.assertIsInstance(outcome, list, outcome)
+        recorded = [(u, s) for changes in outcomes
+                    for u, s, changed in changes if changed]
+        self.assertEqual(sorted((u['id'], s) for u in upgrades
+                                for s in _STAGES), sorted(recorded))
+        for upgrade in upgrades:
+            events = self._events(upgrade['id'])
+            self.assertEqual((states.PENDING,) + _STAGES,
+                             tuple(e['to_state'] for e in events))
+            # Each event starts where the one before ended.
+            self.assertEqual([e['to_state'] for e in events[:-1]],
+                             [e['from_state'] for e in events[1:]])
+
+    def test_simultaneous_first_registrations_make_one_agent(self):
+        instance_id = '4b1e8d5c-0000-4000-8000-0000000000aa'
+        barrier = threading.Barrier(2)
+        insert = db_api._insert_agent
+
+        def held_insert(*args, **kwargs):
+            barrier.wait(timeout=30)
+            return insert(*args, **kwargs)
+
+        def register(version):
+            return lambda: db_api.register_agent(
+                self._context(), instance_id,
+                {'agent_version': version, 'rpc_api_version': '1.0'})
+
+        with mock.patch.object(db_api, '_insert_agent', held_insert):
+            outcomes = _run_together(register('1.0.0'), register('1.0.1'))
+
+        for outcome in outcomes:
+            self.assertIsInstance(outcome, dict, outcome)
+        agents = db_api.list_agents(self._context())
+        self.assertEqual([instance_id], [a['instance_id'] for a in agents])
+        self.assertIn(agents[0]['agent_version'], ('1.0.0', '1.0.1'))
+
+
+class _Opportunistic(test_fixtures.OpportunisticDBTestMixin):
+
+    def setUp(self):
+        super().setUp()
+        migration.upgrade('head', engine=db_api.get_engine())
+
+
+class TestRacesMySQL(_RaceTests, _Opportunistic, base.TestCase):
+    FIXTURE = database.MySQLOpportunisticFixture
+
+
+class TestRacesPostgreSQL(_RaceTests, _Opportunistic, base.TestCase):
+    FIXTURE = database.PostgresqlOpportunisticFixture
+
+
+class TestRacesSQLiteFile(_RaceTests, base.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.useFixture(database.Database())
