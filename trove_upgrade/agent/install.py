@@ -1,0 +1,284 @@
+"""Side-by-side installs of the guest agent and the ``current`` switch.
+
+Layout under the install root::
+
+    versions/<version>/      one virtualenv per installed version
+    versions/<version>/.trove-upgrade-installed   written once it checked out
+    current -> versions/<version>
+
+A version is built in a fresh virtualenv at its final path (virtualenv
+scripts record their interpreter's absolute path), with ``pip install
+--no-index`` from the package's own wheels only, and checked before anything
+points at it. A directory without the marker is a half-built install from an
+interrupted run and is removed, never used. ``current`` is replaced
+atomically: a new symlink is made under a temporary name and renamed over
+it, so a crash leaves the old link or the new one.
+"""
+
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+import zipfile
+
+from oslo_log import log as logging
+
+from trove_upgrade.agent import journal as journal_mod
+
+LOG = logging.getLogger(__name__)
+
+VERSIONS_DIR = 'versions'
+CURRENT_LINK = 'current'
+MARKER = '.trove-upgrade-installed'
+HEALTH_FILE = '.trove-upgrade-health-command'
+PHASE_ENV = 'TROVE_UPGRADE_PHASE'
+PREFLIGHT = 'preflight'
+RUNNING = 'running'
+
+_VERSION_RE = re.compile(r'^[A-Za-z0-9][A-Za-z0-9._+-]{0,63}$')
+_OUTPUT_LIMIT = 2000
+
+
+class InstallError(Exception):
+    """A new install could not be built or did not pass its checks."""
+
+
+def check_version_name(version):
+    """Refuse a version that cannot safely name a directory."""
+    if not isinstance(version, str) or not _VERSION_RE.match(version):
+        raise InstallError('invalid version %r: use letters, digits and '
+                           '"._+-", at most 64 characters' % (version,))
+    return version
+
+
+def _tail(output):
+    text = (output or b'').decode('utf-8', 'replace').strip()
+    return text[-_OUTPUT_LIMIT:]
+
+
+def resolve_command(command, install_dir):
+    """Split a command line and resolve a relative program in an install."""
+    argv = shlex.split(command)
+    if not argv:
+        raise InstallError('empty command')
+    if not os.path.isabs(argv[0]) and os.sep in argv[0]:
+        argv[0] = os.path.join(install_dir, argv[0])
+    return argv
+
+
+def run_health_command(command, install_dir, phase, timeout):
+    """Run a health command; return None when it passes, else the reason."""
+    argv = resolve_command(command, install_dir)
+    env = dict(os.environ)
+    env[PHASE_ENV] = phase
+    try:
+        proc = subprocess.run(argv, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, env=env,
+                              cwd=install_dir, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return 'health command timed out after %.1fs' % timeout
+    except OSError as e:
+        return 'health command cannot run: %s' % e
+    if proc.returncode != 0:
+        return 'health command exited with %d: %s' % (proc.returncode,
+                                                      _tail(proc.stdout))
+    return None
+
+
+def top_level_modules(wheel_paths):
+    """Importable top-level names a set of wheels provides."""
+    names = set()
+    for path in wheel_paths:
+        with zipfile.ZipFile(path) as zf:
+            for name in zf.namelist():
+                first = name.split('/', 1)[0]
+                if first.endswith(('.dist-info', '.data')):
+                    continue
+                if name == first and name.endswith('.py'):
+                    names.add(name[:-3])
+                elif name == '%s/__init__.py' % first:
+                    names.add(first)
+    return sorted(n for n in names if n.isidentifier())
+
+
+class InstallRoot:
+    """The installs of one guest agent and the ``current`` pointer."""
+
+    def __init__(self, root, lock, python=None, pip_timeout=600):
+        self.root = root
+        self.lock = lock
+        self.versions_dir = os.path.join(root, VERSIONS_DIR)
+        self.current_link = os.path.join(root, CURRENT_LINK)
+        self.python = python or sys.executable
+        self.pip_timeout = pip_timeout
+        os.makedirs(self.versions_dir, mode=0o755, exist_ok=True)
+
+    def path(self, version):
+        return os.path.join(self.versions_dir, check_version_name(version))
+
+    def is_installed(self, version):
+        return os.path.exists(os.path.join(self.path(version), MARKER))
+
+    def health_command(self, version):
+        """The health command recorded with an install, or None."""
+        try:
+            with open(os.path.join(self.path(version), HEALTH_FILE)) as f:
+                return f.read().strip() or None
+        except FileNotFoundError:
+            return None
+
+    def current_version(self):
+        """The version ``current`` points at, or None."""
+        try:
+            target = os.readlink(self.current_link)
+        except FileNotFoundError:
+            return None
+        return os.path.basename(target.rstrip('/'))
+
+    def current_path(self):
+        version = self.current_version()
+        return self.path(version) if version else None
+
+    def installed_versions(self):
+        """Complete installs, oldest first."""
+        found = []
+        for name in os.listdir(self.versions_dir):
+            marker = os.path.join(self.versions_dir, name, MARKER)
+            try:
+                found.append((os.stat(marker).st_mtime, name))
+            except FileNotFoundError:
+                continue
+        return [name for _, name in sorted(found)]
+
+    def remove_incomplete(self, protect=()):
+        """Delete half-built installs left by an interrupted run."""
+        with self.lock:
+            for name in os.listdir(self.versions_dir):
+                path = os.path.join(self.versions_dir, name)
+                if name in protect or os.path.exists(
+                        os.path.join(path, MARKER)):
+                    continue
+                LOG.info('Removing incomplete install %s', path)
+                shutil.rmtree(path, ignore_errors=True)
+
+    def install(self, version, wheel_paths, health_command=None,
+                health_timeout=30.0):
+        """Build and check ``versions/<version>``; return its path.
+
+        Raises InstallError, leaving no directory behind, when the
+        virtualenv, pip or a check fails.
+        """
+        if not wheel_paths:
+            raise InstallError('the package holds no wheels to install')
+        for path in wheel_paths:
+            if not path.endswith('.whl'):
+                raise InstallError('%s is not a wheel'
+                                   % os.path.basename(path))
+        dest = self.path(version)
+        if version == self.current_version():
+            raise InstallError('version %s is the running install and '
+                               'cannot be reinstalled' % version)
+        with self.lock:
+            if os.path.lexists(dest):
+                shutil.rmtree(dest)
+            try:
+                self._build(dest, wheel_paths)
+                self._check(dest, wheel_paths, health_command,
+                            health_timeout)
+                if health_command:
+                    with open(os.path.join(dest, HEALTH_FILE), 'w') as f:
+                        f.write(health_command)
+                marker = os.path.join(dest, MARKER)
+                with open(marker, 'w') as f:
+                    f.write('%s\n' % version)
+                    f.flush()
+                    os.fsync(f.fileno())
+                journal_mod.fsync_dir(dest)
+            except BaseException:
+                shutil.rmtree(dest, ignore_errors=True)
+                raise
+            journal_mod.fsync_dir(self.versions_dir)
+        return dest
+
+    def _run(self, argv, what):
+        try:
+            proc = subprocess.run(argv, stdout=subprocess.PIPE,
+                                  stderr=subprocess.STDOUT,
+                                  timeout=self.pip_timeout)
+        except subprocess.TimeoutExpired:
+            raise InstallError('%s timed out after %ss'
+                               % (what, self.pip_timeout))
+        except OSError as e:
+            raise InstallError('%s cannot run: %s' % (what, e))
+        if proc.returncode != 0:
+            raise InstallError('%s failed with status %d: %s'
+                               % (what, proc.returncode, _tail(proc.stdout)))
+
+    def _build(self, dest, wheel_paths):
+        started = time.monotonic()
+        self._run([self.python, '-m', 'venv', '--without-pip', dest],
+                  'creating the virtualenv')
+        find_links = sorted({os.path.dirname(os.path.abspath(p))
+                             for p in wheel_paths})
+        argv = [self.python, '-m', 'pip', '--python',
+                os.path.join(dest, 'bin', 'python'), 'install',
+                '--no-index', '--no-cache-dir', '--disable-pip-version-check',
+                '--no-input', '--quiet']
+        for link in find_links:
+            argv += ['--find-links', link]
+        argv += [os.path.abspath(p) for p in wheel_paths]
+        self._run(argv, 'pip install')
+        LOG.info('Installed %s in %.1fs', dest, time.monotonic() - started)
+
+    def _check(self, dest, wheel_paths, health_command, health_timeout):
+        modules = top_level_modules(wheel_paths)
+        if modules:
+            self._run([os.path.join(dest, 'bin', 'python'), '-I', '-c',
+                       'import %s' % ', '.join(modules)],
+                      'importing %s from the new install'
+                      % ', '.join(modules))
+        if health_command:
+            reason = run_health_command(health_command, dest, PREFLIGHT,
+                                        health_timeout)
+            if reason:
+                raise InstallError('the new install failed its preflight '
+                                   'check: %s' % reason)
+
+    def switch(self, version):
+        """Point ``current`` at an installed version, atomically."""
+        with self.lock:
+            if not self.is_installed(version):
+                raise InstallError('version %s is not completely installed'
+                                   % version)
+            tmp = '%s.tmp-%d' % (self.current_link, os.getpid())
+            if os.path.lexists(tmp):
+                os.unlink(tmp)
+            os.symlink(os.path.join(VERSIONS_DIR, version), tmp)
+            os.replace(tmp, self.current_link)
+            journal_mod.fsync_dir(self.root)
+        LOG.info('current now points at %s', version)
+
+    def prune(self, keep, protect):
+        """Remove the oldest installs beyond ``keep``, never ``protect``."""
+        with self.lock:
+            protect = set(p for p in protect if p)
+            current = self.current_version()
+            if current:
+                protect.add(current)
+            installed = self.installed_versions()
+            removable = [v for v in installed if v not in protect]
+            excess = len(installed) - keep
+            removed = []
+            for version in removable[:max(excess, 0)]:
+                path = self.path(version)
+                # Drop the marker first: a crash mid-removal then leaves an
+                # incomplete install, which the next start cleans up.
+                os.unlink(os.path.join(path, MARKER))
+                shutil.rmtree(path, ignore_errors=True)
+                removed.append(version)
+            if removed:
+                LOG.info('Pruned old installs: %s', ', '.join(removed))
+            return removed

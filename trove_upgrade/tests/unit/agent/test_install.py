@@ -1,0 +1,115 @@
+"""Side-by-side installs with real virtualenvs and real pip."""
+
+import os
+
+import fixtures
+
+from trove_upgrade.agent import install
+from trove_upgrade.agent import journal
+from trove_upgrade.tests import base
+from trove_upgrade.tests import sample_guest
+
+
+class TestInstallRoot(base.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        tmp = self.useFixture(fixtures.TempDir()).path
+        self.root = os.path.join(tmp, 'root')
+        self.wheels = os.path.join(tmp, 'wheels')
+        self.state = os.path.join(tmp, 'state')
+        os.makedirs(self.root)
+        self.installs = install.InstallRoot(
+            self.root, journal.InstallRootLock(self.root))
+        self.health = sample_guest.health_command(self.state)
+
+    def _wheel(self, version, behaviour='ok'):
+        return sample_guest.build_wheel(
+            os.path.join(self.wheels, version), version, behaviour)
+
+    def test_install_switch_and_current_version(self):
+        self.assertIsNone(self.installs.current_version())
+        path = self.installs.install('1.0.0', [self._wheel('1.0.0')],
+                                     health_command=self.health)
+        self.assertTrue(os.path.exists(
+            os.path.join(path, 'bin', 'sample-guest-agent')))
+        self.assertTrue(self.installs.is_installed('1.0.0'))
+        self.assertEqual(self.health, self.installs.health_command('1.0.0'))
+        self.installs.switch('1.0.0')
+        self.assertEqual('1.0.0', self.installs.current_version())
+        self.assertEqual('versions/1.0.0',
+                         os.readlink(self.installs.current_link))
+        self.assertEqual([], [n for n in os.listdir(self.root)
+                              if n.startswith('current.tmp')])
+
+    def test_failed_preflight_leaves_nothing(self):
+        e = self.assertRaises(
+            install.InstallError, self.installs.install, '2.0.0',
+            [self._wheel('2.0.0', 'broken')], health_command=self.health)
+        self.assertIn('preflight', str(e))
+        self.assertIn('broken install', str(e))
+        self.assertFalse(os.path.exists(self.installs.path('2.0.0')))
+
+    def test_pip_failure_leaves_nothing(self):
+        bogus = os.path.join(self.wheels, 'bogus-1.0-py3-none-any.whl')
+        os.makedirs(self.wheels, exist_ok=True)
+        with open(bogus, 'wb') as f:
+            f.write(b'not a zip')
+        e = self.assertRaises(install.InstallError, self.installs.install,
+                              '2.0.0', [bogus])
+        self.assertIn('pip install failed', str(e))
+        self.assertFalse(os.path.exists(self.installs.path('2.0.0')))
+
+    def test_only_wheels_are_installed(self):
+        e = self.assertRaises(install.InstallError, self.installs.install,
+                              '2.0.0', ['/etc/passwd'])
+        self.assertIn('not a wheel', str(e))
+        e = self.assertRaises(install.InstallError, self.installs.install,
+                              '2.0.0', [])
+        self.assertIn('no wheels', str(e))
+
+    def test_bad_version_names_are_refused(self):
+        for bad in ('../x', '', '.hidden', 'a/b', 'x' * 65, None):
+            self.assertRaises(install.InstallError, self.installs.path, bad)
+
+    def test_running_install_is_not_reinstalled(self):
+        self.installs.install('1.0.0', [self._wheel('1.0.0')])
+        self.installs.switch('1.0.0')
+        e = self.assertRaises(install.InstallError, self.installs.install,
+                              '1.0.0', [self._wheel('1.0.0')])
+        self.assertIn('running install', str(e))
+
+    def test_switch_refuses_an_incomplete_install(self):
+        os.makedirs(self.installs.path('3.0.0'))
+        e = self.assertRaises(install.InstallError, self.installs.switch,
+                              '3.0.0')
+        self.assertIn('not completely installed', str(e))
+        self.assertIsNone(self.installs.current_version())
+
+    def test_remove_incomplete_keeps_complete_installs(self):
+        self.installs.install('1.0.0', [self._wheel('1.0.0')])
+        os.makedirs(self.installs.path('2.0.0'))
+        self.installs.remove_incomplete()
+        self.assertEqual(['1.0.0'], os.listdir(self.installs.versions_dir))
+
+    def test_prune_keeps_current_and_last_known_good(self):
+        for v in ('1.0.0', '2.0.0', '3.0.0', '4.0.0'):
+            self.installs.install(v, [self._wheel(v)])
+        self.installs.switch('4.0.0')
+        removed = self.installs.prune(2, protect=['1.0.0'])
+        self.assertEqual(['2.0.0', '3.0.0'], removed)
+        self.assertEqual(['1.0.0', '4.0.0'],
+                         sorted(self.installs.installed_versions()))
+
+    def test_top_level_modules(self):
+        self.assertEqual([sample_guest.DIST], install.top_level_modules(
+            [self._wheel('1.0.0')]))
+
+    def test_resolve_command(self):
+        self.assertEqual(['/i/bin/x', '--a', 'b c'],
+                         install.resolve_command('bin/x --a "b c"', '/i'))
+        self.assertEqual(['/usr/bin/env', 'x'],
+                         install.resolve_command('/usr/bin/env x', '/i'))
+        self.assertEqual(['true'], install.resolve_command('true', '/i'))
+        self.assertRaises(install.InstallError, install.resolve_command,
+                          '  ', '/i')

@@ -1,0 +1,119 @@
+"""The journal survives crashes and excludes other processes."""
+
+import json
+import multiprocessing
+import os
+
+import fixtures
+
+from trove_upgrade.agent import journal
+from trove_upgrade.tests import base
+
+
+def _hold_lock_and_write(root, path, started, release):
+    lock = journal.InstallRootLock(root)
+    with lock:
+        started.set()
+        release.wait(10)
+        with open(path, 'a') as f:
+            f.write('child\n')
+
+
+class TestUpgradeJournal(base.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.root = self.useFixture(fixtures.TempDir()).path
+        self.journal = journal.UpgradeJournal(self.root)
+
+    def test_empty_journal_has_every_field(self):
+        data = self.journal.read()
+        self.assertIsNone(data['current_upgrade'])
+        self.assertIsNone(data['last_known_good'])
+        self.assertEqual([], data['queue'])
+        self.assertEqual([], data['outbox'])
+        self.assertEqual({}, data['processed'])
+
+    def test_update_is_saved_and_read_back(self):
+        with self.journal.update() as data:
+            data['last_known_good'] = '1.0.0'
+            self.journal.add_report(data, 'u1', 'DOWNLOADING', 'd',
+                                    '1.0.0', '2.0.0')
+        again = journal.UpgradeJournal(self.root).read()
+        self.assertEqual('1.0.0', again['last_known_good'])
+        self.assertEqual([{'seq': 1, 'upgrade_id': 'u1',
+                           'to_state': 'DOWNLOADING', 'detail': 'd',
+                           'from_version': '1.0.0', 'to_version': '2.0.0'}],
+                         again['outbox'])
+        self.assertEqual(2, again['next_report_seq'])
+        leftovers = [n for n in os.listdir(self.root) if '.tmp' in n]
+        self.assertEqual([], leftovers)
+
+    def test_failed_update_writes_nothing(self):
+        with self.journal.update() as data:
+            data['last_known_good'] = '1.0.0'
+
+        def fail():
+            with self.journal.update() as data:
+                data['last_known_good'] = '9.9.9'
+                raise RuntimeError('boom')
+
+        self.assertRaises(RuntimeError, fail)
+        self.assertEqual('1.0.0', self.journal.read()['last_known_good'])
+
+    def test_read_returns_a_copy(self):
+        data = self.journal.read()
+        data['queue'].append({'id': 'x'})
+        self.assertEqual([], self.journal.read()['queue'])
+
+    def test_corrupt_journal_is_an_error_not_a_fresh_start(self):
+        with open(self.journal.path, 'w') as f:
+            f.write('{"format": 1, "queue": [')
+        self.assertRaises(journal.JournalError, self.journal.read)
+
+    def test_unknown_format_is_refused(self):
+        with open(self.journal.path, 'w') as f:
+            json.dump({'format': 99}, f)
+        e = self.assertRaises(journal.JournalError, self.journal.read)
+        self.assertIn('unknown format', str(e))
+
+    def test_is_known_covers_processed_current_and_queued(self):
+        with self.journal.update() as data:
+            data['processed']['done'] = 'SUCCESS'
+            data['current_upgrade'] = {'id': 'running'}
+            data['queue'].append({'id': 'waiting'})
+        for upgrade_id in ('done', 'running', 'waiting'):
+            self.assertTrue(self.journal.is_known(upgrade_id))
+        self.assertFalse(self.journal.is_known('new'))
+
+    def test_processed_ids_are_bounded_oldest_first(self):
+        self.useFixture(fixtures.MockPatchObject(journal, 'PROCESSED_LIMIT',
+                                                 3))
+        for i in range(5):
+            with self.journal.update() as data:
+                data['processed']['u%d' % i] = 'SUCCESS'
+        self.assertEqual(['u2', 'u3', 'u4'],
+                         list(self.journal.read()['processed']))
+
+    def test_lock_excludes_another_process(self):
+        ctx = multiprocessing.get_context('fork')
+        started, release = ctx.Event(), ctx.Event()
+        log = os.path.join(self.root, 'order')
+        child = ctx.Process(target=_hold_lock_and_write,
+                            args=(self.root, log, started, release))
+        child.start()
+        self.addCleanup(child.join, 10)
+        self.assertTrue(started.wait(10))
+        release.set()
+        with self.journal.lock:
+            with open(log, 'a') as f:
+                f.write('parent\n')
+        child.join(10)
+        with open(log) as f:
+            self.assertEqual(['child', 'parent'], f.read().split())
+
+    def test_lock_is_reentrant_in_one_thread(self):
+        with self.journal.lock:
+            with self.journal.update() as data:
+                data['last_known_good'] = '2.0.0'
+        self.assertEqual('2.0.0', self.journal.read()['last_known_good'])

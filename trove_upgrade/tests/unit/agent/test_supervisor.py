@@ -1,0 +1,108 @@
+"""The supervisor against real sample guest-agent processes."""
+
+import os
+import signal
+
+import fixtures
+
+from trove_upgrade.agent import install
+from trove_upgrade.agent import journal
+from trove_upgrade.agent import supervisor
+from trove_upgrade.tests import base
+from trove_upgrade.tests import sample_guest
+
+
+class TestGuestSupervisor(base.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        tmp = self.useFixture(fixtures.TempDir()).path
+        self.root = os.path.join(tmp, 'root')
+        self.wheels = os.path.join(tmp, 'wheels')
+        self.state = os.path.join(tmp, 'state')
+        os.makedirs(self.root)
+        self.installs = install.InstallRoot(
+            self.root, journal.InstallRootLock(self.root))
+        self.health = sample_guest.health_command(self.state)
+        self.sup = self._supervisor()
+        self.addCleanup(self.sup.stop)
+
+    def _supervisor(self):
+        return supervisor.GuestSupervisor(
+            self.installs, sample_guest.guest_command(self.state),
+            stop_timeout=5)
+
+    def _install(self, version, behaviour='ok'):
+        wheel = sample_guest.build_wheel(
+            os.path.join(self.wheels, version), version, behaviour)
+        self.installs.install(version, [wheel])
+        self.installs.switch(version)
+
+    def test_restart_healthy(self):
+        self._install('1.0.0')
+        self.assertEqual('1.0.0', self.sup.restart(self.health, 0.2, 10, 2))
+        self.assertTrue(self.sup.is_running())
+        self.assertEqual('1.0.0', self.sup.running_version())
+        self.assertIsNone(self.sup.check_health(self.health, 0, 5))
+        self.sup.stop()
+        self.assertFalse(self.sup.is_running())
+        self.assertFalse(os.path.exists(self.sup.pidfile))
+
+    def test_crash_at_start_fails_after_retries(self):
+        self._install('3.0.0', 'crash')
+        started = []
+        e = self.assertRaises(supervisor.GuestStartError, self.sup.restart,
+                              self.health, 0.5, 5, 2,
+                              on_started=lambda: started.append(1))
+        self.assertIn('exited with status 3', str(e))
+        self.assertIn('2 start attempt(s)', str(e))
+        self.assertEqual(2, len(started))
+        self.assertFalse(self.sup.is_running())
+
+    def test_unhealthy_guest_fails_and_is_stopped(self):
+        self._install('4.0.0', 'unhealthy')
+        e = self.assertRaises(supervisor.GuestStartError, self.sup.restart,
+                              self.health, 0.1, 0.5, 1)
+        self.assertIn('unhealthy', str(e))
+        self.assertFalse(self.sup.is_running())
+
+    def test_a_new_supervisor_adopts_the_running_guest(self):
+        self._install('1.0.0')
+        self.sup.restart(self.health, 0.1, 10, 1)
+        pid = self.sup._record['pid']
+        other = self._supervisor()
+        self.assertTrue(other.adopt())
+        self.assertEqual('1.0.0', other.running_version())
+        other.stop()
+        self.assertFalse(self.sup.is_running())
+        self.assertRaises(ProcessLookupError, os.kill, pid, 0)
+
+    def test_adopt_ignores_a_dead_or_recycled_pid(self):
+        self._install('1.0.0')
+        self.sup.restart(self.health, 0.1, 10, 1)
+        record = dict(self.sup._record)
+        record['start_time'] += 1
+        self.sup._write_pidfile(record)
+        self.assertFalse(self._supervisor().adopt())
+
+    def test_stop_kills_a_guest_ignoring_sigterm(self):
+        self._install('1.0.0')
+        sup = supervisor.GuestSupervisor(
+            self.installs, "/bin/sh -c 'trap \"\" TERM; sleep 60'",
+            stop_timeout=0.3)
+        sup.start()
+        pid = sup._record['pid']
+        sup.stop()
+        self.assertFalse(sup.is_running())
+        self.assertRaises(ProcessLookupError, os.kill, pid, 0)
+
+    def test_start_without_install_is_a_clear_error(self):
+        e = self.assertRaises(supervisor.GuestStartError, self.sup.start)
+        self.assertIn('no guest agent is installed', str(e))
+
+    def test_health_notices_a_guest_dying_after_start(self):
+        self._install('1.0.0')
+        self.sup.restart(self.health, 0, 10, 1)
+        os.kill(self.sup._record['pid'], signal.SIGKILL)
+        reason = self.sup.check_health(self.health, 0.2, 1)
+        self.assertIn('exited', reason)
