@@ -1,0 +1,1 @@
+"""The guest-side upgrade agent, and the control plane's client of it."""

@@ -1,0 +1,98 @@
+"""Client side of the guest-side upgrade agent's RPC API.
+
+The control plane (the API and anything else that starts an upgrade) uses
+:class:`AgentAPI` to send work to the upgrade agent of one instance. Each
+instance's agent listens on its own topic, ``guestagent_upgrade.<instance
+id>``: the upgrade consumer never competes with Trove's own
+``guestagent.<instance id>`` consumer for messages.
+
+Rolling upgrades follow Ironic and Nova. ``[upgrade_levels] agent`` caps the
+version this client sends so that agents of an older release still
+understand every message; ``auto`` caps to the lowest version the registered
+agents reported, read again on every send. A method that gains an argument
+in version 1.1 keeps working with 1.0 agents like this::
+
+    cctxt = self._prepare(context, instance_id)
+    version = '1.1'
+    kwargs = {..., 'new_argument': new_argument}
+    if not cctxt.can_send_version(version):
+        # A 1.0 agent does not know the argument: drop it when the agent
+        # can do without it, or refuse the request with a clear error.
+        version = '1.0'
+        del kwargs['new_argument']
+    cctxt.prepare(version=version).cast(context, 'upgrade', **kwargs)
+
+and the new version is added to the history below, to ``RPC_API_VERSION``,
+to the agent's endpoint and to ``release_mappings.RELEASE_MAPPING``.
+"""
+
+import oslo_messaging as messaging
+
+from trove_upgrade import conf
+from trove_upgrade.db import api as db_api
+from trove_upgrade import release_mappings
+from trove_upgrade import rpc
+
+CONF = conf.CONF
+
+TOPIC_PREFIX = 'guestagent_upgrade'
+
+
+def topic_for(instance_id):
+    """The topic on which ``instance_id``'s upgrade agent listens."""
+    return '%s.%s' % (TOPIC_PREFIX, instance_id)
+
+
+class AgentAPI:
+    """Client side of the upgrade agent's RPC API.
+
+    API version history:
+
+    | 1.0 - Initial version: upgrade().
+    """
+
+    RPC_API_VERSION = '1.0'
+
+    def __init__(self):
+        # Resolved once here, without asking the database, so that a bad
+        # value stops the service at start rather than at its first send.
+        release_mappings.resolve_version_cap(
+            'agent', CONF.upgrade_levels.agent, auto=lambda: None)
+        target = messaging.Target(topic=TOPIC_PREFIX,
+                                  version=self.RPC_API_VERSION)
+        self.client = rpc.get_rpc_client(target)
+
+    def version_cap(self, context):
+        """The highest version this client may send now (None: no cap).
+
+        ``auto`` is the lowest version the registered agents reported, and
+        no cap while no agent has registered: no older agent is known.
+        """
+        return release_mappings.resolve_version_cap(
+            'agent', CONF.upgrade_levels.agent,
+            auto=lambda: db_api.min_agent_rpc_version(context))
+
+    def _prepare(self, context, instance_id):
+        return self.client.prepare(topic=topic_for(instance_id),
+                                   version_cap=self.version_cap(context))
+
+    def upgrade(self, context, instance_id, upgrade_id, instance_version,
+                strategy, location, metadata, allow_downgrade):
+        """Ask the agent of ``instance_id`` to carry out an upgrade (cast).
+
+        The message stays queued on the instance's topic until the agent
+        consumes it; the agent claims the upgrade from the conductor before
+        it starts, so a cancelled upgrade is skipped.
+
+        :raises: oslo_messaging.MessagingException when the message cannot
+            be sent, RPCVersionCapError when the cap is below 1.0.
+        """
+        cctxt = self._prepare(context, instance_id).prepare(version='1.0')
+        cctxt.cast(context, 'upgrade',
+                   upgrade_id=upgrade_id,
+                   instance_id=instance_id,
+                   instance_version=instance_version,
+                   strategy=strategy,
+                   location=location,
+                   metadata=metadata,
+                   allow_downgrade=allow_downgrade)

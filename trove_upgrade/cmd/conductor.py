@@ -1,0 +1,32 @@
+"""trove-upgrade-conductor: records what agents report, times out the rest.
+
+Reads ``--config-file`` and ``--config-dir`` drop-in directories like every
+service, logs through oslo.log and runs one conductor service under
+oslo.service's launcher, which stops it cleanly on SIGTERM.
+"""
+
+import sys
+
+from oslo_log import log as logging
+from oslo_service import service
+
+from trove_upgrade.conductor import service as conductor_service
+from trove_upgrade import conf
+from trove_upgrade import version
+
+CONF = conf.CONF
+LOG = logging.getLogger(__name__)
+
+
+def main(argv=None):
+    CONF(sys.argv[1:] if argv is None else argv, project='trove-upgrade',
+         prog='trove-upgrade-conductor',
+         version=version.version_info.version_string())
+    logging.setup(CONF, 'trove-upgrade-conductor')
+    CONF.log_opt_values(LOG, logging.DEBUG)
+    launcher = service.launch(CONF, conductor_service.ConductorService())
+    return launcher.wait()
+
+
+if __name__ == '__main__':
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""The conductor: where agents register, heartbeat and report upgrades."""

@@ -1,0 +1,58 @@
+"""The conductor service: its RPC server and its periodic task.
+
+The launcher may fork before it starts the service, so everything that
+holds a connection (the RPC transport, the database engine) is first used
+in ``start``, in the process that serves.
+"""
+
+import socket
+
+from oslo_log import log as logging
+import oslo_messaging as messaging
+from oslo_service import service
+
+from trove_upgrade.conductor import manager
+from trove_upgrade import conf
+from trove_upgrade import context as tu_context
+from trove_upgrade import rpc
+from trove_upgrade import upgrades
+
+CONF = conf.CONF
+LOG = logging.getLogger(__name__)
+
+
+class ConductorService(service.Service):
+    """Serves ``[conductor] topic`` and times out silent upgrades."""
+
+    def __init__(self, host=None):
+        super().__init__()
+        self.host = host or socket.gethostname()
+        self.manager = manager.ConductorManager()
+        self.rpcserver = None
+
+    def start(self):
+        super().start()
+        target = messaging.Target(topic=CONF.conductor.topic,
+                                  server=self.host)
+        self.rpcserver = rpc.get_rpc_server(target, [self.manager])
+        self.rpcserver.start()
+        self.tg.add_timer_args(CONF.conductor.periodic_interval,
+                               self.time_out_upgrades,
+                               stop_on_exception=False)
+        LOG.info('Conductor %(host)s listening on topic %(topic)s, '
+                 'exchange %(exchange)s.',
+                 {'host': self.host, 'topic': CONF.conductor.topic,
+                  'exchange': CONF.control_exchange})
+
+    def time_out_upgrades(self):
+        """The periodic task; the timer logs its failures and runs on."""
+        upgrades.time_out_upgrades(tu_context.get_admin_context())
+
+    def stop(self, graceful=True):
+        if self.rpcserver is not None:
+            self.rpcserver.stop()
+            self.rpcserver.wait()
+            self.rpcserver = None
+        super().stop(graceful=graceful)
+        rpc.cleanup()
+        LOG.info('Conductor %s stopped.', self.host)

@@ -1,0 +1,61 @@
+"""Notifications about upgrades, sent through the oslo.messaging notifier.
+
+Event types, all with the upgrade's fields as payload:
+
+``trove_upgrade.upgrade.create`` (INFO)
+    an upgrade was recorded;
+``trove_upgrade.upgrade.start`` (INFO)
+    its agent claimed it and starts the work;
+``trove_upgrade.upgrade.end`` (INFO)
+    it reached SUCCESS;
+``trove_upgrade.upgrade.error`` (ERROR)
+    it ended in FAILED, ROLLED_BACK or TIMED_OUT.
+
+Where they go is ``[oslo_messaging_notifications] driver`` (nowhere by
+default). A notification that cannot be delivered is logged by
+oslo.messaging and never fails the operation it describes.
+"""
+
+from trove_upgrade import rpc
+from trove_upgrade import states
+
+EVENT_PREFIX = 'trove_upgrade.upgrade'
+CREATE = 'create'
+START = 'start'
+END = 'end'
+ERROR = 'error'
+
+_FINAL_EVENTS = {
+    states.SUCCESS: END,
+    states.FAILED: ERROR,
+    states.ROLLED_BACK: ERROR,
+    states.TIMED_OUT: ERROR,
+}
+
+
+def payload(upgrade):
+    """The upgrade's own fields, without its event history.
+
+    The notifier's JSON serializer turns the timestamps into strings.
+    """
+    return {k: v for k, v in upgrade.items() if k != 'events'}
+
+
+def notify_upgrade(context, event, upgrade):
+    """Send ``trove_upgrade.upgrade.<event>`` about ``upgrade``."""
+    notifier = rpc.get_notifier()
+    event_type = '%s.%s' % (EVENT_PREFIX, event)
+    if event == ERROR:
+        notifier.error(context, event_type, payload(upgrade))
+    else:
+        notifier.info(context, event_type, payload(upgrade))
+
+
+def notify_final_state(context, upgrade):
+    """Send ``end`` or ``error`` when ``upgrade`` just reached one.
+
+    CANCELLED is the operator's own decision and not announced.
+    """
+    event = _FINAL_EVENTS.get(upgrade['status'])
+    if event is not None:
+        notify_upgrade(context, event, upgrade)

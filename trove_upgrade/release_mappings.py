@@ -1,0 +1,61 @@
+"""Every RPC API version of every release, in one place.
+
+``RELEASE_MAPPING`` maps a release to the RPC API version each side of the
+project speaks in it: ``agent`` is the guest-side upgrade agent's API
+(``trove_upgrade.agent.rpcapi``), ``conductor`` the conductor's API
+(``trove_upgrade.conductor.rpcapi``). ``master`` is what the code in this
+tree speaks; a unit test fails when it drifts from the ``RPC_API_VERSION``
+of either rpcapi module. When a release is cut, its name is added with the
+versions ``master`` had, so that operators can pin ``[upgrade_levels]`` to
+it while the fleet still runs that release.
+"""
+
+import re
+
+from trove_upgrade import exception
+
+RELEASE_MAPPING = {
+    '2026.2': {
+        'agent': '1.0',
+        'conductor': '1.0',
+    },
+    'master': {
+        'agent': '1.0',
+        'conductor': '1.0',
+    },
+}
+
+LATEST = 'latest'
+AUTO = 'auto'
+
+_VERSION_RE = re.compile(r'^(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)$')
+
+
+def is_version(value):
+    """True for an ``x.y`` RPC API version."""
+    return bool(_VERSION_RE.match(value))
+
+
+def version_key(version):
+    """Sort key of an ``x.y`` version: 1.10 comes after 1.9."""
+    major, minor = version.split('.')
+    return int(major), int(minor)
+
+
+def resolve_version_cap(service, value, auto=None):
+    """The RPC version cap an ``[upgrade_levels]`` value stands for.
+
+    ``latest`` is no cap (None); a release name caps to that release's
+    version of ``service``; an ``x.y`` value is the cap itself; ``auto`` is
+    whatever ``auto()`` returns, for a service whose peers report their
+    versions. Anything else raises ``InvalidRPCVersionCap``.
+    """
+    if value == LATEST:
+        return None
+    if value == AUTO and auto is not None:
+        return auto()
+    if value in RELEASE_MAPPING:
+        return RELEASE_MAPPING[value][service]
+    if is_version(value):
+        return value
+    raise exception.InvalidRPCVersionCap(service=service, value=value)

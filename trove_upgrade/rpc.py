@@ -1,0 +1,115 @@
+"""The one place that builds oslo.messaging objects.
+
+Every RPC client, RPC server and notifier of trove-upgrade comes from here,
+so they all share one transport per process, carry the request context
+(and with it the request id) in every message, and talk on the
+``trove_upgrade`` control exchange unless the configuration says otherwise.
+The transports are built on first use, after the service has parsed its
+configuration and, for a forking launcher, in the process that uses them.
+"""
+
+import socket
+
+import oslo_messaging as messaging
+from oslo_messaging.rpc import dispatcher
+
+from trove_upgrade import conf
+from trove_upgrade import context as tu_context
+
+CONF = conf.CONF
+
+_TRANSPORT = None
+_NOTIFICATION_TRANSPORT = None
+_NOTIFIER = None
+
+
+def set_defaults(control_exchange='trove_upgrade'):
+    """Make ``control_exchange`` the exchange when none is configured."""
+    messaging.set_transport_defaults(control_exchange)
+
+
+# Importing this module is what every RPC user does first, so no entry point
+# can forget the exchange and talk where nobody listens.
+set_defaults()
+
+
+class RequestContextSerializer(messaging.Serializer):
+    """Send the request context with each message, rebuild it on arrival.
+
+    Entities go through ``base`` (oslo.messaging's no-op serializer unless
+    given another), the context through ``RequestContext.to_dict`` and
+    ``from_dict``, so the receiver logs the sender's request id. The
+    caller's token stays behind: the agents run inside tenants' instances
+    and nothing on the other side of RPC calls another service with it.
+    """
+
+    def __init__(self, base=None):
+        self._base = base or messaging.NoOpSerializer()
+
+    def serialize_entity(self, context, entity):
+        return self._base.serialize_entity(context, entity)
+
+    def deserialize_entity(self, context, entity):
+        return self._base.deserialize_entity(context, entity)
+
+    def serialize_context(self, context):
+        values = context.to_dict()
+        values.pop('auth_token', None)
+        return values
+
+    def deserialize_context(self, context):
+        return tu_context.RequestContext.from_dict(context)
+
+
+def get_transport():
+    """The process-wide RPC transport, built from the configuration."""
+    global _TRANSPORT
+    if _TRANSPORT is None:
+        _TRANSPORT = messaging.get_rpc_transport(CONF)
+    return _TRANSPORT
+
+
+def get_rpc_client(target, version_cap=None):
+    """An RPC client for ``target`` that never sends above ``version_cap``."""
+    return messaging.get_rpc_client(get_transport(), target,
+                                    version_cap=version_cap,
+                                    serializer=RequestContextSerializer())
+
+
+def get_rpc_server(target, endpoints):
+    """An RPC server dispatching ``target``'s messages to ``endpoints``.
+
+    oslo.messaging picks its threading executor because nothing in this
+    project monkey-patches; the executor argument itself is deprecated.
+    """
+    return messaging.get_rpc_server(
+        get_transport(), target, endpoints,
+        serializer=RequestContextSerializer(),
+        access_policy=dispatcher.DefaultRPCAccessPolicy)
+
+
+def get_notifier(publisher_id=None):
+    """A notifier using ``[oslo_messaging_notifications]``'s driver."""
+    global _NOTIFICATION_TRANSPORT, _NOTIFIER
+    if _NOTIFIER is None:
+        _NOTIFICATION_TRANSPORT = messaging.get_notification_transport(CONF)
+        _NOTIFIER = messaging.Notifier(
+            _NOTIFICATION_TRANSPORT,
+            serializer=RequestContextSerializer(
+                messaging.JsonPayloadSerializer()))
+    return _NOTIFIER.prepare(
+        publisher_id=publisher_id or default_publisher_id())
+
+
+def default_publisher_id():
+    """``trove-upgrade.<host>``: which service host sent a notification."""
+    return 'trove-upgrade.%s' % socket.gethostname()
+
+
+def cleanup():
+    """Close the transports; the next use builds them again."""
+    global _TRANSPORT, _NOTIFICATION_TRANSPORT, _NOTIFIER
+    for transport in (_TRANSPORT, _NOTIFICATION_TRANSPORT):
+        if transport is not None:
+            transport.cleanup()
+    _TRANSPORT = _NOTIFICATION_TRANSPORT = _NOTIFIER = None

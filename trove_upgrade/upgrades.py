@@ -1,0 +1,220 @@
+"""What the control plane does with an upgrade, whoever asks.
+
+The REST API creates and cancels upgrades; the conductor lets agents claim
+them, records what the agents report and times out silent ones. Both go
+through these functions, so that every change is checked against the state
+machine, recorded with its event by the database's compare-and-swap and
+announced by one piece of code.
+
+Races this module relies on the compare-and-swap to settle:
+
+* the agent may receive the cast and claim the upgrade before the API has
+  recorded SENT, so a claim is accepted from PENDING too, and the API's
+  PENDING to SENT move then finds a newer state and changes nothing;
+* an operator's cancel and the agent's claim both start from the
+  cancellable states: whichever is recorded first wins and the other is
+  refused, so a cancelled upgrade is never started and a started one never
+  cancelled.
+"""
+
+import datetime
+
+from oslo_log import log as logging
+import oslo_messaging as messaging
+from oslo_utils import timeutils
+
+from trove_upgrade.agent import rpcapi as agent_rpcapi
+from trove_upgrade import conf
+from trove_upgrade.db import api as db_api
+from trove_upgrade import exception
+from trove_upgrade import notifications
+from trove_upgrade import states
+
+CONF = conf.CONF
+LOG = logging.getLogger(__name__)
+
+# States an agent may report; the others are the control plane's to set.
+AGENT_STATES = frozenset([
+    states.DEFERRED, states.DOWNLOADING, states.VERIFYING,
+    states.INSTALLING, states.RESTARTING, states.SUCCESS, states.FAILED,
+    states.ROLLED_BACK,
+])
+
+# States from which the agent may claim an upgrade and start it.
+CLAIMABLE_STATES = states.CANCELLABLE_STATES
+
+# Why a report changed nothing.
+DUPLICATE = 'duplicate'
+STALE = 'stale'
+ILLEGAL = 'illegal'
+REJECTED = 'rejected'
+
+
+def create_upgrade(context, values):
+    """Record an upgrade, send it to the instance's agent, return it.
+
+    ``values`` are those of ``db.api.create_upgrade``. When the message
+    cannot be sent the upgrade is recorded as FAILED with the reason, and
+    DispatchFailed is raised.
+    """
+    # Built first: a bad [upgrade_levels] agent must fail before anything
+    # is recorded.
+    agent_api = agent_rpcapi.AgentAPI()
+    upgrade = db_api.create_upgrade(context, values)
+    notifications.notify_upgrade(context, notifications.CREATE, upgrade)
+    try:
+        agent_api.upgrade(context, upgrade['instance_id'], upgrade['id'],
+                          upgrade['instance_version'], upgrade['strategy'],
+                          upgrade['location'], upgrade['metadata'],
+                          upgrade['allow_downgrade'])
+    except messaging.MessagingException as e:
+        reason = '%s: %s' % (type(e).__name__, e)
+        LOG.error('Upgrade %(id)s could not be sent to the agent of '
+                  'instance %(instance)s: %(reason)s',
+                  {'id': upgrade['id'], 'instance': upgrade['instance_id'],
+                   'reason': reason})
+        changed, failed = db_api.transition_upgrade(
+            context, upgrade['id'], states.FAILED, 'api',
+            detail='Could not be sent to the agent: %s' % reason)
+        if changed:
+            notifications.notify_final_state(context, failed)
+        raise exception.DispatchFailed(upgrade_id=upgrade['id'],
+                                       reason=reason)
+    # No allowed_from: when the agent was faster, or the operator cancelled
+    # meanwhile, SENT is stale and changes nothing.
+    _changed, upgrade = db_api.transition_upgrade(
+        context, upgrade['id'], states.SENT, 'api')
+    return upgrade
+
+
+def cancel_upgrade(context, upgrade_id):
+    """Cancel an upgrade its agent has not started; return it.
+
+    Cancelling a cancelled upgrade changes nothing.
+
+    :raises: UpgradeNotFound; InvalidStateTransition once the agent claimed
+        it or it ended.
+    """
+    _changed, upgrade = db_api.transition_upgrade(
+        context, upgrade_id, states.CANCELLED, 'api',
+        allowed_from=states.CANCELLABLE_STATES)
+    return upgrade
+
+
+def _get_for_instance(context, instance_id, upgrade_id):
+    """The upgrade, or None when it is unknown or another instance's."""
+    try:
+        upgrade = db_api.get_upgrade(context, upgrade_id)
+    except exception.UpgradeNotFound:
+        LOG.warning('The agent of instance %(instance)s sent a message '
+                    'about unknown upgrade %(id)s; ignored.',
+                    {'instance': instance_id, 'id': upgrade_id})
+        return None
+    if upgrade['instance_id'] != instance_id:
+        LOG.warning('The agent of instance %(instance)s sent a message '
+                    'about upgrade %(id)s, which belongs to instance '
+                    '%(owner)s; ignored.',
+                    {'instance': instance_id, 'id': upgrade_id,
+                     'owner': upgrade['instance_id']})
+        return None
+    return upgrade
+
+
+def _version_values(from_version):
+    return {'from_version': from_version} if from_version else {}
+
+
+def claim_upgrade(context, instance_id, upgrade_id, from_version):
+    """The agent's claim before it starts an upgrade's work.
+
+    Moves the upgrade to DOWNLOADING unless it was cancelled, ended or
+    claimed by another instance's agent meanwhile. A repeated claim (the
+    agent retrying a call whose answer it lost) is granted again.
+
+    :returns: ``{'proceed': bool, 'status': str or None, 'reason': str or
+        None}``
+    """
+    upgrade = _get_for_instance(context, instance_id, upgrade_id)
+    if upgrade is None:
+        return {'proceed': False, 'status': None,
+                'reason': 'Upgrade %s is not an upgrade of instance %s.'
+                          % (upgrade_id, instance_id)}
+    try:
+        changed, upgrade = db_api.transition_upgrade(
+            context, upgrade_id, states.DOWNLOADING, 'agent',
+            allowed_from=CLAIMABLE_STATES,
+            values=_version_values(from_version))
+    except exception.InvalidStateTransition as e:
+        status = e.kwargs['from_state']
+        LOG.info('Upgrade %(id)s is %(status)s: its agent will not start '
+                 'it.', {'id': upgrade_id, 'status': status})
+        return {'proceed': False, 'status': status,
+                'reason': 'Upgrade %s is %s.' % (upgrade_id, status)}
+    if changed:
+        notifications.notify_upgrade(context, notifications.START, upgrade)
+    return {'proceed': True, 'status': upgrade['status'], 'reason': None}
+
+
+def record_report(context, instance_id, upgrade_id, to_state, detail,
+                  from_version, to_version, source='agent'):
+    """Record a state an agent reported, when it is news and legal.
+
+    Never raises for a bad report: reports arrive by cast, nobody waits for
+    an answer, and a bad one must change nothing.
+
+    :returns: ``{'recorded': bool, 'status': the recorded status or None,
+        'reason': None, DUPLICATE, STALE, ILLEGAL or REJECTED}``
+    """
+    if to_state not in AGENT_STATES:
+        LOG.warning('The agent of instance %(instance)s reported state '
+                    '%(state)r for upgrade %(id)s, which agents do not '
+                    'report; ignored.',
+                    {'instance': instance_id, 'state': to_state,
+                     'id': upgrade_id})
+        return {'recorded': False, 'status': None, 'reason': REJECTED}
+    upgrade = _get_for_instance(context, instance_id, upgrade_id)
+    if upgrade is None:
+        return {'recorded': False, 'status': None, 'reason': REJECTED}
+    if to_version and to_version != upgrade['instance_version']:
+        detail = '%s (the agent reports version %s, not %s)' % (
+            detail or to_state, to_version, upgrade['instance_version'])
+    try:
+        changed, upgrade = db_api.transition_upgrade(
+            context, upgrade_id, to_state, source, detail=detail,
+            values=_version_values(from_version))
+    except exception.InvalidStateTransition as e:
+        LOG.warning('Ignored report of instance %(instance)s: %(error)s',
+                    {'instance': instance_id, 'error': e})
+        return {'recorded': False, 'status': e.kwargs['from_state'],
+                'reason': ILLEGAL}
+    except exception.Invalid as e:
+        LOG.warning('Ignored report of instance %(instance)s about upgrade '
+                    '%(id)s: %(error)s',
+                    {'instance': instance_id, 'id': upgrade_id, 'error': e})
+        return {'recorded': False, 'status': upgrade['status'],
+                'reason': REJECTED}
+    if not changed:
+        reason = DUPLICATE if upgrade['status'] == to_state else STALE
+        LOG.debug('Ignored %(reason)s report %(state)s of upgrade %(id)s, '
+                  'which is %(status)s.',
+                  {'reason': reason, 'state': to_state, 'id': upgrade_id,
+                   'status': upgrade['status']})
+        return {'recorded': False, 'status': upgrade['status'],
+                'reason': reason}
+    notifications.notify_final_state(context, upgrade)
+    return {'recorded': True, 'status': upgrade['status'], 'reason': None}
+
+
+def time_out_upgrades(context):
+    """Mark unfinished upgrades past the timeout TIMED_OUT; return them.
+
+    The timeout is ``[conductor] upgrade_timeout``, counted from creation.
+    """
+    created_before = timeutils.utcnow() - datetime.timedelta(
+        seconds=CONF.conductor.upgrade_timeout)
+    timed_out = db_api.timeout_upgrades(context, created_before)
+    for upgrade in timed_out:
+        LOG.warning('Upgrade %(id)s of instance %(instance)s timed out.',
+                    {'id': upgrade['id'], 'instance': upgrade['instance_id']})
+        notifications.notify_final_state(context, upgrade)
+    return timed_out
