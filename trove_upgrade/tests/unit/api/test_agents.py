@@ -1,0 +1,113 @@
+"""/v1.0/{tenant_id}/mgmt/agents: what the registered agents reported."""
+
+import datetime
+
+from oslo_utils import timeutils
+from oslo_utils import uuidutils
+
+from trove_upgrade import context
+from trove_upgrade.db import api as db_api
+from trove_upgrade.tests.unit.api import base
+
+
+class TestAgents(base.APITestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.ctx = context.get_admin_context()
+        self.instances = sorted(uuidutils.generate_uuid() for _ in range(3))
+        for number, instance_id in enumerate(self.instances):
+            db_api.register_agent(self.ctx, instance_id, {
+                'agent_version': '1.%d.0' % number,
+                'guest_version': 'v1.0.%d' % (number % 2),
+                'rpc_api_version': '1.0',
+                'state': 'RUNNING' if number else 'UPGRADING',
+                'labels': {'group': 'canary' if number else 'fleet'},
+                'host': 'guest-%d' % number,
+            })
+
+    def _get(self, path):
+        resp = self.request('GET', self.mgmt + '/agents' + path)
+        self.assertEqual(200, resp.status_int, resp.text)
+        return resp.json
+
+    def test_list(self):
+        agents = self._get('')['agents']
+        self.assertEqual(self.instances, [a['instance_id'] for a in agents])
+        first = agents[0]
+        self.assertEqual('1.0.0', first['agent_version'])
+        self.assertEqual('v1.0.0', first['guest_version'])
+        self.assertEqual('1.0', first['rpc_api_version'])
+        self.assertEqual('UPGRADING', first['state'])
+        self.assertEqual({'group': 'fleet'}, first['labels'])
+        self.assertTrue(first['reachable'])
+        self.assertRegex(first['last_heartbeat'],
+                         r'^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$')
+
+    def test_filters(self):
+        def ids(query):
+            return [a['instance_id'] for a in self._get(query)['agents']]
+
+        self.assertEqual([self.instances[1]],
+                         ids('?guest_version=v1.0.1'))
+        self.assertEqual(self.instances[1:], ids('?state=RUNNING'))
+        self.assertEqual([self.instances[2]],
+                         ids('?state=RUNNING&guest_version=v1.0.0'))
+        self.assertEqual(self.instances, ids('?rpc_api_version=1.0'))
+        self.assertEqual([], ids('?rpc_api_version=2.0'))
+
+    def test_pagination(self):
+        body = self._get('?limit=2')
+        self.assertEqual(self.instances[:2],
+                         [a['instance_id'] for a in body['agents']])
+        href = body['links'][0]['href']
+        self.assertIn('marker=' + self.instances[1], href)
+        rest = self._get(href[href.index('?'):])
+        self.assertEqual(self.instances[2:],
+                         [a['instance_id'] for a in rest['agents']])
+        self.assertNotIn('links', rest)
+
+    def test_bad_queries(self):
+        for query, detail in (
+                ('?labels=x', "('labels' was unexpected)"),
+                ('?rpc_api_version=one', "'one' does not match"),
+                ('?state=', "'' should be non-empty (at $.state)"),
+                ('?limit=x', "limit must be a positive integer, not 'x'."),
+                ('?marker=' + self.instances[0][:8], "is not a 'uuid'")):
+            self.assertError(self.request('GET', self.mgmt + '/agents' +
+                                          query), 400, detail)
+        unknown = uuidutils.generate_uuid()
+        self.assertError(
+            self.request('GET', self.mgmt + '/agents?marker=' + unknown),
+            400, 'Marker %s could not be found.' % unknown)
+
+    def test_show(self):
+        agent = self._get('/' + self.instances[2])['agent']
+        self.assertEqual(self.instances[2], agent['instance_id'])
+        self.assertEqual('guest-2', agent['host'])
+        self.assertEqual('http://localhost%s/agents/%s'
+                         % (self.mgmt, self.instances[2]),
+                         agent['links'][0]['href'])
+
+    def test_show_unknown_and_malformed(self):
+        unknown = uuidutils.generate_uuid()
+        self.assertError(
+            self.request('GET', self.mgmt + '/agents/' + unknown), 404,
+            'No agent is registered for instance %s.' % unknown)
+        self.assertError(
+            self.request('GET', self.mgmt + '/agents/guest-1'), 404,
+            'No agent is registered for instance guest-1.')
+
+    def test_silent_agent_is_unreachable(self):
+        self.flags(group='conductor', agent_down_time=120)
+        silent = uuidutils.generate_uuid()
+        long_ago = timeutils.utcnow() - datetime.timedelta(minutes=10)
+        timeutils.set_time_override(long_ago)
+        self.addCleanup(timeutils.clear_time_override)
+        db_api.register_agent(self.ctx, silent, {'state': 'RUNNING'})
+        timeutils.clear_time_override()
+        agent = self._get('/' + silent)['agent']
+        self.assertFalse(agent['reachable'])
+        self.assertEqual(long_ago.isoformat() + 'Z', agent['last_heartbeat'])
+        self.assertTrue(self._get('/' + self.instances[0])
+                        ['agent']['reachable'])

@@ -1,0 +1,144 @@
+"""What every request goes through: routing, auth, policy, errors, ids."""
+
+from unittest import mock
+
+import fixtures
+from oslo_utils import uuidutils
+
+from trove_upgrade.api import deploy
+from trove_upgrade.db import api as db_api
+from trove_upgrade.tests.unit.api import base
+
+# Every route and method of the management API.
+MGMT_CALLS = (
+    ('GET', '/upgrades'),
+    ('POST', '/upgrades'),
+    ('GET', '/upgrades/%s' % uuidutils.generate_uuid()),
+    ('DELETE', '/upgrades/%s' % uuidutils.generate_uuid()),
+    ('GET', '/agents'),
+    ('GET', '/agents/%s' % base.INSTANCE_ID),
+)
+
+
+class TestVersions(base.APITestCase):
+
+    def test_root_is_public(self):
+        for path in ('', '/'):
+            resp = self.request('GET', path, identity=False)
+            self.assertEqual(200, resp.status_int, resp.text)
+            self.assertEqual(
+                {'versions': [{
+                    'id': 'v1.0', 'status': 'CURRENT',
+                    'links': [{'rel': 'self',
+                               'href': 'http://localhost/v1.0/'}]}]},
+                resp.json)
+
+    def test_version_is_public(self):
+        for path in ('/v1.0', '/v1.0/'):
+            resp = self.request('GET', path, identity=False)
+            self.assertEqual(200, resp.status_int, resp.text)
+            self.assertEqual('v1.0', resp.json['version']['id'])
+
+    def test_proxy_headers_set_the_links(self):
+        self.flags(group='oslo_middleware', enable_proxy_headers_parsing=True)
+        self.app = deploy.loadapp(self.conf)
+        resp = self.request('GET', '/', identity=False, headers={
+            'X-Forwarded-Proto': 'https',
+            'X-Forwarded-Host': 'api.example.org'})
+        self.assertEqual('https://api.example.org/v1.0/',
+                         resp.json['versions'][0]['links'][0]['href'])
+
+
+class TestRouting(base.APITestCase):
+
+    def test_unknown_paths_are_404(self):
+        for path in ('/v2.0', '/v1.0/%s/mgmt' % self.project_id,
+                     self.mgmt + '/upgrades/a/b', self.mgmt + '/rollouts',
+                     '/v1.0/%s/instances' % self.project_id):
+            self.assertError(self.request('GET', path), 404,
+                             'No resource at %s.' % path)
+
+    def test_wrong_methods_are_405_with_allow(self):
+        for method, path, allowed in (
+                ('PUT', '/upgrades', 'GET, POST'),
+                ('DELETE', '/upgrades', 'GET, POST'),
+                ('POST', '/upgrades/%s' % uuidutils.generate_uuid(),
+                 'GET, DELETE'),
+                ('PATCH', '/agents', 'GET'),
+                ('DELETE', '/agents/%s' % base.INSTANCE_ID, 'GET')):
+            resp = self.request(method, self.mgmt + path)
+            self.assertError(resp, 405, '%s is not allowed on %s%s; '
+                             'allowed: %s.' % (method, self.mgmt, path,
+                                               allowed))
+            self.assertEqual(allowed, resp.headers['Allow'])
+        resp = self.request('POST', '/', identity=False)
+        self.assertError(resp, 405, 'allowed: GET.')
+
+    def test_request_id_header_on_success_and_errors(self):
+        ok = self.request('GET', self.mgmt + '/upgrades')
+        self.assertRegex(ok.headers['x-openstack-request-id'], '^req-')
+        error = self.request('GET', self.mgmt + '/nothing')
+        self.assertRegex(error.headers['x-openstack-request-id'], '^req-')
+        self.assertNotEqual(ok.headers['x-openstack-request-id'],
+                            error.headers['x-openstack-request-id'])
+
+    def test_each_request_is_logged_with_its_id(self):
+        logger = self.useFixture(fixtures.FakeLogger(
+            name='trove_upgrade.api.requestlog'))
+        resp = self.request('GET', self.mgmt + '/upgrades?limit=1')
+        self.assertIn('%s - "GET %s/upgrades?limit=1" status: 200'
+                      % (resp.headers['x-openstack-request-id'], self.mgmt),
+                      logger.output)
+
+
+class TestAuthorization(base.APITestCase):
+
+    def test_no_identity_is_401(self):
+        for method, path in MGMT_CALLS:
+            resp = self.request(method, self.mgmt + path, identity=False)
+            self.assertError(resp, 401, 'noauth2 needs the X-User-Id, '
+                                        'X-Project-Id header(s)')
+        self.assertNothingRecorded()
+
+    def test_member_is_403_on_every_call(self):
+        for method, path in MGMT_CALLS:
+            body = base.upgrade_body() if method == 'POST' else None
+            resp = self.request(method, self.mgmt + path, body,
+                                roles='member,reader')
+            self.assertError(resp, 403, 'Policy does not allow '
+                                        'trove_upgrade:')
+        self.assertNothingRecorded()
+
+    def test_other_project_in_the_url_is_403(self):
+        other = '/v1.0/%s/mgmt/upgrades' % uuidutils.generate_uuid()
+        resp = self.request('POST', other, base.upgrade_body())
+        self.assertError(resp, 403, 'The project in the URL')
+        self.assertNothingRecorded()
+
+    def test_policy_file_can_open_a_call(self):
+        policy_file = self.useFixture(fixtures.TempDir()).join('policy.yaml')
+        with open(policy_file, 'w') as f:
+            f.write('"trove_upgrade:agents:list": "role:reader"\n')
+        self.flags(group='oslo_policy', policy_file=policy_file)
+        self.app = deploy.loadapp(self.conf)
+        self.assertEqual(200, self.request('GET', self.mgmt + '/agents',
+                                           roles='reader').status_int)
+        self.assertEqual(403, self.request('GET', self.mgmt + '/upgrades',
+                                           roles='reader').status_int)
+
+
+class TestFaultWrapper(base.APITestCase):
+
+    def test_unexpected_exception_is_500_without_a_traceback(self):
+        logger = self.useFixture(fixtures.FakeLogger(
+            name='trove_upgrade.api.fault_wrap'))
+        with mock.patch.object(db_api, 'list_upgrades',
+                               side_effect=RuntimeError('secret detail')):
+            resp = self.request('GET', self.mgmt + '/upgrades')
+        error = self.assertError(resp, 500, 'An unexpected error occurred.')
+        self.assertNotIn('secret detail', resp.text)
+        self.assertNotIn('RuntimeError', resp.text)
+        # The operator finds it in the log, under the same request id.
+        self.assertIn('secret detail', logger.output)
+        self.assertIn('Traceback', logger.output)
+        self.assertTrue(error['request_id'].startswith('req-'))
