@@ -1,0 +1,303 @@
+"""trove-upgrade-package: make keys, build, sign, verify and inspect packages.
+
+Exit status: 0 on success, 1 when a package, manifest or key is refused
+(the message names the check that failed), 2 for a usage error, 3 when a
+file cannot be read or written.
+"""
+
+import argparse
+import datetime
+import json
+import os
+import re
+import shlex
+import sys
+import tempfile
+
+from trove_upgrade.packaging import build
+from trove_upgrade.packaging import chunked_aead
+from trove_upgrade.packaging import exceptions
+from trove_upgrade.packaging import keys
+from trove_upgrade.packaging import manifest as manifest_mod
+from trove_upgrade.packaging import verify
+
+PROG = 'trove-upgrade-package'
+EXIT_REFUSED = 1
+EXIT_IO_ERROR = 3
+DEFAULT_EXPIRES_IN_DAYS = 30
+DEFAULT_HEALTH_CHECK_TIMEOUT = 60
+_SIZE = re.compile(r'(\d+)([KMGT]?)(?:i?B)?', re.IGNORECASE)
+
+
+def _size(text):
+    match = _SIZE.fullmatch(text.strip())
+    if not match:
+        raise argparse.ArgumentTypeError(
+            '%r is not a size like 2G, 512M or 1048576' % text)
+    power = ' KMGT'.index(match.group(2).upper() or ' ')
+    return int(match.group(1)) * 1024 ** power
+
+
+def _time(text):
+    try:
+        return manifest_mod.parse_time(text, ValueError)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc))
+
+
+def _positive(text):
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError('%r is not a positive integer'
+                                         % text)
+    return value
+
+
+def _manifest_path(path):
+    """The manifest of a package, or the path itself if it is a manifest."""
+    if path.endswith(manifest_mod.MANIFEST_SUFFIX):
+        return path
+    return path + manifest_mod.MANIFEST_SUFFIX
+
+
+def _read_manifest(path):
+    return manifest_mod.Manifest.from_bytes(verify.read_manifest_file(path))
+
+
+def do_keygen(args):
+    if not (args.signing_key or args.encryption_key):
+        raise exceptions.KeyFileError(
+            'give --signing-key PATH, --encryption-key PATH or both')
+    if args.signing_key:
+        signing_key = keys.generate_signing_key()
+        private, public = keys.write_signing_key(args.signing_key,
+                                                 signing_key)
+        print('signing key %s: private %s, public %s'
+              % (signing_key.key_id, private, public))
+    if args.encryption_key:
+        key = keys.generate_encryption_key()
+        keys.write_encryption_key(args.encryption_key, key)
+        print('encryption key %s: %s'
+              % (keys.encryption_key_id(key), args.encryption_key))
+
+
+def do_build(args):
+    wheels = build.collect_wheels(args.inputs)
+    signing_keys = [keys.load_signing_key(path) for path in args.signing_key]
+    encryption_key = keys.load_encryption_key(args.encryption_key)
+    now = datetime.datetime.now(datetime.timezone.utc)
+    expires = args.expires or now + datetime.timedelta(
+        days=args.expires_in_days)
+    health_check = None
+    if args.health_check:
+        command = tuple(shlex.split(args.health_check))
+        if not command:
+            raise exceptions.BuildError('the health-check command is empty')
+        health_check = manifest_mod.HealthCheck(command,
+                                                args.health_check_timeout)
+    manifest = build.build_package(
+        wheels, args.output, version=args.version, signing_keys=signing_keys,
+        encryption_key=encryption_key, expires=expires, created=now,
+        min_upgrade_from=args.min_upgrade_from, health_check=health_check,
+        chunk_size=args.chunk_size)
+    print('built %s (%d bytes, %d files) and %s%s, version %s, expires %s'
+          % (args.output, manifest.payload.size, len(manifest.files),
+             args.output, manifest_mod.MANIFEST_SUFFIX, manifest.version,
+             manifest_mod.format_time(manifest.expires)))
+
+
+def do_sign(args):
+    path = _manifest_path(args.manifest)
+    manifest = _read_manifest(path)
+    for key_path in args.signing_key:
+        signing_key = keys.load_signing_key(key_path)
+        signed = manifest.with_signature(signing_key)
+        if signed is manifest:
+            print('%s is already signed by %s' % (path, signing_key.key_id))
+        else:
+            print('signed %s with %s' % (path, signing_key.key_id))
+        manifest = signed
+    build.write_manifest(path, manifest)
+
+
+def do_verify(args):
+    manifest_path = args.manifest or _manifest_path(args.package)
+    trusted = keys.load_trusted_keys(args.trusted_key, args.threshold)
+    keyring = keys.load_keyring(args.encryption_key)
+    manifest_bytes = verify.read_manifest_file(manifest_path)
+    expected = (args.version
+                or manifest_mod.Manifest.from_bytes(manifest_bytes).version)
+    manifest = verify.verify_manifest(
+        manifest_bytes, trusted, expected_version=expected,
+        installed_version=args.installed_version,
+        allow_downgrade=args.allow_downgrade,
+        max_payload_size=args.max_payload_size)
+    if args.extract_to:
+        files = verify.verify_and_extract(
+            args.package, manifest, keyring, args.extract_to,
+            max_payload_size=args.max_payload_size)
+    else:
+        with tempfile.TemporaryDirectory(
+                dir=os.path.dirname(os.path.abspath(args.package))) as tmp:
+            files = verify.verify_and_extract(
+                args.package, manifest, keyring,
+                os.path.join(tmp, 'files'),
+                max_payload_size=args.max_payload_size)
+            files = [os.path.basename(path) for path in files]
+    signers = sorted(s.key_id for s in manifest.signatures
+                     if s.key_id in trusted)
+    print('OK: %s is version %s, %d file(s) verified, signed by %s'
+          % (args.package, manifest.version, len(files), ', '.join(signers)))
+    for path in files:
+        print('  %s' % path)
+
+
+def _describe(manifest, path):
+    now = datetime.datetime.now(datetime.timezone.utc)
+    health = manifest.health_check
+    lines = [
+        'manifest:         %s' % path,
+        'format version:   %d' % manifest.format_version,
+        'version:          %s' % manifest.version,
+        'created:          %s' % manifest_mod.format_time(manifest.created),
+        'expires:          %s%s' % (
+            manifest_mod.format_time(manifest.expires),
+            ' (EXPIRED)' if manifest.expires <= now else ''),
+        'min upgrade from: %s' % (manifest.min_upgrade_from or '-'),
+        'health check:     %s' % (
+            '%s (timeout %d s)' % (shlex.join(health.command),
+                                   health.timeout) if health else '-'),
+        'payload:          %d bytes, sha256 %s' % (manifest.payload.size,
+                                                   manifest.payload.sha256),
+        'encryption:       %s, key id %s, chunk size %d' % (
+            manifest.encryption.algorithm, manifest.encryption.key_id,
+            manifest.encryption.chunk_size),
+        'files:',
+    ]
+    lines += ['  %s  %d bytes  sha256 %s' % (f.name, f.size, f.sha256)
+              for f in manifest.files]
+    lines.append('signatures (not verified here; use "verify"):')
+    lines += ['  %s' % s.key_id for s in manifest.signatures] or ['  none']
+    return '\n'.join(lines)
+
+
+def do_inspect(args):
+    path = _manifest_path(args.path)
+    manifest = _read_manifest(path)
+    if args.format == 'json':
+        print(json.dumps({'signed': manifest.signed_dict(),
+                          'signatures': [{'key_id': s.key_id, 'sig': s.sig}
+                                         for s in manifest.signatures]},
+                         indent=2, sort_keys=True))
+    else:
+        print(_describe(manifest, path))
+
+
+def build_parser():
+    parser = argparse.ArgumentParser(
+        prog=PROG, description='Make keys for, build, sign, verify and '
+        'inspect trove-upgrade packages.')
+    commands = parser.add_subparsers(dest='command', metavar='COMMAND',
+                                     required=True)
+
+    keygen = commands.add_parser(
+        'keygen', help='generate a signing key pair and/or an encryption key')
+    keygen.add_argument('--signing-key', metavar='PATH',
+                        help='write the private signing key here and the '
+                        'public key to PATH.pub')
+    keygen.add_argument('--encryption-key', metavar='PATH',
+                        help='write a new AES-256 encryption key here')
+    keygen.set_defaults(func=do_keygen)
+
+    build_cmd = commands.add_parser(
+        'build', help='build a package and its signed manifest from wheels')
+    build_cmd.add_argument('inputs', nargs='+', metavar='WHEEL_OR_DIR')
+    build_cmd.add_argument('--version', required=True,
+                           help='package version, e.g. v1.0.1')
+    build_cmd.add_argument('--output', '-o', required=True, metavar='PATH',
+                           help='package path; the manifest goes to '
+                           'PATH.manifest')
+    build_cmd.add_argument('--signing-key', action='append', required=True,
+                           metavar='PATH', help='private signing key file '
+                           '(repeat to sign with several keys)')
+    build_cmd.add_argument('--encryption-key', required=True, metavar='PATH')
+    expiry = build_cmd.add_mutually_exclusive_group()
+    expiry.add_argument('--expires-in-days', type=_positive,
+                        default=DEFAULT_EXPIRES_IN_DAYS, metavar='DAYS',
+                        help='default %(default)s')
+    expiry.add_argument('--expires', type=_time, metavar='TIME',
+                        help='UTC expiry time, e.g. 2027-01-31T00:00:00Z')
+    build_cmd.add_argument('--min-upgrade-from', metavar='VERSION',
+                           help='refuse to install over older versions')
+    build_cmd.add_argument('--health-check', metavar='COMMAND',
+                           help='command the agent runs after restarting '
+                           '(split like a shell would, run without one)')
+    build_cmd.add_argument('--health-check-timeout', type=_positive,
+                           default=DEFAULT_HEALTH_CHECK_TIMEOUT,
+                           metavar='SECONDS', help='default %(default)s')
+    build_cmd.add_argument('--chunk-size', type=_size,
+                           default=chunked_aead.DEFAULT_CHUNK_SIZE,
+                           help='encryption chunk size, default 1M')
+    build_cmd.set_defaults(func=do_build)
+
+    sign = commands.add_parser(
+        'sign', help='add signatures to a manifest (offline threshold '
+        'signing)')
+    sign.add_argument('manifest', metavar='MANIFEST_OR_PACKAGE')
+    sign.add_argument('--signing-key', action='append', required=True,
+                      metavar='PATH')
+    sign.set_defaults(func=do_sign)
+
+    verify_cmd = commands.add_parser(
+        'verify', help='verify a package the way the agent does')
+    verify_cmd.add_argument('package')
+    verify_cmd.add_argument('--manifest', metavar='PATH',
+                            help='default PACKAGE.manifest')
+    verify_cmd.add_argument('--trusted-key', action='append', required=True,
+                            metavar='PATH', help='public signing key file '
+                            '(repeatable)')
+    verify_cmd.add_argument('--threshold', type=_positive, default=1)
+    verify_cmd.add_argument('--encryption-key', action='append',
+                            required=True, metavar='PATH',
+                            help='encryption key file (repeatable)')
+    verify_cmd.add_argument('--version', metavar='VERSION',
+                            help='require this version')
+    verify_cmd.add_argument('--installed-version', metavar='VERSION',
+                            help='check rollback and upgrade path against '
+                            'this installed version')
+    verify_cmd.add_argument('--allow-downgrade', action='store_true')
+    verify_cmd.add_argument('--max-payload-size', type=_size,
+                            default=verify.DEFAULT_MAX_PAYLOAD_SIZE,
+                            metavar='SIZE', help='default 2G')
+    verify_cmd.add_argument('--extract-to', metavar='DIR',
+                            help='keep the verified wheels in this new '
+                            'directory')
+    verify_cmd.set_defaults(func=do_verify)
+
+    inspect = commands.add_parser('inspect', help='show a manifest')
+    inspect.add_argument('path', metavar='MANIFEST_OR_PACKAGE')
+    inspect.add_argument('--format', choices=('text', 'json'),
+                         default='text')
+    inspect.set_defaults(func=do_inspect)
+    return parser
+
+
+def main(argv=None):
+    args = build_parser().parse_args(argv)
+    try:
+        args.func(args)
+    except exceptions.PackageError as exc:
+        print('%s: error: %s: %s' % (PROG, type(exc).__name__, exc),
+              file=sys.stderr)
+        return EXIT_REFUSED
+    except OSError as exc:
+        print('%s: error: %s' % (PROG, exc), file=sys.stderr)
+        return EXIT_IO_ERROR
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())

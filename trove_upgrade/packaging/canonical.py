@@ -1,0 +1,79 @@
+"""Canonical JSON: one byte sequence per document, so signatures are stable.
+
+Signatures cover bytes, not data structures, so the signer and every verifier
+must agree on the bytes. The encoding is the one TUF-style systems use: keys
+sorted, no insignificant white space, UTF-8, integers only (floats have no
+single spelling). Decoding is strict for the same reason: a document with a
+duplicate key or a non-canonical spelling could mean one thing to the verifier
+and another to a different parser, so :func:`loads` accepts only bytes that
+:func:`dumps` would produce.
+"""
+
+import json
+
+from trove_upgrade.packaging import exceptions
+
+
+def _check(value):
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return
+    if isinstance(value, int):
+        return
+    if isinstance(value, float):
+        raise TypeError('floats are not allowed in canonical JSON')
+    if isinstance(value, (list, tuple)):
+        for item in value:
+            _check(item)
+        return
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise TypeError('object keys must be strings')
+            _check(item)
+        return
+    raise TypeError('%s is not allowed in canonical JSON'
+                    % type(value).__name__)
+
+
+def dumps(value):
+    """Encode ``value`` as canonical JSON bytes."""
+    _check(value)
+    return json.dumps(value, sort_keys=True, separators=(',', ':'),
+                      ensure_ascii=False, allow_nan=False).encode('utf-8')
+
+
+def _no_duplicates(pairs):
+    result = {}
+    for key, value in pairs:
+        if key in result:
+            raise exceptions.ManifestFormatError(
+                'duplicate key %r in JSON object' % key)
+        result[key] = value
+    return result
+
+
+def _no_float(text):
+    raise exceptions.ManifestFormatError(
+        'number %s is not an integer' % text)
+
+
+def _no_constant(text):
+    raise exceptions.ManifestFormatError('%s is not valid JSON' % text)
+
+
+def loads(data):
+    """Decode canonical JSON bytes; raise ManifestFormatError otherwise."""
+    try:
+        text = data.decode('utf-8')
+    except UnicodeDecodeError as exc:
+        raise exceptions.ManifestFormatError('not UTF-8: %s' % exc)
+    try:
+        value = json.loads(text, object_pairs_hook=_no_duplicates,
+                           parse_float=_no_float,
+                           parse_constant=_no_constant)
+    except (ValueError, RecursionError) as exc:
+        raise exceptions.ManifestFormatError('not valid JSON: %s' % exc)
+    if dumps(value) != data:
+        raise exceptions.ManifestFormatError(
+            'not in canonical form (sorted keys, no white space, UTF-8)')
+    return value

@@ -1,0 +1,200 @@
+"""Every way a package can be refused, one class per failure.
+
+The verifier (:mod:`trove_upgrade.packaging.verify`) runs a fixed sequence of
+small checks; each raises exactly one of these classes, so a caller (and a
+test) can tell *which* defence fired. They all derive from
+:class:`PackageError`, so the agent can catch one class and record the
+message. The attacks of The Update Framework's threat model, and the classes
+that stop them:
+
+* **Arbitrary installation** (a package nobody trusted signed):
+  :class:`BadSignatureError`, :class:`UnknownSigningKeyError`,
+  :class:`PayloadMismatchError`, :class:`ChunkAuthenticationError`,
+  :class:`PayloadHashMismatchError`.
+* **Key compromise below the threshold**: :class:`ThresholdNotMetError`.
+* **Rollback** (an older, vulnerable version): :class:`RollbackError`,
+  :class:`UpgradePathError`.
+* **Indefinite freeze** (replaying an old, once-valid manifest):
+  :class:`ExpiredManifestError`.
+* **Wrong software** (a valid package of another version):
+  :class:`WrongVersionError`.
+* **Mix-and-match** (a manifest with another package's payload):
+  :class:`PayloadMismatchError`, :class:`PayloadHashMismatchError`.
+* **Endless data** (filling memory or disk): :class:`ManifestTooLargeError`,
+  :class:`PayloadTooLargeError`, :class:`EndlessDataError`,
+  :class:`FileSizeMismatchError`.
+* **Truncation, reordering, appended data** in the encrypted stream:
+  :class:`TruncatedPayloadError`, :class:`ChunkAuthenticationError`,
+  :class:`TrailingDataError`.
+* **Archive tricks** (escaping the destination, planting links or devices,
+  smuggling files): :class:`AbsolutePathError`, :class:`PathTraversalError`,
+  :class:`LinkNotAllowedError`, :class:`SpecialFileError`,
+  :class:`DuplicateFileError`, :class:`UnlistedFileError`,
+  :class:`MissingFileError`, :class:`FileHashMismatchError`.
+"""
+
+
+class PackageError(Exception):
+    """A package, a manifest or a key was refused; nothing was installed."""
+
+
+# Keys and trust configuration.
+
+class KeyFileError(PackageError):
+    """A key file is unreadable, malformed or of the wrong kind."""
+
+
+class KeyFileExistsError(PackageError):
+    """Refusing to overwrite an existing key file."""
+
+
+class InvalidThresholdError(PackageError):
+    """The signature threshold is below 1 or above the number of keys."""
+
+
+class InvalidVersionError(PackageError):
+    """A version string does not follow the packaging.version rules."""
+
+
+# The manifest, checked before a byte of the payload is read.
+
+class ManifestError(PackageError):
+    """The signed manifest was refused."""
+
+
+class ManifestTooLargeError(ManifestError):
+    """The manifest is larger than the configured cap (endless data)."""
+
+
+class ManifestFormatError(ManifestError):
+    """The manifest is not canonical JSON or does not follow the schema."""
+
+
+class UnsupportedFormatError(ManifestError):
+    """The manifest uses a format version this code does not understand."""
+
+
+class BadSignatureError(ManifestError):
+    """A signature tagged with a trusted key id does not verify."""
+
+
+class UnknownSigningKeyError(ManifestError):
+    """No signature comes from a trusted key."""
+
+
+class ThresholdNotMetError(ManifestError):
+    """Fewer distinct trusted keys signed than the threshold requires."""
+
+
+class ExpiredManifestError(ManifestError):
+    """The manifest's expiry time has passed (indefinite freeze)."""
+
+
+class WrongVersionError(ManifestError):
+    """The package is not the version that was asked for."""
+
+
+class UpgradePathError(ManifestError):
+    """The installed version is below the package's minimum upgrade-from."""
+
+
+class RollbackError(ManifestError):
+    """The package is older than the installed version, without override."""
+
+
+class PayloadTooLargeError(ManifestError):
+    """The signed payload size is above the configured cap."""
+
+
+# The encrypted payload, checked while it streams.
+
+class PayloadError(PackageError):
+    """The encrypted payload was refused."""
+
+
+class MissingDecryptionKeyError(PayloadError):
+    """No configured encryption key has the key id the package names."""
+
+
+class PayloadFormatError(PayloadError):
+    """The payload header or the archive inside is malformed."""
+
+
+class PayloadMismatchError(PayloadError):
+    """The payload header is not the one the signed manifest describes."""
+
+
+class ChunkAuthenticationError(PayloadError):
+    """A chunk failed authentication: flipped bits or reordered chunks."""
+
+
+class TruncatedPayloadError(PayloadError):
+    """The payload ends before its final chunk or its signed size."""
+
+
+class TrailingDataError(PayloadError):
+    """Data follows the chunk flagged as the last one."""
+
+
+class EndlessDataError(PayloadError):
+    """The payload stream goes on past its signed size."""
+
+
+class PayloadHashMismatchError(PayloadError):
+    """The payload's SHA-256 differs from the signed one."""
+
+
+# Unpacking the archive.
+
+class UnpackError(PackageError):
+    """The archive inside the payload was refused; nothing was extracted."""
+
+
+class DestinationExistsError(UnpackError):
+    """The extraction directory already exists."""
+
+
+class UnsafePathError(UnpackError):
+    """An archive member's name would leave the destination."""
+
+
+class AbsolutePathError(UnsafePathError):
+    """An archive member has an absolute name."""
+
+
+class PathTraversalError(UnsafePathError):
+    """An archive member's name contains a ``..`` component."""
+
+
+class LinkNotAllowedError(UnpackError):
+    """An archive member is a symbolic or hard link."""
+
+
+class SpecialFileError(UnpackError):
+    """An archive member is a device, FIFO, directory or sparse file."""
+
+
+class DuplicateFileError(UnpackError):
+    """An archive member's name appears twice."""
+
+
+class UnlistedFileError(UnpackError):
+    """An archive member is not listed in the manifest."""
+
+
+class FileSizeMismatchError(UnpackError):
+    """An archive member's size differs from the manifest's."""
+
+
+class FileHashMismatchError(UnpackError):
+    """An archive member's SHA-256 differs from the manifest's."""
+
+
+class MissingFileError(UnpackError):
+    """A file the manifest lists is not in the archive."""
+
+
+# Producing packages.
+
+class BuildError(PackageError):
+    """A package could not be built from the given inputs."""

@@ -1,0 +1,291 @@
+"""The signed manifest: what a package is, in canonical JSON.
+
+The manifest travels beside the payload as ``<location>.manifest`` so that an
+agent can fetch and verify it (a few kilobytes) before it downloads a byte of
+the payload, and so learn the payload's signed size, hash and encryption
+parameters first, as TUF clients fetch metadata before targets. Parsing here
+checks the form only (strict canonical JSON and the schema); whether the
+manifest is *trusted* is :mod:`trove_upgrade.packaging.verify`'s business.
+"""
+
+import dataclasses
+import datetime
+import re
+
+from packaging import version as pkg_version
+
+from trove_upgrade.packaging import canonical
+from trove_upgrade.packaging import chunked_aead
+from trove_upgrade.packaging import exceptions
+
+FORMAT_VERSION = 1
+MANIFEST_TYPE = 'trove-upgrade/package-manifest'
+ENCRYPTION_ALGORITHM = 'AES-256-GCM-HKDF-SHA256-STREAM'
+MANIFEST_SUFFIX = '.manifest'
+SIGNATURE_CONTEXT = b'trove-upgrade package manifest v1\x00'
+TIME_FORMAT = '%Y-%m-%dT%H:%M:%SZ'
+MAX_HEALTH_CHECK_TIMEOUT = 3600
+_HEX64 = re.compile(r'[0-9a-f]{64}')
+_HEX128 = re.compile(r'[0-9a-f]{128}')
+# Wheels are flat file names; no directories, so no path can escape.
+FILE_NAME_PATTERN = re.compile(r'[A-Za-z0-9_][A-Za-z0-9_.+-]{0,254}')
+
+
+def parse_version(text, error=exceptions.InvalidVersionError):
+    """A packaging.version.Version; a leading ``v`` is allowed."""
+    try:
+        return pkg_version.Version(text)
+    except (pkg_version.InvalidVersion, TypeError):
+        raise error('%r is not a valid version' % (text,))
+
+
+def format_time(moment):
+    return moment.astimezone(datetime.timezone.utc).strftime(TIME_FORMAT)
+
+
+def parse_time(text, error=exceptions.ManifestFormatError):
+    try:
+        moment = datetime.datetime.strptime(text, TIME_FORMAT)
+    except (TypeError, ValueError):
+        raise error('%r is not a UTC time like 2026-01-31T12:00:00Z'
+                    % (text,))
+    return moment.replace(tzinfo=datetime.timezone.utc)
+
+
+@dataclasses.dataclass(frozen=True)
+class FileEntry:
+    name: str
+    size: int
+    sha256: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Payload:
+    size: int
+    sha256: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Encryption:
+    key_id: str
+    chunk_size: int
+    salt: str
+    algorithm: str = ENCRYPTION_ALGORITHM
+
+    def stream_header(self):
+        """The exact header the payload must start with."""
+        return chunked_aead.StreamHeader(
+            self.chunk_size, bytes.fromhex(self.key_id),
+            bytes.fromhex(self.salt)).to_bytes()
+
+
+@dataclasses.dataclass(frozen=True)
+class HealthCheck:
+    """A command (argv, no shell) the agent runs after restarting."""
+
+    command: tuple
+    timeout: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Signature:
+    key_id: str
+    sig: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Manifest:
+    version: str
+    created: datetime.datetime
+    expires: datetime.datetime
+    payload: Payload
+    encryption: Encryption
+    files: tuple
+    min_upgrade_from: str = None
+    health_check: HealthCheck = None
+    signatures: tuple = ()
+    format_version: int = FORMAT_VERSION
+
+    def signed_dict(self):
+        signed = {
+            '_type': MANIFEST_TYPE,
+            'format_version': self.format_version,
+            'version': self.version,
+            'created': format_time(self.created),
+            'expires': format_time(self.expires),
+            'payload': {'size': self.payload.size,
+                        'sha256': self.payload.sha256},
+            'encryption': {'algorithm': self.encryption.algorithm,
+                           'key_id': self.encryption.key_id,
+                           'chunk_size': self.encryption.chunk_size,
+                           'salt': self.encryption.salt},
+            'files': [{'name': f.name, 'size': f.size, 'sha256': f.sha256}
+                      for f in self.files],
+        }
+        if self.min_upgrade_from is not None:
+            signed['min_upgrade_from'] = self.min_upgrade_from
+        if self.health_check is not None:
+            signed['health_check'] = {
+                'command': list(self.health_check.command),
+                'timeout': self.health_check.timeout}
+        return signed
+
+    def signing_input(self):
+        """The bytes every signature covers."""
+        return SIGNATURE_CONTEXT + canonical.dumps(self.signed_dict())
+
+    def to_bytes(self):
+        return canonical.dumps({
+            'signed': self.signed_dict(),
+            'signatures': [{'key_id': s.key_id, 'sig': s.sig}
+                           for s in self.signatures]})
+
+    def with_signature(self, signing_key):
+        """A copy signed by one more key (unchanged if it already signed)."""
+        if any(s.key_id == signing_key.key_id for s in self.signatures):
+            return self
+        new = Signature(signing_key.key_id,
+                        signing_key.sign(self.signing_input()).hex())
+        return dataclasses.replace(self, signatures=tuple(
+            sorted(self.signatures + (new,), key=lambda s: s.key_id)))
+
+    def files_by_name(self):
+        return {f.name: f for f in self.files}
+
+    @classmethod
+    def from_bytes(cls, data):
+        """Parse and check the form; raise a ManifestError subclass."""
+        document = canonical.loads(data)
+        _expect_keys(document, 'manifest', {'signed', 'signatures'})
+        signatures = _signatures(document['signatures'])
+        signed = document['signed']
+        if not isinstance(signed, dict):
+            raise exceptions.ManifestFormatError('"signed" is not an object')
+        if signed.get('format_version') != FORMAT_VERSION:
+            raise exceptions.UnsupportedFormatError(
+                'manifest format version %r is not supported (this code '
+                'reads version %d)' % (signed.get('format_version'),
+                                       FORMAT_VERSION))
+        _expect_keys(signed, 'signed',
+                     {'_type', 'format_version', 'version', 'created',
+                      'expires', 'payload', 'encryption', 'files'},
+                     {'min_upgrade_from', 'health_check'})
+        if signed['_type'] != MANIFEST_TYPE:
+            raise exceptions.ManifestFormatError(
+                '_type is %r, not %r' % (signed['_type'], MANIFEST_TYPE))
+        parse_version(signed['version'], exceptions.ManifestFormatError)
+        if 'min_upgrade_from' in signed:
+            parse_version(signed['min_upgrade_from'],
+                          exceptions.ManifestFormatError)
+        created = parse_time(signed['created'])
+        expires = parse_time(signed['expires'])
+        if expires <= created:
+            raise exceptions.ManifestFormatError(
+                'expires is not after created')
+        files = _files(signed['files'])
+        payload = _payload(signed['payload'])
+        if sum(f.size for f in files) > payload.size:
+            raise exceptions.ManifestFormatError(
+                'the files add up to more than the payload size')
+        return cls(version=signed['version'], created=created,
+                   expires=expires, payload=payload,
+                   encryption=_encryption(signed['encryption']),
+                   files=files,
+                   min_upgrade_from=signed.get('min_upgrade_from'),
+                   health_check=_health_check(signed.get('health_check')),
+                   signatures=signatures)
+
+
+def _expect_keys(value, what, required, optional=frozenset()):
+    if not isinstance(value, dict):
+        raise exceptions.ManifestFormatError('%s is not an object' % what)
+    missing = required - set(value)
+    unknown = set(value) - required - optional
+    if missing or unknown:
+        raise exceptions.ManifestFormatError(
+            '%s: missing %s, unknown %s' % (what, sorted(missing) or 'none',
+                                            sorted(unknown) or 'none'))
+
+
+def _size(value, what):
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise exceptions.ManifestFormatError(
+            '%s must be a non-negative integer' % what)
+    return value
+
+
+def _hex(value, pattern, what):
+    if not isinstance(value, str) or not pattern.fullmatch(value):
+        raise exceptions.ManifestFormatError(
+            '%s must be lower-case hex of the right length' % what)
+    return value
+
+
+def _signatures(value):
+    if not isinstance(value, list):
+        raise exceptions.ManifestFormatError('"signatures" is not a list')
+    result = []
+    for item in value:
+        _expect_keys(item, 'signature', {'key_id', 'sig'})
+        result.append(Signature(_hex(item['key_id'], _HEX64, 'key_id'),
+                                _hex(item['sig'], _HEX128, 'sig')))
+    return tuple(result)
+
+
+def _files(value):
+    if not isinstance(value, list) or not value:
+        raise exceptions.ManifestFormatError('"files" is not a list of files')
+    result = []
+    for item in value:
+        _expect_keys(item, 'file', {'name', 'size', 'sha256'})
+        name = item['name']
+        if (not isinstance(name, str)
+                or not FILE_NAME_PATTERN.fullmatch(name)):
+            raise exceptions.ManifestFormatError(
+                'file name %r is not a plain file name' % (name,))
+        result.append(FileEntry(name, _size(item['size'], 'file size'),
+                                _hex(item['sha256'], _HEX64, 'sha256')))
+    names = [f.name for f in result]
+    if names != sorted(set(names)):
+        raise exceptions.ManifestFormatError(
+            'files must be sorted by name, each name once')
+    return tuple(result)
+
+
+def _payload(value):
+    _expect_keys(value, 'payload', {'size', 'sha256'})
+    return Payload(_size(value['size'], 'payload size'),
+                   _hex(value['sha256'], _HEX64, 'payload sha256'))
+
+
+def _encryption(value):
+    _expect_keys(value, 'encryption',
+                 {'algorithm', 'key_id', 'chunk_size', 'salt'})
+    if value['algorithm'] != ENCRYPTION_ALGORITHM:
+        raise exceptions.ManifestFormatError(
+            'encryption algorithm %r is not supported' % value['algorithm'])
+    chunk_size = _size(value['chunk_size'], 'chunk_size')
+    if not 1 <= chunk_size <= chunked_aead.MAX_CHUNK_SIZE:
+        raise exceptions.ManifestFormatError(
+            'chunk_size must be between 1 and %d'
+            % chunked_aead.MAX_CHUNK_SIZE)
+    return Encryption(key_id=_hex(value['key_id'], _HEX64, 'key_id'),
+                      chunk_size=chunk_size,
+                      salt=_hex(value['salt'], _HEX64, 'salt'))
+
+
+def _health_check(value):
+    if value is None:
+        return None
+    _expect_keys(value, 'health_check', {'command', 'timeout'})
+    command = value['command']
+    if (not isinstance(command, list) or not command
+            or not all(isinstance(arg, str) and arg for arg in command)):
+        raise exceptions.ManifestFormatError(
+            'health_check command must be a non-empty list of strings')
+    timeout = _size(value['timeout'], 'health_check timeout')
+    if not 1 <= timeout <= MAX_HEALTH_CHECK_TIMEOUT:
+        raise exceptions.ManifestFormatError(
+            'health_check timeout must be 1..%d seconds'
+            % MAX_HEALTH_CHECK_TIMEOUT)
+    return HealthCheck(tuple(command), timeout)

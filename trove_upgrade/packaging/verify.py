@@ -1,0 +1,294 @@
+"""Verify a package before anything of it is trusted: the agent's entry point.
+
+The agent calls, in this order::
+
+    trusted = keys.load_trusted_keys(paths, threshold)
+    keyring = keys.load_keyring(paths)
+    manifest = verify.verify_manifest(
+        manifest_bytes, trusted, expected_version=requested,
+        installed_version=running, allow_downgrade=flag,
+        max_payload_size=cap)
+    files = verify.verify_and_extract(
+        payload_path_or_fileobj, manifest, keyring, dest_dir,
+        max_payload_size=cap)
+
+or :func:`verify_package` for both at once from two local files. The manifest
+(``<location>.manifest``) is fetched and verified first, so the payload's
+signed size is known before a byte of it is downloaded (``manifest.payload``
+gives the size and SHA-256).
+
+Like python-tuf's trusted metadata set, verification is a fixed sequence of
+small named checks, each raising its own exception from
+:mod:`trove_upgrade.packaging.exceptions` (whose docstring maps them to the
+attacks they defeat):
+
+manifest (:func:`verify_manifest`), before any payload byte:
+  1. ``check_manifest_size``   ManifestTooLargeError     endless data
+  2. ``check_manifest_form``   ManifestFormatError, UnsupportedFormatError
+  3. ``check_signatures``      BadSignatureError, UnknownSigningKeyError,
+                               ThresholdNotMetError      arbitrary install,
+                                                         key compromise
+  4. ``check_expiry``          ExpiredManifestError      indefinite freeze
+  5. ``check_version``         WrongVersionError         wrong software
+  6. ``check_upgrade_path``    UpgradePathError
+  7. ``check_rollback``        RollbackError             rollback
+  8. ``check_payload_size``    PayloadTooLargeError      endless data
+
+payload (:func:`verify_and_extract`), in one streaming pass:
+  9. ``check_decryption_key``  MissingDecryptionKeyError
+  10. ``check_header``         PayloadMismatchError      mix-and-match
+  11. streaming decrypt: every chunk authenticated (ChunkAuthenticationError,
+      TruncatedPayloadError, TrailingDataError) while the signed size is
+      enforced (TruncatedPayloadError, EndlessDataError) and the ciphertext
+      is hashed
+  12. safe unpack into a staging directory (UnpackError subclasses)
+  13. ``check_payload_hash``   PayloadHashMismatchError  mix-and-match
+  14. rename the staging directory into place; on any failure it is
+      deleted instead, so nothing stays extracted.
+"""
+
+import dataclasses
+import datetime
+import hashlib
+import os
+
+from trove_upgrade.packaging import chunked_aead
+from trove_upgrade.packaging import exceptions
+from trove_upgrade.packaging import manifest as manifest_mod
+from trove_upgrade.packaging import safe_unpack
+
+DEFAULT_MAX_PAYLOAD_SIZE = 2 * 1024 ** 3
+DEFAULT_MAX_MANIFEST_SIZE = 1024 ** 2
+
+
+@dataclasses.dataclass(frozen=True)
+class VerifiedManifest(manifest_mod.Manifest):
+    """A manifest that passed :func:`verify_manifest`.
+
+    :func:`verify_and_extract` accepts only this type, so a payload is never
+    checked against a manifest whose signatures nobody verified.
+    """
+
+
+def check_manifest_size(manifest_bytes, max_manifest_size):
+    if len(manifest_bytes) > max_manifest_size:
+        raise exceptions.ManifestTooLargeError(
+            'the manifest has more than %d bytes' % max_manifest_size)
+
+
+def check_manifest_form(manifest_bytes):
+    return manifest_mod.Manifest.from_bytes(manifest_bytes)
+
+
+def check_signatures(manifest, trusted_keys):
+    """At least ``threshold`` distinct trusted keys signed; none falsely.
+
+    A signature tagged with a trusted key id that does not verify means the
+    signed part was changed: refuse outright rather than count it out.
+    Signatures by keys not trusted are ignored, and a key signing twice
+    counts once.
+    """
+    data = manifest.signing_input()
+    valid = set()
+    for signature in manifest.signatures:
+        if signature.key_id not in trusted_keys:
+            continue
+        if not trusted_keys.verify(signature.key_id,
+                                   bytes.fromhex(signature.sig), data):
+            raise exceptions.BadSignatureError(
+                'the signature by trusted key %s does not verify: the '
+                'manifest was modified' % signature.key_id)
+        valid.add(signature.key_id)
+    if not valid:
+        raise exceptions.UnknownSigningKeyError(
+            'no signature by a trusted key (signed by: %s)'
+            % (', '.join(s.key_id for s in manifest.signatures) or 'nobody'))
+    if len(valid) < trusted_keys.threshold:
+        raise exceptions.ThresholdNotMetError(
+            '%d trusted key(s) signed, the threshold is %d'
+            % (len(valid), trusted_keys.threshold))
+
+
+def check_expiry(manifest, now):
+    if now >= manifest.expires:
+        raise exceptions.ExpiredManifestError(
+            'the manifest expired at %s'
+            % manifest_mod.format_time(manifest.expires))
+
+
+def check_version(manifest, expected_version):
+    expected = manifest_mod.parse_version(expected_version)
+    if manifest_mod.parse_version(manifest.version) != expected:
+        raise exceptions.WrongVersionError(
+            'the package is version %s, version %s was requested'
+            % (manifest.version, expected_version))
+
+
+def check_upgrade_path(manifest, installed_version):
+    if manifest.min_upgrade_from is None:
+        return
+    installed = manifest_mod.parse_version(installed_version)
+    if installed < manifest_mod.parse_version(manifest.min_upgrade_from):
+        raise exceptions.UpgradePathError(
+            'version %s can only be installed over %s or later, %s is '
+            'installed' % (manifest.version, manifest.min_upgrade_from,
+                           installed_version))
+
+
+def check_rollback(manifest, installed_version, allow_downgrade):
+    installed = manifest_mod.parse_version(installed_version)
+    if (manifest_mod.parse_version(manifest.version) < installed
+            and not allow_downgrade):
+        raise exceptions.RollbackError(
+            'version %s is older than the installed %s and the upgrade '
+            'does not allow a downgrade' % (manifest.version,
+                                            installed_version))
+
+
+def check_payload_size(manifest, max_payload_size):
+    if manifest.payload.size > max_payload_size:
+        raise exceptions.PayloadTooLargeError(
+            'the payload has %d bytes, more than the %d allowed'
+            % (manifest.payload.size, max_payload_size))
+
+
+def verify_manifest(manifest_bytes, trusted_keys, *, expected_version,
+                    installed_version, allow_downgrade=False, now=None,
+                    max_payload_size=DEFAULT_MAX_PAYLOAD_SIZE,
+                    max_manifest_size=DEFAULT_MAX_MANIFEST_SIZE):
+    """Run checks 1-8 on the manifest; return a VerifiedManifest.
+
+    ``installed_version`` is the version running now; ``None`` skips the
+    upgrade-path and rollback checks and is meant only for tools that
+    install nothing (``trove-upgrade-package verify``). ``now`` defaults to
+    the current UTC time.
+    """
+    now = now or datetime.datetime.now(datetime.timezone.utc)
+    check_manifest_size(manifest_bytes, max_manifest_size)
+    manifest = check_manifest_form(manifest_bytes)
+    check_signatures(manifest, trusted_keys)
+    check_expiry(manifest, now)
+    check_version(manifest, expected_version)
+    if installed_version is not None:
+        check_upgrade_path(manifest, installed_version)
+        check_rollback(manifest, installed_version, allow_downgrade)
+    check_payload_size(manifest, max_payload_size)
+    return VerifiedManifest(**{field.name: getattr(manifest, field.name)
+                               for field in dataclasses.fields(manifest)})
+
+
+class _SignedSizeReader:
+    """Reads exactly the signed number of bytes and hashes them.
+
+    Never asks the source for more than one byte past the signed size, so
+    an endless stream costs nothing, and reports a short one as truncated.
+    """
+
+    def __init__(self, source, size):
+        self._source = source
+        self._remaining = size
+        self.digest = hashlib.sha256()
+
+    def read(self, size):
+        if self._remaining == 0:
+            if self._source.read(1):
+                raise exceptions.EndlessDataError(
+                    'the payload goes on past its signed size')
+            return b''
+        data = self._source.read(min(size, self._remaining))
+        if not data:
+            raise exceptions.TruncatedPayloadError(
+                'the payload ends %d bytes before its signed size'
+                % self._remaining)
+        self._remaining -= len(data)
+        self.digest.update(data)
+        return data
+
+
+def check_decryption_key(manifest, keyring):
+    return keyring.get(manifest.encryption.key_id)
+
+
+def check_header(reader, manifest):
+    expected = manifest.encryption.stream_header()
+    actual = chunked_aead.read_exactly(reader, len(expected))
+    if actual != expected:
+        raise exceptions.PayloadMismatchError(
+            'the payload header does not match the signed manifest (another '
+            'package, another key, or a modified header)')
+    return chunked_aead.StreamHeader.from_bytes(actual)
+
+
+def check_payload_hash(reader, manifest):
+    if reader.digest.hexdigest() != manifest.payload.sha256:
+        raise exceptions.PayloadHashMismatchError(
+            'the payload SHA-256 is %s, the manifest signed %s'
+            % (reader.digest.hexdigest(), manifest.payload.sha256))
+
+
+def _drain(plaintext):
+    while plaintext.read(safe_unpack.COPY_BLOCK_SIZE):
+        pass
+
+
+def _extract(source, manifest, key, dest_dir):
+    reader = _SignedSizeReader(source, manifest.payload.size)
+    header = check_header(reader, manifest)
+    plaintext = chunked_aead.ChunkDecryptor(reader, key, header)
+    with safe_unpack.staging(dest_dir) as stage:
+        names = safe_unpack.unpack(plaintext, manifest.files_by_name(),
+                                   stage)
+        _drain(plaintext)
+        check_payload_hash(reader, manifest)
+    return names
+
+
+def verify_and_extract(payload, manifest, keyring, dest_dir, *,
+                       max_payload_size=DEFAULT_MAX_PAYLOAD_SIZE):
+    """Run checks 9-14: decrypt, verify and extract the payload.
+
+    ``payload`` is a path or a binary file object; ``manifest`` must come
+    from :func:`verify_manifest`; ``dest_dir`` must not exist yet. Returns
+    the absolute paths of the extracted files, sorted by name.
+    """
+    if not isinstance(manifest, VerifiedManifest):
+        raise TypeError('verify the manifest with verify_manifest() first')
+    check_payload_size(manifest, max_payload_size)
+    key = check_decryption_key(manifest, keyring)
+    if isinstance(payload, (str, bytes)) or hasattr(payload, '__fspath__'):
+        with open(payload, 'rb') as source:
+            names = _extract(source, manifest, key, dest_dir)
+    else:
+        names = _extract(payload, manifest, key, dest_dir)
+    root = os.path.abspath(dest_dir)
+    return [os.path.join(root, name) for name in names]
+
+
+def read_manifest_file(path, max_manifest_size=DEFAULT_MAX_MANIFEST_SIZE):
+    """Read a manifest file, never more than one byte past the cap."""
+    with open(path, 'rb') as source:
+        data = source.read(max_manifest_size + 1)
+    check_manifest_size(data, max_manifest_size)
+    return data
+
+
+def verify_package(package_path, manifest_path=None, *, trusted_keys,
+                   keyring, dest_dir, expected_version, installed_version,
+                   allow_downgrade=False, now=None,
+                   max_payload_size=DEFAULT_MAX_PAYLOAD_SIZE):
+    """Verify a local package and its manifest, and extract it.
+
+    ``manifest_path`` defaults to ``package_path + '.manifest'``. Returns
+    ``(manifest, extracted_paths)``.
+    """
+    manifest_path = manifest_path or (
+        str(package_path) + manifest_mod.MANIFEST_SUFFIX)
+    manifest = verify_manifest(
+        read_manifest_file(manifest_path), trusted_keys,
+        expected_version=expected_version,
+        installed_version=installed_version,
+        allow_downgrade=allow_downgrade, now=now,
+        max_payload_size=max_payload_size)
+    return manifest, verify_and_extract(package_path, manifest, keyring,
+                                        dest_dir,
+                                        max_payload_size=max_payload_size)
