@@ -1,0 +1,163 @@
+"""The agent's RPC endpoint and the queue of upgrades it accepted.
+
+``upgrade()`` follows the Trove design's message handling: validate
+(guest_automatic_updates, the strategy, the location), record the event,
+process. Validation failures are recorded as FAILED with the reason. An
+accepted upgrade goes to the journal's queue and the call returns: the
+single runner thread (:meth:`AgentManager.run_next`) takes it from there, so
+an upgrade is never lost between the message and the work, and the RPC
+server is never blocked by an upgrade.
+
+The runner starts the head of the queue only when the guest is running;
+while it is busy (backup, restore, resize, restart, error) the upgrade is
+reported DEFERRED once and waits, across agent restarts too. Before the
+work starts the runner claims the upgrade from the conductor, which says
+no when the upgrade was cancelled meanwhile; a conductor that cannot be
+reached leaves the upgrade queued for the next try.
+"""
+
+import threading
+
+from oslo_log import log as logging
+import oslo_messaging as messaging
+
+from trove_upgrade.agent import guest_state
+from trove_upgrade.agent import install
+from trove_upgrade.agent import strategies
+from trove_upgrade.agent.strategies import exceptions as strategy_exc
+from trove_upgrade import states
+
+LOG = logging.getLogger(__name__)
+
+RPC_API_VERSION = '1.0'
+
+
+class AgentManager:
+    """Server side of ``trove_upgrade.agent.rpcapi.AgentAPI``."""
+
+    RPC_API_VERSION = RPC_API_VERSION
+
+    target = messaging.Target(version=RPC_API_VERSION)
+
+    def __init__(self, conf, journal, pipeline, state_provider,
+                 conductor_api, admin_context, load_strategy=None):
+        self.conf = conf
+        self.journal = journal
+        self.pipeline = pipeline
+        self.state_provider = state_provider
+        self.conductor_api = conductor_api
+        self.admin_context = admin_context
+        self.load_strategy = load_strategy or (
+            lambda name: strategies.load(name, conf=conf))
+        self.work_available = threading.Event()
+        self._accept_lock = threading.Lock()
+
+    # RPC.
+
+    def upgrade(self, context, upgrade_id, instance_id, instance_version,
+                strategy, location, metadata=None, allow_downgrade=False):
+        """Validate and queue an upgrade; the runner carries it out."""
+        upgrade = {'id': upgrade_id, 'instance_version': instance_version,
+                   'strategy': strategy, 'location': location,
+                   'metadata': metadata or {},
+                   'allow_downgrade': bool(allow_downgrade),
+                   'deferred_reported': False}
+        with self._accept_lock:
+            if self.journal.is_known(upgrade_id):
+                LOG.info('Upgrade %s was already received; ignoring this '
+                         'copy', upgrade_id)
+                return
+            reason = self._invalid(instance_id, upgrade)
+            with self.journal.update() as data:
+                if reason:
+                    data['processed'][upgrade_id] = states.FAILED
+                    self.journal.add_report(
+                        data, upgrade_id, states.FAILED, reason,
+                        self.pipeline.installs.current_version(),
+                        instance_version)
+                else:
+                    data['queue'].append(upgrade)
+        if reason:
+            LOG.warning('Upgrade %s refused: %s', upgrade_id, reason)
+        else:
+            LOG.info('Upgrade %s to %s queued', upgrade_id, instance_version)
+        self.work_available.set()
+
+    def _invalid(self, instance_id, upgrade):
+        """Why the upgrade cannot be carried out, or None."""
+        if not self.conf.agent.guest_automatic_updates:
+            return ('guest_automatic_updates is disabled on this guest: '
+                    'the agent does not install upgrades')
+        if instance_id != self.conf.agent.instance_id:
+            return ('the upgrade is for instance %s, this agent serves %s'
+                    % (instance_id, self.conf.agent.instance_id))
+        try:
+            install.check_version_name(upgrade['instance_version'])
+        except install.InstallError as e:
+            return str(e)
+        if not isinstance(upgrade['location'], str):
+            return 'the location must be a string'
+        try:
+            strategy = self.load_strategy(upgrade['strategy'])
+            strategy.check_location(upgrade['location'])
+        except strategy_exc.StrategyError as e:
+            return 'strategy %s: %s' % (upgrade['strategy'], e)
+        return None
+
+    # The runner.
+
+    def run_next(self):
+        """Start the head of the queue when possible; True when it ran."""
+        data = self.journal.read()
+        if data['current_upgrade'] is not None or not data['queue']:
+            return False
+        upgrade = data['queue'][0]
+        state = guest_state.current_state(self.state_provider)
+        if not guest_state.is_upgradeable(state):
+            self._defer(upgrade, state)
+            return False
+        try:
+            claim = self.conductor_api.start_upgrade(
+                self.admin_context, self.conf.agent.instance_id,
+                upgrade['id'], self.pipeline.installs.current_version())
+        except Exception as e:
+            LOG.warning('Cannot claim upgrade %s from the conductor, will '
+                        'retry: %s', upgrade['id'], e)
+            return False
+        if not claim.get('proceed'):
+            LOG.info('Upgrade %s skipped: %s (status %s)', upgrade['id'],
+                     claim.get('reason'), claim.get('status'))
+            with self.journal.update() as data:
+                self._dequeue(data, upgrade['id'])
+                data['processed'][upgrade['id']] = (
+                    claim.get('status') or states.CANCELLED)
+            return False
+        with self.journal.update() as data:
+            self._dequeue(data, upgrade['id'])
+            entry = dict(upgrade)
+            entry.pop('deferred_reported', None)
+            entry.update(step='accepted', attempts=1, detail='',
+                         from_version=self.pipeline.installs
+                         .current_version(),
+                         to_version=upgrade['instance_version'])
+            data['current_upgrade'] = entry
+        self.pipeline.run(entry)
+        return True
+
+    def _dequeue(self, data, upgrade_id):
+        data['queue'] = [u for u in data['queue'] if u['id'] != upgrade_id]
+
+    def _defer(self, upgrade, state):
+        if upgrade.get('deferred_reported'):
+            return
+        LOG.info('Upgrade %s deferred: the guest is %s', upgrade['id'],
+                 state)
+        with self.journal.update() as data:
+            for queued in data['queue']:
+                if queued['id'] == upgrade['id']:
+                    queued['deferred_reported'] = True
+            self.journal.add_report(
+                data, upgrade['id'], states.DEFERRED,
+                'the guest is %s; the upgrade starts when it is running'
+                % state, self.pipeline.installs.current_version(),
+                upgrade['instance_version'])

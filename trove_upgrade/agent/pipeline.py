@@ -1,0 +1,330 @@
+"""The upgrade runner: one upgrade from download to SUCCESS or rollback.
+
+Steps, each recorded in the journal before it starts::
+
+    accepted -> downloading -> verifying -> installing      (before the switch)
+    -> switching -> restarting                               (after the switch)
+    -> SUCCESS, or rolling_back -> FAILED
+
+Before the switch nothing the running guest agent uses is touched: a
+failure there deletes the new install and records FAILED. From
+``switching`` on, a failure restores the last known good install, restarts
+it, checks it and records FAILED with the reason and both versions.
+
+:meth:`UpgradePipeline.recover` is what the agent does on start with an
+upgrade the journal says was in progress; the table in
+``doc/source/admin/agent.rst`` lists, step by step, where it converges.
+
+Test hook: when the environment variable ``TROVE_UPGRADE_AGENT_TEST_PAUSE``
+names a checkpoint (see ``CHECKPOINTS``), the agent writes
+``<install_root>/test-paused-at-<checkpoint>`` on reaching it and then
+sleeps until killed. The crash tests use it to ``kill -9`` the agent at a
+known step; nothing sets it outside the tests.
+"""
+
+import os
+import shutil
+import time
+
+from oslo_log import log as logging
+
+from trove_upgrade.agent import install
+from trove_upgrade.agent import strategies
+from trove_upgrade.agent.strategies import exceptions as strategy_exc
+from trove_upgrade.agent import supervisor as supervisor_mod
+from trove_upgrade.agent import verifier as verifier_mod
+from trove_upgrade.packaging import exceptions as package_exc
+from trove_upgrade import states
+
+LOG = logging.getLogger(__name__)
+
+ACCEPTED = 'accepted'
+DOWNLOADING = 'downloading'
+VERIFYING = 'verifying'
+INSTALLING = 'installing'
+SWITCHING = 'switching'
+RESTARTING = 'restarting'
+ROLLING_BACK = 'rolling_back'
+
+BEFORE_SWITCH = (ACCEPTED, DOWNLOADING, VERIFYING, INSTALLING)
+AFTER_SWITCH = (SWITCHING, RESTARTING)
+
+# Where the test hook can stop the agent, in pipeline order.
+CHECKPOINTS = ('downloading', 'verifying', 'installing', 'switching',
+               'restarting', 'health-check')
+PAUSE_ENV = 'TROVE_UPGRADE_AGENT_TEST_PAUSE'
+
+WORK_DIR = 'work'
+MANIFEST_SUFFIX = '.manifest'
+
+
+class UpgradeFailed(Exception):
+    """A step before the switch failed; the reason is the message."""
+
+
+class UpgradePipeline:
+    """Runs upgrades recorded in the journal; one at a time."""
+
+    def __init__(self, conf, journal, installs, supervisor, verifier,
+                 load_strategy=None):
+        self.conf = conf
+        self.journal = journal
+        self.installs = installs
+        self.supervisor = supervisor
+        self.verifier = verifier
+        self.load_strategy = load_strategy or (
+            lambda name: strategies.load(name, conf=conf))
+        self.work_root = os.path.join(installs.root, WORK_DIR)
+
+    # Journal helpers.
+
+    def _set_step(self, upgrade, step, report=None, detail=''):
+        with self.journal.update() as data:
+            current = data['current_upgrade']
+            current['step'] = step
+            if detail:
+                current['detail'] = detail
+            if report:
+                self.journal.add_report(
+                    data, upgrade['id'], report, detail,
+                    upgrade['from_version'], upgrade['to_version'])
+        upgrade['step'] = step
+        LOG.info('Upgrade %s: %s %s', upgrade['id'], step, detail)
+
+    def _finish(self, upgrade, state, detail, last_known_good=None):
+        with self.journal.update() as data:
+            data['current_upgrade'] = None
+            data['processed'][upgrade['id']] = state
+            if last_known_good:
+                data['last_known_good'] = last_known_good
+            self.journal.add_report(
+                data, upgrade['id'], state, detail,
+                upgrade['from_version'], upgrade['to_version'])
+        shutil.rmtree(self._work_dir(upgrade), ignore_errors=True)
+        LOG.info('Upgrade %s: %s: %s', upgrade['id'], state, detail)
+
+    def _checkpoint(self, name):
+        if os.environ.get(PAUSE_ENV) != name:
+            return
+        marker = os.path.join(self.installs.root, 'test-paused-at-' + name)
+        with open(marker, 'w') as f:
+            f.write('%d\n' % os.getpid())
+        LOG.warning('Test hook: paused at %s until killed', name)
+        while True:
+            time.sleep(3600)
+
+    def _work_dir(self, upgrade):
+        return os.path.join(self.work_root, upgrade['id'])
+
+    def _health_command(self, version):
+        return (self.installs.health_command(version)
+                or self.conf.agent.health_command)
+
+    # Entry points.
+
+    def run(self, upgrade):
+        """Run an upgrade from the beginning up to a final state."""
+        to_version = upgrade['to_version']
+        if (to_version == self.installs.current_version()
+                and self.supervisor.is_running()):
+            self._finish(upgrade, states.SUCCESS,
+                         'version %s is already running' % to_version,
+                         last_known_good=to_version)
+            return states.SUCCESS
+        try:
+            wheels, health_command = self._before_switch(upgrade)
+        except UpgradeFailed as e:
+            self._fail_before_switch(upgrade, str(e))
+            return states.FAILED
+        return self._after_switch(upgrade, health_command)
+
+    def recover(self):
+        """Finish what a killed agent left; make sure a guest agent runs."""
+        self.installs.remove_incomplete()
+        upgrade = self.journal.read()['current_upgrade']
+        if upgrade is None:
+            self._clean_work_root()
+            self.ensure_guest_running()
+            return None
+        with self.journal.update() as data:
+            data['current_upgrade']['attempts'] += 1
+            upgrade = dict(data['current_upgrade'])
+        LOG.warning('Upgrade %s was interrupted at step %s (attempt %d)',
+                    upgrade['id'], upgrade['step'], upgrade['attempts'])
+        too_many = upgrade['attempts'] > self.conf.agent.max_resume_attempts
+        reason = ('the agent restarted %d times during this upgrade'
+                  % (upgrade['attempts'] - 1))
+        step = upgrade['step']
+        if step in BEFORE_SWITCH:
+            self.ensure_guest_running()
+            if too_many:
+                self._fail_before_switch(upgrade, reason)
+                return states.FAILED
+            return self.run(upgrade)
+        if step == ROLLING_BACK:
+            return self._roll_back(upgrade, upgrade.get('detail') or reason)
+        if too_many:
+            return self._roll_back(upgrade, reason)
+        return self._after_switch(upgrade,
+                                  self._health_command(upgrade['to_version']))
+
+    # Before the switch: nothing the guest agent uses is touched.
+
+    def _before_switch(self, upgrade):
+        work = self._work_dir(upgrade)
+        shutil.rmtree(work, ignore_errors=True)
+        os.makedirs(work)
+        payload_path = os.path.join(work, 'package')
+        manifest_path = payload_path + MANIFEST_SUFFIX
+        location = upgrade['location']
+        max_size = self.conf.agent.max_package_size
+
+        self._set_step(upgrade, DOWNLOADING, states.DOWNLOADING,
+                       'downloading %s with strategy %s'
+                       % (location, upgrade['strategy']))
+        self._checkpoint('downloading')
+        try:
+            strategy = self.load_strategy(upgrade['strategy'])
+            strategy.fetch(location + MANIFEST_SUFFIX, manifest_path,
+                           verifier_mod.MAX_MANIFEST_SIZE)
+            with open(manifest_path, 'rb') as f:
+                manifest_bytes = f.read()
+            manifest = self.verifier.verify_manifest(
+                manifest_bytes, upgrade['to_version'],
+                upgrade['from_version'],
+                bool(upgrade.get('allow_downgrade')), max_size)
+            # The signed size bounds the download: a server sending more
+            # is cut off after one byte too many.
+            size = strategy.fetch(location, payload_path,
+                                  manifest.payload.size)
+        except strategy_exc.StrategyError as e:
+            raise UpgradeFailed('download failed: %s' % e)
+        except package_exc.PackageError as e:
+            raise UpgradeFailed('package rejected: %s: %s'
+                                % (type(e).__name__, e))
+
+        self._set_step(upgrade, VERIFYING, states.VERIFYING,
+                       'verifying and decrypting %d bytes' % size)
+        self._checkpoint('verifying')
+        try:
+            wheels = self.verifier.extract(
+                payload_path, manifest, os.path.join(work, 'wheels'),
+                max_size)
+        except package_exc.PackageError as e:
+            raise UpgradeFailed('package rejected: %s: %s'
+                                % (type(e).__name__, e))
+        os.unlink(payload_path)
+        health_command = self.verifier.health_command(manifest)
+
+        health_command = health_command or self.conf.agent.health_command
+        self._set_step(upgrade, INSTALLING, states.INSTALLING,
+                       'installing %d wheel(s) into a new virtualenv'
+                       % len(wheels))
+        self._checkpoint('installing')
+        try:
+            self.installs.install(upgrade['to_version'], wheels,
+                                  health_command=health_command,
+                                  health_timeout=self.conf.agent
+                                  .health_timeout)
+        except install.InstallError as e:
+            raise UpgradeFailed('install failed: %s' % e)
+        return wheels, health_command
+
+    def _fail_before_switch(self, upgrade, reason):
+        version = upgrade['to_version']
+        data = self.journal.read()
+        if version not in (self.installs.current_version(),
+                           data['last_known_good']):
+            with self.installs.lock:
+                shutil.rmtree(self.installs.path(version), ignore_errors=True)
+        self._finish(upgrade, states.FAILED,
+                     '%s; the running guest agent %s was not touched'
+                     % (reason, upgrade['from_version'] or '(none)'))
+
+    # The switch and after: failures roll back.
+
+    def _after_switch(self, upgrade, health_command):
+        to_version = upgrade['to_version']
+        self._set_step(upgrade, SWITCHING)
+        self._checkpoint('switching')
+        try:
+            self.installs.switch(to_version)
+        except install.InstallError as e:
+            return self._roll_back(upgrade, 'switch failed: %s' % e)
+
+        self._set_step(upgrade, RESTARTING, states.RESTARTING,
+                       'restarting the guest agent on %s' % to_version)
+        self._checkpoint('restarting')
+        try:
+            self._restart(health_command)
+        except supervisor_mod.GuestStartError as e:
+            return self._roll_back(upgrade, str(e))
+        self._finish(upgrade, states.SUCCESS,
+                     'guest agent %s is running and healthy' % to_version,
+                     last_known_good=to_version)
+        self._prune()
+        return states.SUCCESS
+
+    def _restart(self, health_command):
+        agent = self.conf.agent
+        return self.supervisor.restart(
+            health_command, agent.health_grace, agent.health_timeout,
+            agent.restart_retries,
+            on_started=lambda: self._checkpoint('health-check'))
+
+    def _roll_back(self, upgrade, reason):
+        self._set_step(upgrade, ROLLING_BACK, detail=reason)
+        good = self.journal.read()['last_known_good']
+        good = good or upgrade['from_version']
+        if not good or not self.installs.is_installed(good):
+            self.supervisor.stop()
+            self._finish(upgrade, states.FAILED,
+                         '%s; no previous version to roll back to' % reason)
+            return states.FAILED
+        try:
+            self.installs.switch(good)
+            self._restart(self._health_command(good))
+        except (install.InstallError, supervisor_mod.GuestStartError) as e:
+            self._finish(upgrade, states.FAILED,
+                         '%s; rolling back to %s failed too: %s'
+                         % (reason, good, e))
+            return states.FAILED
+        self._finish(upgrade, states.FAILED,
+                     '%s; rolled back to %s, which is running'
+                     % (reason, good))
+        return states.FAILED
+
+    # Housekeeping.
+
+    def _prune(self):
+        good = self.journal.read()['last_known_good']
+        self.installs.prune(self.conf.agent.keep_versions, protect=[good])
+
+    def _clean_work_root(self):
+        shutil.rmtree(self.work_root, ignore_errors=True)
+
+    def ensure_guest_running(self):
+        """Adopt or start the guest agent of ``current``; True when healthy.
+
+        Also records ``current`` as last known good the first time a
+        guest agent installed by other means is seen healthy.
+        """
+        version = self.installs.current_version()
+        if version is None:
+            return False
+        running = self.supervisor.is_running() or self.supervisor.adopt()
+        if running and self.supervisor.running_version() == version:
+            healthy = True
+        else:
+            try:
+                self._restart(self._health_command(version))
+                healthy = True
+            except supervisor_mod.GuestStartError as e:
+                LOG.error('The guest agent %s does not start: %s',
+                          version, e)
+                healthy = False
+        if healthy:
+            with self.journal.update() as data:
+                if data['last_known_good'] is None:
+                    data['last_known_good'] = version
+        return healthy

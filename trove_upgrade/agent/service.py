@@ -1,0 +1,184 @@
+"""The trove-upgrade-agent service: RPC server, runner, reports, heartbeat.
+
+Threads, each with one job:
+
+* the RPC server on ``guestagent_upgrade.<instance id>``: validates and
+  queues upgrades (``AgentManager.upgrade``), never runs them;
+* the runner: first recovers whatever the journal says a killed agent
+  left, then runs queued upgrades one at a time when the guest is
+  running, and keeps the guest agent running in between. It is the only
+  thread that starts or stops the guest agent;
+* a timer resending the journal's outbox until the conductor has it;
+* a timer registering, then heartbeating, to the conductor.
+
+Only one agent may own an install root: a second one exits at start.
+"""
+
+import fcntl
+import os
+import socket
+import threading
+
+from oslo_log import log as logging
+import oslo_messaging as messaging
+from oslo_service import service
+
+from trove_upgrade.agent import guest_state
+from trove_upgrade.agent import install
+from trove_upgrade.agent import journal as journal_mod
+from trove_upgrade.agent import manager as manager_mod
+from trove_upgrade.agent import outbox as outbox_mod
+from trove_upgrade.agent import pipeline as pipeline_mod
+from trove_upgrade.agent import rpcapi as agent_rpcapi
+from trove_upgrade.agent import supervisor as supervisor_mod
+from trove_upgrade.agent import verifier as verifier_mod
+from trove_upgrade.conductor import rpcapi as conductor_rpcapi
+from trove_upgrade import context as tu_context
+from trove_upgrade import rpc
+from trove_upgrade import version
+
+LOG = logging.getLogger(__name__)
+
+AGENT_LOCK = 'agent.lock'
+
+
+class AgentConfigError(Exception):
+    """The agent's configuration cannot work; it refuses to start."""
+
+
+def check_conf(conf):
+    missing = [name for name in ('instance_id', 'guest_command')
+               if not getattr(conf.agent, name)]
+    if missing:
+        raise AgentConfigError('[agent] %s must be set'
+                               % ' and '.join(missing))
+
+
+class AgentService(service.Service):
+    """One instance's upgrade agent."""
+
+    def __init__(self, conf, host=None):
+        super().__init__()
+        check_conf(conf)
+        self.conf = conf
+        self.host = host or socket.gethostname()
+        agent = conf.agent
+        self.instance_id = agent.instance_id
+        self.journal = journal_mod.UpgradeJournal(agent.install_root)
+        self._owner_fd = self._own_install_root(agent.install_root)
+        self.installs = install.InstallRoot(agent.install_root,
+                                            self.journal.lock)
+        self.supervisor = supervisor_mod.GuestSupervisor(
+            self.installs, agent.guest_command, agent.stop_timeout)
+        self.state_provider = guest_state.load(conf)
+        self.pipeline = pipeline_mod.UpgradePipeline(
+            conf, self.journal, self.installs, self.supervisor,
+            verifier_mod.PackageVerifier.from_conf(conf))
+        self.context = tu_context.get_admin_context()
+        self.conductor_api = None
+        self.manager = None
+        self.outbox = None
+        self.rpcserver = None
+        self.registered = False
+        self._stopping = threading.Event()
+
+    @staticmethod
+    def _own_install_root(root):
+        fd = os.open(os.path.join(root, AGENT_LOCK),
+                     os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise AgentConfigError('another trove-upgrade-agent already '
+                                   'runs on install root %s' % root)
+        os.ftruncate(fd, 0)
+        os.write(fd, b'%d\n' % os.getpid())
+        return fd
+
+    def start(self):
+        super().start()
+        self.conductor_api = conductor_rpcapi.ConductorAPI()
+        self.outbox = outbox_mod.Outbox(self.journal, self.conductor_api,
+                                        self.context, self.instance_id)
+        self.manager = manager_mod.AgentManager(
+            self.conf, self.journal, self.pipeline, self.state_provider,
+            self.conductor_api, self.context)
+        target = messaging.Target(
+            topic=agent_rpcapi.topic_for(self.instance_id), server=self.host)
+        self.rpcserver = rpc.get_rpc_server(target, [self.manager])
+        self.rpcserver.start()
+        agent = self.conf.agent
+        self.tg.add_thread(self._run)
+        self.tg.add_timer_args(agent.report_interval, self.outbox.flush,
+                               stop_on_exception=False)
+        self.tg.add_timer_args(agent.heartbeat_interval, self.heartbeat,
+                               stop_on_exception=False)
+        LOG.info('Upgrade agent of instance %s listening on topic %s',
+                 self.instance_id, target.topic)
+
+    # The runner thread.
+
+    def _run(self):
+        try:
+            self.pipeline.recover()
+        except Exception:
+            LOG.exception('Recovery of the interrupted upgrade failed')
+        agent = self.conf.agent
+        wait = min(agent.deferred_check_interval, agent.supervise_interval)
+        while not self._stopping.is_set():
+            try:
+                self.manager.work_available.clear()
+                ran = self.manager.run_next()
+                if ran:
+                    self.outbox.flush()
+                    continue
+                if self.journal.read()['current_upgrade'] is None:
+                    self._supervise()
+            except Exception:
+                LOG.exception('Upgrade runner error; continuing')
+            self.manager.work_available.wait(wait)
+
+    def _supervise(self):
+        if self.supervisor.is_running():
+            return
+        if self.installs.current_version() is None:
+            return
+        LOG.warning('The guest agent is not running; starting it')
+        self.pipeline.ensure_guest_running()
+
+    # Conductor.
+
+    def _agent_info(self):
+        return dict(
+            instance_id=self.instance_id,
+            agent_version=version.version_info.version_string(),
+            guest_version=(self.supervisor.running_version()
+                           or self.installs.current_version()),
+            rpc_api_version=manager_mod.RPC_API_VERSION,
+            state=guest_state.current_state(self.state_provider),
+            labels=dict(self.conf.agent.labels),
+            host=self.host)
+
+    def heartbeat(self):
+        """Register until the conductor answers, then heartbeat."""
+        info = self._agent_info()
+        if not self.registered:
+            self.conductor_api.register_agent(self.context, **info)
+            self.registered = True
+            LOG.info('Registered with the conductor')
+        else:
+            self.conductor_api.heartbeat(self.context, **info)
+
+    def stop(self, graceful=True):
+        self._stopping.set()
+        if self.manager is not None:
+            self.manager.work_available.set()
+        if self.rpcserver is not None:
+            self.rpcserver.stop()
+            self.rpcserver.wait()
+            self.rpcserver = None
+        super().stop(graceful=graceful)
+        rpc.cleanup()
+        LOG.info('Upgrade agent of instance %s stopped; the guest agent '
+                 'keeps running', self.instance_id)

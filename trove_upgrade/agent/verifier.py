@@ -1,0 +1,53 @@
+"""The agent's use of the package verification library.
+
+Keys are loaded once, when the agent starts, so a missing or malformed key
+file stops the agent with a clear error instead of failing every upgrade.
+The manifest is verified before the payload is downloaded: its signed size
+then bounds the download.
+"""
+
+import shlex
+
+from trove_upgrade.packaging import keys
+from trove_upgrade.packaging import verify
+
+MAX_MANIFEST_SIZE = verify.DEFAULT_MAX_MANIFEST_SIZE
+
+
+class PackageVerifier:
+    """Verifies manifests and payloads with the configured keys."""
+
+    def __init__(self, trusted_key_files, threshold, decryption_key_files):
+        self.trusted = keys.load_trusted_keys(trusted_key_files, threshold)
+        self.keyring = keys.load_keyring(decryption_key_files)
+
+    @classmethod
+    def from_conf(cls, conf):
+        agent = conf.agent
+        return cls(agent.trusted_key_files, agent.signature_threshold,
+                   agent.decryption_key_files)
+
+    def verify_manifest(self, manifest_bytes, expected_version,
+                        installed_version, allow_downgrade,
+                        max_payload_size):
+        """A verified manifest; raises a PackageError subclass otherwise."""
+        return verify.verify_manifest(
+            manifest_bytes, self.trusted,
+            expected_version=expected_version,
+            installed_version=installed_version,
+            allow_downgrade=allow_downgrade,
+            max_payload_size=max_payload_size,
+            max_manifest_size=MAX_MANIFEST_SIZE)
+
+    def extract(self, payload_path, manifest, dest_dir, max_payload_size):
+        """Decrypt, check and unpack the payload; return the wheel paths."""
+        return verify.verify_and_extract(payload_path, manifest,
+                                         self.keyring, dest_dir,
+                                         max_payload_size=max_payload_size)
+
+    @staticmethod
+    def health_command(manifest):
+        """The manifest's health command as a command line, or None."""
+        if manifest.health_check is None:
+            return None
+        return shlex.join(manifest.health_check.command)

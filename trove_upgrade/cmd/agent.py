@@ -1,0 +1,40 @@
+"""trove-upgrade-agent: the guest-side updater of one Trove instance.
+
+Runs beside the guest agent it upgrades, like SSM's updater: it consumes
+upgrades on the instance's topic, installs them side by side, restarts and
+checks the guest agent, rolls back on failure, and reports to the
+conductor. Reads ``--config-file`` and ``--config-dir`` like every service.
+"""
+
+import sys
+
+from oslo_log import log as logging
+from oslo_service import service
+
+from trove_upgrade.agent import service as agent_service
+from trove_upgrade import conf
+from trove_upgrade.packaging import exceptions as package_exc
+from trove_upgrade import version
+
+CONF = conf.CONF
+LOG = logging.getLogger(__name__)
+
+
+def main(argv=None):
+    CONF(sys.argv[1:] if argv is None else argv, project='trove-upgrade',
+         prog='trove-upgrade-agent',
+         version=version.version_info.version_string())
+    logging.setup(CONF, 'trove-upgrade-agent')
+    CONF.log_opt_values(LOG, logging.DEBUG)
+    try:
+        agent = agent_service.AgentService(CONF)
+    except (agent_service.AgentConfigError, package_exc.PackageError,
+            OSError) as e:
+        LOG.error('trove-upgrade-agent cannot start: %s', e)
+        return 2
+    launcher = service.launch(CONF, agent, restart_method='mutate')
+    return launcher.wait()
+
+
+if __name__ == '__main__':
+    sys.exit(main())
