@@ -1,0 +1,1 @@
+"""The ``openstack database upgrade|agent`` commands (an OSC plugin)."""

@@ -1,0 +1,205 @@
+"""A small client for the guest-upgrade management API.
+
+It rides on the keystoneauth session that OpenStackClient already built, so
+the token, TLS settings, timeouts and the service catalog all come from the
+``openstack`` command line; this module only knows the API's URLs and how to
+turn its JSON errors into one readable line.
+"""
+
+import re
+from urllib import parse
+
+from keystoneauth1 import adapter
+from keystoneauth1 import exceptions as ksa_exc
+from osc_lib import exceptions
+
+# The service type under which the API is registered in the catalog.
+SERVICE_TYPE = 'guest-upgrade'
+
+API_PREFIX = 'v1.0'
+
+# A Trove-style endpoint already names the project: .../v1.0/<project>.
+_PROJECT_SCOPED = re.compile(r'/%s/([^/]+)$' % re.escape(API_PREFIX))
+
+# The identity an API under noauth2 trusts, sent only with
+# ``--os-auth-type none``: the management API is admin-only.
+NOAUTH_USER_ID = 'admin'
+NOAUTH_ROLES = 'admin'
+
+
+def _quote(path_part):
+    return parse.quote(str(path_part), safe='')
+
+
+class APIError(exceptions.CommandError):
+    """The API refused a request; the message is the API's own."""
+
+    def __init__(self, status_code, message, request_id=None):
+        self.status_code = status_code
+        self.request_id = request_id
+        text = '%s (HTTP %s)' % (message, status_code)
+        if request_id:
+            text += ' (Request-ID: %s)' % request_id
+        super().__init__(text)
+
+
+def _error_from(response):
+    """The APIError for an error response, with its most specific message.
+
+    The API answers ``{"errors": [{"title", "detail", "request_id"}]}``;
+    keystonemiddleware and older OpenStack services answer
+    ``{"<name>": {"message": ...}}``. Anything else (a proxy's HTML page)
+    falls back to the HTTP reason.
+    """
+    request_id = response.headers.get('x-openstack-request-id')
+    message = None
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    if isinstance(body, dict):
+        errors = [e for e in body.get('errors') or () if isinstance(e, dict)]
+        if errors:
+            message = '; '.join(str(e.get('detail') or e.get('title'))
+                                for e in errors)
+            request_id = request_id or errors[0].get('request_id')
+        else:
+            message = next((str(v['message']) for v in body.values()
+                            if isinstance(v, dict) and v.get('message')),
+                           None)
+    message = message or response.reason or 'HTTP error'
+    return APIError(response.status_code, message, request_id)
+
+
+class Client:
+    """The ``/v1.0/{project}/mgmt`` calls, one method each."""
+
+    def __init__(self, session, interface=None, region_name=None,
+                 endpoint_override=None, service_type=SERVICE_TYPE,
+                 noauth=False):
+        self._adapter = adapter.Adapter(
+            session, service_type=service_type, interface=interface,
+            region_name=region_name, endpoint_override=endpoint_override)
+        self._service_type = service_type
+        self._noauth = noauth
+        self._mgmt_url = None
+        self._headers = {'Accept': 'application/json'}
+
+    def _mgmt(self):
+        if self._mgmt_url is None:
+            self._mgmt_url = self._find_mgmt_url()
+        return self._mgmt_url
+
+    def _find_mgmt_url(self):
+        try:
+            endpoint = self._adapter.get_endpoint()
+        except ksa_exc.EndpointNotFound:
+            endpoint = None
+        if not endpoint:
+            raise exceptions.CommandError(
+                'No %(interface)s endpoint of service type %(type)s in the '
+                'service catalog; register one or pass '
+                '--os-guest-upgrade-url.' % {
+                    'interface': self._adapter.interface or 'public',
+                    'type': self._service_type})
+        endpoint = endpoint.rstrip('/')
+        scoped = _PROJECT_SCOPED.search(endpoint)
+        if scoped:
+            project_id = parse.unquote(scoped.group(1))
+        else:
+            project_id = None if self._noauth else (
+                self._adapter.get_project_id())
+            if not project_id:
+                raise exceptions.CommandError(
+                    'The credentials name no project, so the API path '
+                    'cannot be built: use a project-scoped token or give '
+                    '--os-guest-upgrade-url as '
+                    '<root>/%s/<project_id>.' % API_PREFIX)
+            endpoint = '%s/%s/%s' % (endpoint, API_PREFIX,
+                                     _quote(project_id))
+        if self._noauth:
+            self._headers.update({'X-User-Id': NOAUTH_USER_ID,
+                                  'X-Project-Id': project_id,
+                                  'X-Roles': NOAUTH_ROLES})
+        return endpoint + '/mgmt'
+
+    def _request(self, method, path, **kwargs):
+        url = self._mgmt() + path
+        try:
+            response = self._adapter.request(
+                url, method, raise_exc=False, headers=self._headers,
+                **kwargs)
+        except ksa_exc.ConnectionError as exc:
+            raise exceptions.CommandError(
+                'Cannot reach the guest-upgrade API: %s' % exc)
+        if response.status_code >= 400:
+            raise _error_from(response)
+        if not response.content:
+            return {}
+        try:
+            return response.json()
+        except ValueError:
+            raise exceptions.CommandError(
+                'The guest-upgrade API answered %s %s with a body that is '
+                'not JSON.' % (method, url))
+
+    def _list(self, path, key, marker_key, params, limit, marker):
+        """One page when ``limit`` is given, otherwise every page."""
+        params = {k: v for k, v in params.items() if v is not None}
+        if limit is not None:
+            params['limit'] = limit
+        items = []
+        while True:
+            if marker is not None:
+                params['marker'] = marker
+            body = self._request('GET', path, params=params)
+            items.extend(body[key])
+            has_next = any(link.get('rel') == 'next'
+                           for link in body.get('links') or ())
+            if limit is not None or not has_next or not body[key]:
+                return items
+            marker = body[key][-1][marker_key]
+
+    def create_upgrade(self, instance_id, instance_version, strategy,
+                       location, metadata=None, allow_downgrade=None):
+        """Ask for an upgrade; return the recorded upgrade."""
+        body = {'instance_id': instance_id,
+                'instance_version': instance_version,
+                'strategy': strategy,
+                'location': location}
+        if metadata is not None:
+            body['metadata'] = metadata
+        if allow_downgrade is not None:
+            body['allow_downgrade'] = allow_downgrade
+        return self._request('POST', '/upgrades', json=body)['upgrade']
+
+    def list_upgrades(self, instance_id=None, status=None,
+                      instance_version=None, limit=None, marker=None):
+        """Upgrades, newest first, filtered by what is given."""
+        return self._list(
+            '/upgrades', 'upgrades', 'id',
+            {'instance_id': instance_id, 'status': status,
+             'instance_version': instance_version}, limit, marker)
+
+    def get_upgrade(self, upgrade_id):
+        """One upgrade with its event history."""
+        path = '/upgrades/%s' % _quote(upgrade_id)
+        return self._request('GET', path)['upgrade']
+
+    def cancel_upgrade(self, upgrade_id):
+        """Cancel an upgrade the agent has not started; return it."""
+        path = '/upgrades/%s' % _quote(upgrade_id)
+        return self._request('DELETE', path)['upgrade']
+
+    def list_agents(self, guest_version=None, state=None,
+                    rpc_api_version=None, limit=None, marker=None):
+        """Registered agents, by instance ID."""
+        return self._list(
+            '/agents', 'agents', 'instance_id',
+            {'guest_version': guest_version, 'state': state,
+             'rpc_api_version': rpc_api_version}, limit, marker)
+
+    def get_agent(self, instance_id):
+        """The agent of one instance."""
+        path = '/agents/%s' % _quote(instance_id)
+        return self._request('GET', path)['agent']

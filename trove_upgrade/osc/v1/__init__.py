@@ -1,0 +1,1 @@
+"""Commands for version 1 of the guest-upgrade management API."""

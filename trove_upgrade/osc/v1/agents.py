@@ -1,0 +1,68 @@
+"""``openstack database agent list|show``: what the fleet reports."""
+
+from osc_lib.cli import format_columns
+from osc_lib.command import command
+from osc_lib import utils
+
+LIST_COLUMNS = ('Instance ID', 'Agent Version', 'Guest Version',
+                'RPC API Version', 'State', 'Reachable', 'Last Heartbeat')
+LONG_COLUMNS = LIST_COLUMNS + ('Host', 'Labels')
+
+# Hypermedia for programs, not for people.
+HIDDEN_FIELDS = ('links',)
+
+
+class ListAgents(command.Lister):
+    """List the registered upgrade agents."""
+
+    def get_parser(self, prog_name):
+        parser = super().get_parser(prog_name)
+        parser.add_argument(
+            '--guest-version', metavar='<version>',
+            help='Only agents whose guest runs this version')
+        parser.add_argument(
+            '--state', metavar='<state>',
+            help='Only agents that report this state')
+        parser.add_argument(
+            '--rpc-api-version', metavar='<x.y>',
+            help='Only agents that speak this RPC API version')
+        parser.add_argument(
+            '--limit', metavar='<limit>', type=int,
+            help='At most this many agents (default: all)')
+        parser.add_argument(
+            '--marker', metavar='<instance>',
+            help='Start after this instance ID (the last one of the '
+                 'previous page)')
+        parser.add_argument(
+            '--long', action='store_true',
+            help='Also show the host and the labels of each agent')
+        return parser
+
+    def take_action(self, parsed_args):
+        agents = self.app.client_manager.guest_upgrade.list_agents(
+            guest_version=parsed_args.guest_version,
+            state=parsed_args.state,
+            rpc_api_version=parsed_args.rpc_api_version,
+            limit=parsed_args.limit, marker=parsed_args.marker)
+        names = LONG_COLUMNS if parsed_args.long else LIST_COLUMNS
+        return names, (
+            utils.get_dict_properties(
+                a, names, formatters={'Labels': format_columns.DictColumn})
+            for a in agents)
+
+
+class ShowAgent(command.ShowOne):
+    """Show the upgrade agent of one instance."""
+
+    def get_parser(self, prog_name):
+        parser = super().get_parser(prog_name)
+        parser.add_argument('instance', metavar='<instance>',
+                            help='ID of the database instance')
+        return parser
+
+    def take_action(self, parsed_args):
+        agent = self.app.client_manager.guest_upgrade.get_agent(
+            parsed_args.instance)
+        names = sorted(set(agent) - set(HIDDEN_FIELDS))
+        return names, utils.get_dict_properties(
+            agent, names, formatters={'labels': format_columns.DictColumn})

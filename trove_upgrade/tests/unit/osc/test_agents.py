@@ -1,0 +1,83 @@
+"""``openstack database agent list|show`` against a faked API."""
+
+import json
+
+from trove_upgrade.tests.unit.osc import base
+
+AGENTS = base.MGMT + '/agents'
+
+
+class TestListAgents(base.OSCTestCase):
+
+    def test_columns_and_filters(self):
+        self.requests.get(AGENTS, json={'agents': [base.agent()]})
+
+        code, out, err = self.openstack(
+            'database', 'agent', 'list', '--guest-version', 'v1.0.0',
+            '--state', 'RUNNING', '--rpc-api-version', '1.0',
+            '--limit', '10', '--marker', base.UPGRADE_ID, '-f', 'json')
+
+        self.assertEqual(0, code, err)
+        (request,) = self.api_requests()
+        self.assertEqual({'guest_version': ['v1.0.0'],
+                          'state': ['running'],
+                          'rpc_api_version': ['1.0'],
+                          'limit': ['10'],
+                          'marker': [base.UPGRADE_ID]}, request.qs)
+        self.assertEqual([{'Instance ID': base.INSTANCE_ID,
+                           'Agent Version': '1.0.0',
+                           'Guest Version': 'v1.0.0',
+                           'RPC API Version': '1.0',
+                           'State': 'RUNNING',
+                           'Reachable': True,
+                           'Last Heartbeat': '2026-11-29T18:00:00Z'}],
+                         json.loads(out))
+
+    def test_long_shows_host_and_labels(self):
+        self.requests.get(AGENTS, json={'agents': [base.agent()]})
+
+        code, out, err = self.openstack('database', 'agent', 'list',
+                                        '--long', '-f', 'json')
+
+        self.assertEqual(0, code, err)
+        (row,) = json.loads(out)
+        self.assertEqual('guest-1', row['Host'])
+        self.assertEqual({'group': 'canary'}, row['Labels'])
+
+    def test_labels_are_readable_in_a_table(self):
+        self.requests.get(AGENTS, json={'agents': [base.agent()]})
+
+        code, out, err = self.openstack('database', 'agent', 'list',
+                                        '--long', '-c', 'Labels')
+
+        self.assertEqual(0, code, err)
+        self.assertIn("| group='canary' |", out)
+
+
+class TestShowAgent(base.OSCTestCase):
+
+    def test_show(self):
+        self.requests.get(AGENTS + '/' + base.INSTANCE_ID,
+                          json={'agent': base.agent()})
+
+        code, out, err = self.openstack('database', 'agent', 'show',
+                                        base.INSTANCE_ID, '-f', 'json')
+
+        self.assertEqual(0, code, err)
+        expected = base.agent()
+        del expected['links']
+        self.assertEqual(expected, json.loads(out))
+
+    def test_an_instance_without_agent_is_the_apis_404(self):
+        message = 'No agent is registered for instance %s.' % (
+            base.INSTANCE_ID)
+        self.requests.get(AGENTS + '/' + base.INSTANCE_ID, status_code=404,
+                          json=base.error(404, 'Not Found', message))
+
+        code, out, err = self.openstack('database', 'agent', 'show',
+                                        base.INSTANCE_ID)
+
+        self.assertEqual(1, code)
+        self.assertEqual('', out)
+        self.assertEqual(message + ' (HTTP 404) (Request-ID: req-error)\n',
+                         err)
