@@ -13,6 +13,7 @@ from trove_upgrade.conf import api
 from trove_upgrade.conf import conductor
 from trove_upgrade.conf import database
 from trove_upgrade.conf import paths
+from trove_upgrade.conf import strategies
 from trove_upgrade.conf import upgrade_levels
 
 CONF = cfg.CONF
@@ -23,6 +24,7 @@ AREAS = (
     conductor,
     database,
     paths,
+    strategies,
     upgrade_levels,
 )
 

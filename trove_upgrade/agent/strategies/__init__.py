@@ -1,0 +1,41 @@
+"""Download strategies of trove-upgrade-agent, loaded as stevedore plugins.
+
+A strategy is installed when a package registers it under the
+``trove_upgrade.strategies`` entry point group, configured by its own
+drop-in file and usable when ``[agent] allowed_strategies`` names it. See
+:mod:`trove_upgrade.agent.strategies.base` for the contract.
+"""
+
+from stevedore import driver
+from stevedore import exception as stevedore_exc
+
+from trove_upgrade.agent.strategies import exceptions
+from trove_upgrade import conf as tu_conf
+
+NAMESPACE = 'trove_upgrade.strategies'
+
+
+def load(name, conf=tu_conf.CONF):
+    """Return a ready strategy named ``name``, configured from ``conf``."""
+    allowed = conf.agent.allowed_strategies
+    if name not in allowed:
+        raise exceptions.StrategyNotAllowed(
+            name=name, allowed=', '.join(allowed) or '(empty)')
+    try:
+        manager = driver.DriverManager(
+            NAMESPACE, name, invoke_on_load=False,
+            on_load_failure_callback=_not_loadable(name))
+    except stevedore_exc.NoMatches:
+        raise exceptions.StrategyNotInstalled(
+            name=name,
+            reason='no plugin of that name in entry point group %s'
+                   % NAMESPACE)
+    return manager.driver(conf)
+
+
+def _not_loadable(name):
+    def fail(manager, entrypoint, exc):
+        raise exceptions.StrategyNotInstalled(
+            name=name, reason='its plugin %s cannot be imported: %s'
+                              % (entrypoint.value, exc)) from exc
+    return fail

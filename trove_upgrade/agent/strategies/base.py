@@ -1,0 +1,233 @@
+"""The contract between the agent and its download strategies.
+
+The agent uses a strategy through these calls only::
+
+    strategy = strategies.load(name, conf=CONF)
+        # StrategyNotAllowed: name not in [agent] allowed_strategies
+        # StrategyNotInstalled: no trove_upgrade.strategies entry point
+        # StrategyConfigError: its drop-in file is unreadable or invalid
+    strategy.name
+    strategy.check_location(location)
+        # cheap: well formed (InvalidLocation) and reachable
+        # (LocationUnreachable and its subclasses ObjectNotFound,
+        # AccessDenied, RequestRejected)
+    strategy.fetch(location, dest_path, max_bytes) -> bytes written
+        # InvalidLocation, LocationUnreachable (and subclasses),
+        # SizeLimitExceeded, DownloadFailed
+
+Every upgrade fetches two objects: the package at ``location`` and its signed
+manifest at ``location + '.manifest'``; every location format accepts that
+suffix.
+
+What every strategy guarantees, whatever the transport:
+
+* ``fetch`` writes ``dest_path + '.part'`` and renames it to ``dest_path``
+  only when the whole object arrived, after an fsync, so ``dest_path``
+  never holds half a download; on failure nothing is left behind.
+* ``max_bytes`` is enforced while reading: the attempt stops with
+  :class:`~.exceptions.SizeLimitExceeded` as soon as one byte more arrives,
+  whatever size the server announced, so an endless or lying server cannot
+  fill the disk.
+* Each attempt ends after ``[agent] download_timeout`` seconds. Transient
+  failures (:class:`~.exceptions.TransientError`) are retried
+  ``[agent] download_retries`` times, waiting ``download_retry_delay``
+  seconds and twice as long each time after; permanent ones (malformed
+  location, not found, access denied, size limit) fail at once.
+* Errors derive from :class:`~.exceptions.StrategyError` and read as the
+  reason of a FAILED upgrade.
+
+Each strategy reads its own settings from the drop-in file
+``<[agent] strategy_config_dir>/<name>.conf`` (section ``[<name>]``) into a
+private ``ConfigOpts``: see :func:`load_settings`.
+"""
+
+import abc
+import logging
+import os
+import time
+
+from oslo_config import cfg
+import tenacity
+
+from trove_upgrade.agent.strategies import exceptions
+
+LOG = logging.getLogger(__name__)
+
+
+def load_settings(name, group, opts, config_dir):
+    """Parse ``<config_dir>/<name>.conf`` into a ConfigOpts of its own.
+
+    A missing file means defaults. Every value is read once here so that a
+    bad value fails when the strategy is loaded, not halfway through an
+    upgrade.
+    """
+    path = os.path.join(config_dir, '%s.conf' % name)
+    files = [path] if os.path.exists(path) else []
+    settings = cfg.ConfigOpts()
+    settings.register_group(group)
+    settings.register_opts(opts, group=group)
+    try:
+        settings(args=[], project='trove-upgrade', prog='trove-upgrade-agent',
+                 default_config_files=files, default_config_dirs=[],
+                 use_env=False)
+        for opt in opts:
+            getattr(settings[group.name], opt.dest)
+    except (cfg.Error, ValueError) as exc:
+        raise exceptions.StrategyConfigError(
+            name=name, path=path, reason=exc) from exc
+    return settings[group.name]
+
+
+def remove_quietly(path):
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
+class Strategy(metaclass=abc.ABCMeta):
+    """One way to download a package; subclasses implement the transport.
+
+    A subclass sets ``name``, ``opt_group`` and ``opts`` (its drop-in
+    settings) and implements :meth:`parse_location`, :meth:`_check` and
+    :meth:`_fetch_once`. The base class owns retries, timeouts, the
+    ``.part`` file and the size cap bookkeeping.
+    """
+
+    name = None
+    opt_group = None
+    opts = ()
+
+    def __init__(self, conf):
+        self.conf = conf
+        self.settings = load_settings(self.name, self.opt_group, self.opts,
+                                      conf.agent.strategy_config_dir)
+        self.timeout = conf.agent.download_timeout
+        self.sleep = time.sleep
+
+    @abc.abstractmethod
+    def parse_location(self, location):
+        """Return the transport's view of a location or raise InvalidLocation.
+
+        Purely syntactic: no I/O.
+        """
+
+    @abc.abstractmethod
+    def _check(self, target, deadline):
+        """Check that ``target`` exists, without downloading it."""
+
+    @abc.abstractmethod
+    def _fetch_once(self, target, part_path, max_bytes, deadline):
+        """One attempt to write ``target`` into ``part_path``.
+
+        Returns the size of ``part_path`` once complete. ``part_path`` may
+        hold the bytes of a broken previous attempt; a strategy that cannot
+        resume starts it over.
+        """
+
+    def check_location(self, location):
+        target = self.parse_location(location)
+        self._with_retries(location, exceptions.LocationUnreachable,
+                           lambda: self._check(target, self._deadline()))
+
+    def fetch(self, location, dest_path, max_bytes):
+        target = self.parse_location(location)
+        part_path = dest_path + '.part'
+        remove_quietly(part_path)
+        try:
+            size = self._with_retries(
+                location, exceptions.DownloadFailed,
+                lambda: self._fetch_once(target, part_path, max_bytes,
+                                         self._deadline()))
+            self._commit(part_path, dest_path)
+        except BaseException:
+            remove_quietly(part_path)
+            raise
+        LOG.info('Downloaded %(location)s (%(size)d bytes) to %(dest)s with '
+                 'strategy %(name)s', {'location': location, 'size': size,
+                                       'dest': dest_path, 'name': self.name})
+        return size
+
+    def invalid(self, location, reason):
+        return exceptions.InvalidLocation(
+            location=location, strategy=self.name, reason=reason)
+
+    def too_big(self, location, max_bytes, reason):
+        return exceptions.SizeLimitExceeded(
+            location=location, strategy=self.name, max_bytes=max_bytes,
+            reason=reason)
+
+    def write_capped(self, chunks, out, written, location, max_bytes,
+                     deadline):
+        """Write ``chunks`` to ``out``, at most ``max_bytes`` in total.
+
+        ``written`` bytes are already in ``out`` (a resumed transfer).
+        Stops at the first byte beyond the cap and at the deadline, before
+        writing, so the cap holds whatever the server announced.
+        """
+        for chunk in chunks:
+            written += len(chunk)
+            if written > max_bytes:
+                raise self.too_big(location, max_bytes,
+                                   'more data kept arriving after %d bytes'
+                                   % max_bytes)
+            out.write(chunk)
+            self.check_deadline(deadline)
+        return written
+
+    def check_deadline(self, deadline):
+        if time.monotonic() > deadline:
+            raise exceptions.TransientError(
+                reason='the attempt took longer than [agent] '
+                       'download_timeout (%s s)' % self.timeout)
+
+    def _deadline(self):
+        return time.monotonic() + self.timeout
+
+    def _with_retries(self, location, final_error, attempt):
+        agent = self.conf.agent
+        attempts = agent.download_retries + 1
+        retrying = tenacity.Retrying(
+            stop=tenacity.stop_after_attempt(attempts),
+            wait=tenacity.wait_exponential(
+                multiplier=agent.download_retry_delay,
+                max=agent.download_retry_max_delay),
+            retry=tenacity.retry_if_exception_type(
+                exceptions.TransientError),
+            before_sleep=self._log_retry(location),
+            sleep=self.sleep,
+            reraise=True)
+        try:
+            return retrying(attempt)
+        except exceptions.TransientError as exc:
+            kwargs = {'location': location, 'strategy': self.name,
+                      'reason': exc}
+            if final_error is exceptions.DownloadFailed:
+                kwargs['attempts'] = attempts
+            else:
+                kwargs['reason'] = ('%s (after %d attempt(s))'
+                                    % (exc, attempts))
+            raise final_error(**kwargs) from exc
+
+    def _log_retry(self, location):
+        def log(retry_state):
+            LOG.warning('Strategy %(name)s: attempt %(n)d on %(location)s '
+                        'failed (%(error)s); retrying in %(wait).1f s',
+                        {'name': self.name,
+                         'n': retry_state.attempt_number,
+                         'location': location,
+                         'error': retry_state.outcome.exception(),
+                         'wait': retry_state.next_action.sleep})
+        return log
+
+    @staticmethod
+    def _commit(part_path, dest_path):
+        with open(part_path, 'rb') as part:
+            os.fsync(part.fileno())
+        os.replace(part_path, dest_path)
+        dir_fd = os.open(os.path.dirname(os.path.abspath(dest_path)),
+                         os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)

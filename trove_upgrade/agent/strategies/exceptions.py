@@ -1,0 +1,77 @@
+"""Errors of the download strategies.
+
+Every error derives from :class:`StrategyError` and its message names what
+failed and why, because the agent records it verbatim as the reason of a
+FAILED upgrade. :class:`TransientError` is the only one a strategy retries;
+after the last attempt it becomes :class:`DownloadFailed` (``fetch``) or
+:class:`LocationUnreachable` (``check_location``) carrying its message.
+"""
+
+
+class StrategyError(Exception):
+    """Base of every strategy error; ``str()`` is the human-readable reason."""
+
+    msg_fmt = 'The download strategy failed.'
+
+    def __init__(self, **kwargs):
+        self.kwargs = kwargs
+        super().__init__(self.msg_fmt % kwargs)
+
+    @property
+    def message(self):
+        return str(self)
+
+
+class StrategyNotAllowed(StrategyError):
+    msg_fmt = ('Strategy "%(name)s" is not allowed on this agent; '
+               '[agent] allowed_strategies is: %(allowed)s.')
+
+
+class StrategyNotInstalled(StrategyError):
+    msg_fmt = 'Strategy "%(name)s" is not installed: %(reason)s.'
+
+
+class StrategyConfigError(StrategyError):
+    msg_fmt = ('The configuration of strategy "%(name)s" in %(path)s is '
+               'invalid: %(reason)s.')
+
+
+class InvalidLocation(StrategyError):
+    msg_fmt = ('Location "%(location)s" is not valid for strategy '
+               '"%(strategy)s": %(reason)s.')
+
+
+class LocationUnreachable(StrategyError):
+    msg_fmt = ('Location "%(location)s" of strategy "%(strategy)s" is not '
+               'reachable: %(reason)s.')
+
+
+class ObjectNotFound(LocationUnreachable):
+    msg_fmt = ('Location "%(location)s" of strategy "%(strategy)s" does not '
+               'exist: %(reason)s.')
+
+
+class AccessDenied(LocationUnreachable):
+    msg_fmt = ('Access to location "%(location)s" of strategy '
+               '"%(strategy)s" was denied: %(reason)s.')
+
+
+class RequestRejected(LocationUnreachable):
+    msg_fmt = ('The server of location "%(location)s" (strategy '
+               '"%(strategy)s") rejected the request: %(reason)s.')
+
+
+class SizeLimitExceeded(StrategyError):
+    msg_fmt = ('Location "%(location)s" of strategy "%(strategy)s" holds '
+               'more than the %(max_bytes)d bytes allowed: %(reason)s.')
+
+
+class DownloadFailed(StrategyError):
+    msg_fmt = ('Downloading "%(location)s" with strategy "%(strategy)s" '
+               'failed after %(attempts)d attempt(s): %(reason)s.')
+
+
+class TransientError(StrategyError):
+    """A failure worth another attempt: network, timeout, server error."""
+
+    msg_fmt = '%(reason)s'

@@ -1,0 +1,214 @@
+"""The "http" strategy: a package on an HTTPS server, resumed after a break.
+
+Locations are ``https://host[:port]/path`` (``http://`` only with
+``[http] allow_insecure_http``), without credentials, query or fragment, so
+that ``location + '.manifest'`` names the manifest. Redirects are not
+followed: a redirect could leave TLS or the host the operator chose.
+
+A transfer broken mid-body resumes with ``Range: bytes=N-`` (and
+``If-Range`` when the server gave a validator). A 206 is accepted only when
+its Content-Range starts at N; a 200 restarts the file from zero.
+"""
+
+import http.client
+import re
+import socket
+import ssl
+import urllib.parse
+
+from trove_upgrade.agent.strategies import base
+from trove_upgrade.agent.strategies import exceptions
+from trove_upgrade.conf import strategies as conf_strategies
+
+_CONTENT_RANGE = re.compile(r'^bytes (\d+)-(\d+)/(\d+|\*)$')
+_RETRIED_STATUSES = (408, 425, 429, 500, 502, 503, 504)
+
+
+class _Target:
+    def __init__(self, location, scheme, host, port, path):
+        self.location = location
+        self.scheme = scheme
+        self.host = host
+        self.port = port
+        self.path = path
+        self.validator = None
+
+
+class HttpStrategy(base.Strategy):
+    name = 'http'
+    opt_group, opts = conf_strategies.STRATEGY_OPTS['http']
+
+    def __init__(self, conf):
+        super().__init__(conf)
+        self._ssl_context = self._make_ssl_context()
+
+    def parse_location(self, location):
+        allowed = ('https', 'http') if self.settings.allow_insecure_http \
+            else ('https',)
+        parts = urllib.parse.urlsplit(location)
+        if parts.scheme not in allowed:
+            raise self.invalid(location, 'the scheme must be %s' % (
+                ' or '.join(allowed) if len(allowed) > 1 else
+                'https (plain http needs [http] allow_insecure_http)'))
+        if parts.username is not None or parts.password is not None:
+            raise self.invalid(location, 'credentials do not belong in the '
+                                         'location; use a client '
+                                         'certificate')
+        try:
+            port = parts.port
+        except ValueError as exc:
+            raise self.invalid(location, 'bad port (%s)' % exc)
+        if not parts.hostname:
+            raise self.invalid(location, 'it names no host')
+        if parts.query or parts.fragment or location.endswith(('?', '#')):
+            raise self.invalid(location, 'a query or fragment is not allowed '
+                                         '(the manifest is fetched at '
+                                         '<location>.manifest)')
+        if not parts.path or parts.path.endswith('/'):
+            raise self.invalid(location, 'it must name a file, not a '
+                                         'directory')
+        return _Target(location, parts.scheme, parts.hostname, port,
+                       parts.path)
+
+    def _check(self, target, deadline):
+        conn, resp = self._request(target, 'HEAD', {}, deadline)
+        conn.close()
+        self._raise_for_status(target, resp)
+
+    def _fetch_once(self, target, part_path, max_bytes, deadline):
+        with open(part_path, 'ab') as out:
+            offset = out.tell()
+            headers = {}
+            if offset:
+                headers['Range'] = 'bytes=%d-' % offset
+                if target.validator:
+                    headers['If-Range'] = target.validator
+            conn, resp = self._request(target, 'GET', headers, deadline)
+            try:
+                offset = self._start_offset(target, resp, out, offset)
+                announced = resp.getheader('Content-Length')
+                if announced and announced.isdigit() and \
+                        offset + int(announced) > max_bytes:
+                    raise self.too_big(
+                        target.location, max_bytes,
+                        'the server announced %d bytes'
+                        % (offset + int(announced)))
+                chunk_size = self.settings.chunk_size
+                chunks = iter(lambda: resp.read(chunk_size), b'')
+                try:
+                    written = self.write_capped(chunks, out, offset,
+                                                target.location, max_bytes,
+                                                deadline)
+                except (http.client.HTTPException, OSError) as exc:
+                    raise exceptions.TransientError(
+                        reason='the transfer broke after %d bytes: %s'
+                               % (out.tell(), _describe(exc))) from exc
+                if resp.length:
+                    # http.client ends a body cut short of its
+                    # Content-Length silently; resume it.
+                    raise exceptions.TransientError(
+                        reason='the connection closed after %d bytes, %d '
+                               'bytes short of the announced length'
+                               % (written, resp.length))
+                return written
+            finally:
+                conn.close()
+
+    def _start_offset(self, target, resp, out, offset):
+        """Position ``out`` where the response body starts."""
+        if resp.status == 206 and offset:
+            match = _CONTENT_RANGE.match(
+                resp.getheader('Content-Range', ''))
+            if match and int(match.group(1)) == offset:
+                return offset
+            out.truncate(0)
+            raise exceptions.TransientError(
+                reason='the server answered the resume request with '
+                       'Content-Range "%s" instead of bytes %d-; starting '
+                       'over' % (resp.getheader('Content-Range'), offset))
+        if resp.status == 416 and offset:
+            out.truncate(0)
+            raise exceptions.TransientError(
+                reason='the server refused to resume at byte %d; starting '
+                       'over' % offset)
+        self._raise_for_status(target, resp)
+        if resp.status != 200:
+            raise exceptions.RequestRejected(
+                location=target.location, strategy=self.name,
+                reason='unexpected HTTP status %d %s'
+                       % (resp.status, resp.reason))
+        out.truncate(0)
+        out.seek(0)
+        target.validator = _strong_validator(resp)
+        return 0
+
+    def _request(self, target, method, headers, deadline):
+        self.check_deadline(deadline)
+        if target.scheme == 'https':
+            conn = http.client.HTTPSConnection(
+                target.host, target.port, timeout=self.timeout,
+                context=self._ssl_context)
+        else:
+            conn = http.client.HTTPConnection(
+                target.host, target.port, timeout=self.timeout)
+        try:
+            conn.request(method, urllib.parse.quote(target.path, safe='/%'),
+                         headers=headers)
+            return conn, conn.getresponse()
+        except ssl.SSLError as exc:
+            conn.close()
+            if 'CERTIFICATE' in (exc.reason or ''):
+                raise exceptions.AccessDenied(
+                    location=target.location, strategy=self.name,
+                    reason='TLS certificate check failed: %s'
+                           % _describe(exc)) from exc
+            raise exceptions.TransientError(
+                reason='TLS error: %s' % _describe(exc)) from exc
+        except (http.client.HTTPException, OSError) as exc:
+            conn.close()
+            raise exceptions.TransientError(
+                reason='cannot reach %s: %s'
+                       % (target.host, _describe(exc))) from exc
+
+    def _raise_for_status(self, target, resp):
+        status = resp.status
+        if status in (200, 206):
+            return
+        reason = 'HTTP %d %s' % (status, resp.reason)
+        kwargs = {'location': target.location, 'strategy': self.name,
+                  'reason': reason}
+        if status in (404, 410):
+            raise exceptions.ObjectNotFound(**kwargs)
+        if status in (401, 403):
+            raise exceptions.AccessDenied(**kwargs)
+        if status in _RETRIED_STATUSES:
+            raise exceptions.TransientError(reason=reason)
+        if 300 <= status < 400:
+            kwargs['reason'] = '%s to %s; redirects are not followed' % (
+                reason, resp.getheader('Location'))
+        raise exceptions.RequestRejected(**kwargs)
+
+    def _make_ssl_context(self):
+        settings = self.settings
+        try:
+            context = ssl.create_default_context(cafile=settings.ca_file)
+            if settings.cert_file:
+                context.load_cert_chain(settings.cert_file, settings.key_file)
+        except (OSError, ssl.SSLError) as exc:
+            raise exceptions.StrategyConfigError(
+                name=self.name, path=self.conf.agent.strategy_config_dir,
+                reason='cannot load the TLS files: %s' % _describe(exc))
+        return context
+
+
+def _strong_validator(resp):
+    etag = resp.getheader('ETag')
+    if etag and not etag.startswith('W/'):
+        return etag
+    return resp.getheader('Last-Modified')
+
+
+def _describe(exc):
+    if isinstance(exc, socket.timeout):
+        return 'timed out'
+    return str(exc) or exc.__class__.__name__

@@ -1,0 +1,170 @@
+"""The "rsync" strategy: a package file served by an rsync daemon.
+
+Locations are ``rsync://[user@]host[:port]/<module>/<path>``; the password
+of ``user`` comes from ``[rsync] password_file``, never from the location.
+The path may not hold wildcards, which the daemon would expand into other
+files, nor ``..``.
+
+The real ``rsync`` binary does the transfer. The size cap holds three
+times: the listing must announce at most ``max_bytes``, ``--max-size``
+makes rsync skip a file that grew since, and the rsync process runs with a
+file-size resource limit of ``max_bytes``, so even a daemon that lies about
+the size cannot make it write more.
+"""
+
+import os
+import re
+import resource
+import subprocess
+import time
+import urllib.parse
+
+from trove_upgrade.agent.strategies import base
+from trove_upgrade.agent.strategies import exceptions
+from trove_upgrade.conf import strategies as conf_strategies
+
+_UNSAFE = re.compile(r'[*?\[\]{}\\\s\x00-\x1f\x7f]')
+# rsync exit statuses that a new attempt cannot fix: syntax or usage error,
+# protocol incompatibility, unsupported action.
+_PERMANENT_STATUSES = (1, 2, 4)
+_LISTING = re.compile(r'^(\S)\S*\s+([\d,.]+)\s')
+
+
+class _Target:
+    def __init__(self, location, url):
+        self.location = location
+        self.url = url
+
+
+class RsyncStrategy(base.Strategy):
+    name = 'rsync'
+    opt_group, opts = conf_strategies.STRATEGY_OPTS['rsync']
+
+    def parse_location(self, location):
+        parts = urllib.parse.urlsplit(location)
+        if parts.scheme != 'rsync':
+            raise self.invalid(location, 'the scheme must be rsync')
+        if parts.password is not None:
+            raise self.invalid(location, 'a password does not belong in the '
+                                         'location; use [rsync] '
+                                         'password_file')
+        try:
+            parts.port
+        except ValueError as exc:
+            raise self.invalid(location, 'bad port (%s)' % exc)
+        if not parts.hostname:
+            raise self.invalid(location, 'it names no host')
+        if parts.query or parts.fragment or location.endswith(('?', '#')):
+            raise self.invalid(location, 'a query or fragment is not allowed')
+        if _UNSAFE.search(location):
+            raise self.invalid(location, 'wildcards, backslashes, spaces and '
+                                         'control characters are not '
+                                         'allowed')
+        segments = parts.path.split('/')[1:]
+        if len(segments) < 2 or '' in segments:
+            raise self.invalid(location, 'it must read rsync://host/'
+                                         '<module>/<path to a file>')
+        if '..' in segments or '.' in segments:
+            raise self.invalid(location, 'the path must not contain "." or '
+                                         '".." segments')
+        return _Target(location, location)
+
+    def _check(self, target, deadline):
+        return self._listed_size(target, deadline)
+
+    def _fetch_once(self, target, part_path, max_bytes, deadline):
+        size = self._listed_size(target, deadline)
+        if size > max_bytes:
+            raise self.too_big(target.location, max_bytes,
+                               'the daemon lists %d bytes' % size)
+        base.remove_quietly(part_path)
+        self._run(target, deadline,
+                  ['--max-size=%d' % max_bytes, target.url, part_path],
+                  max_bytes=max_bytes)
+        if not os.path.isfile(part_path):
+            raise self.too_big(target.location, max_bytes,
+                               'rsync skipped it as larger than the limit')
+        written = os.path.getsize(part_path)
+        if written > max_bytes:
+            raise self.too_big(target.location, max_bytes,
+                               'rsync wrote %d bytes' % written)
+        return written
+
+    def _listed_size(self, target, deadline):
+        output = self._run(target, deadline, ['--list-only', target.url])
+        lines = output.splitlines()
+        match = _LISTING.match(lines[0]) if len(lines) == 1 else None
+        if match is None:
+            raise exceptions.RequestRejected(
+                location=target.location, strategy=self.name,
+                reason='unexpected listing %r' % output[:200])
+        if match.group(1) != '-':
+            raise exceptions.RequestRejected(
+                location=target.location, strategy=self.name,
+                reason='it is not a regular file (%s)' % lines[0].strip())
+        return int(re.sub(r'[,.]', '', match.group(2)))
+
+    def _run(self, target, deadline, args, max_bytes=None):
+        settings = self.settings
+        io_timeout = str(max(1, int(self.timeout)))
+        command = [settings.rsync_path, '--no-motd',
+                   '--timeout=' + io_timeout, '--contimeout=' + io_timeout]
+        if settings.password_file:
+            command.append('--password-file=' + settings.password_file)
+        command += list(settings.extra_args) + args
+        self.check_deadline(deadline)
+        try:
+            result = subprocess.run(
+                command, stdin=subprocess.DEVNULL, capture_output=True,
+                text=True, errors='replace', env=_environment(),
+                timeout=max(0.1, deadline - time.monotonic()),
+                preexec_fn=_file_size_limit(max_bytes))
+        except subprocess.TimeoutExpired as exc:
+            raise exceptions.TransientError(
+                reason='rsync did not finish within [agent] '
+                       'download_timeout (%s s)' % self.timeout) from exc
+        except OSError as exc:
+            raise exceptions.RequestRejected(
+                location=target.location, strategy=self.name,
+                reason='cannot run %s: %s' % (settings.rsync_path, exc))
+        if result.returncode != 0:
+            self._raise_for(target, result, max_bytes)
+        return result.stdout
+
+    def _raise_for(self, target, result, max_bytes):
+        status = result.returncode
+        detail = ' '.join(result.stderr.split())[:500]
+        reason = 'rsync exited with status %d: %s' % (status, detail)
+        kwargs = {'location': target.location, 'strategy': self.name,
+                  'reason': reason}
+        if 'File too large' in result.stderr and max_bytes is not None:
+            raise self.too_big(target.location, max_bytes,
+                               'the daemon sent more than it listed')
+        if status == 23 and 'No such file or directory' in result.stderr:
+            raise exceptions.ObjectNotFound(**kwargs)
+        if status == 5:
+            if '@ERROR: Unknown module' in result.stderr:
+                raise exceptions.ObjectNotFound(**kwargs)
+            if '@ERROR: auth failed' in result.stderr:
+                raise exceptions.AccessDenied(**kwargs)
+            if '@ERROR: max connections' not in result.stderr:
+                raise exceptions.RequestRejected(**kwargs)
+        if status in _PERMANENT_STATUSES:
+            raise exceptions.RequestRejected(**kwargs)
+        raise exceptions.TransientError(reason=reason)
+
+
+def _environment():
+    """rsync must not pick a password or a remote shell from our env."""
+    return {key: value for key, value in os.environ.items()
+            if key not in ('RSYNC_PASSWORD', 'RSYNC_RSH', 'RSYNC_CONNECT_PROG',
+                           'RSYNC_PROXY')}
+
+
+def _file_size_limit(max_bytes):
+    if max_bytes is None:
+        return None
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (max_bytes, max_bytes))
+    return limit

@@ -1,0 +1,249 @@
+"""The http strategy against a real HTTPS server with its own CA."""
+
+import os
+
+import fixtures
+
+from trove_upgrade.agent import strategies
+from trove_upgrade.agent.strategies import exceptions
+from trove_upgrade.tests import base
+from trove_upgrade.tests.functional import servers
+
+PACKAGE = os.urandom(300 * 1024 + 17)
+MANIFEST = b'{"signed": {"version": "1.0.1"}}'
+
+
+class HttpsStrategyTestCase(base.TestCase):
+    """One HTTPS server, and one requiring client certificates."""
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        workdir = fixtures.TempDir()
+        workdir.setUp()
+        cls.addClassCleanup(workdir.cleanUp)
+        cls.root = os.path.join(workdir.path, 'www')
+        os.mkdir(cls.root)
+        for name, data in (('pkg.tar', PACKAGE),
+                           ('pkg.tar.manifest', MANIFEST)):
+            with open(os.path.join(cls.root, name), 'wb') as f:
+                f.write(data)
+        cls.ca = servers.CertificateAuthority(workdir.path)
+        os.mkdir(os.path.join(workdir.path, 'other'))
+        cls.other_ca = servers.CertificateAuthority(
+            os.path.join(workdir.path, 'other'), name='another CA')
+        cls.server = cls._serve(servers.HttpsFileServer(cls.root, cls.ca))
+        cls.mtls_server = cls._serve(servers.HttpsFileServer(
+            cls.root, cls.ca, client_ca=cls.ca))
+
+    @classmethod
+    def _serve(cls, server):
+        server.setUp()
+        cls.addClassCleanup(server.cleanUp)
+        return server
+
+    def setUp(self):
+        super().setUp()
+        self.server.clear_faults()
+        self.config_dir = self.useFixture(fixtures.TempDir()).path
+        self.dest_dir = self.useFixture(fixtures.TempDir()).path
+        self.dest = os.path.join(self.dest_dir, 'pkg.tar')
+        self.flags(group='agent', strategy_config_dir=self.config_dir,
+                   download_retries=2, download_retry_delay=0,
+                   download_timeout=30)
+        self.settings = {'ca_file': self.ca.cert_file, 'chunk_size': 4096}
+
+    def _strategy(self, **settings):
+        self.settings.update(settings)
+        servers.write_strategy_conf(self.config_dir, 'http', self.settings)
+        return strategies.load('http', self.conf)
+
+    def _requests(self, name):
+        return [r for r in self.server.requests if r[1] == name]
+
+    def test_fetch_package_and_manifest(self):
+        strategy = self._strategy()
+        location = self.server.url('pkg.tar')
+
+        strategy.check_location(location)
+        size = strategy.fetch(location, self.dest, len(PACKAGE))
+        manifest_size = strategy.fetch(location + '.manifest',
+                                       self.dest + '.manifest', 4096)
+
+        self.assertEqual(len(PACKAGE), size)
+        with open(self.dest, 'rb') as f:
+            self.assertEqual(PACKAGE, f.read())
+        self.assertEqual(len(MANIFEST), manifest_size)
+        self.assertEqual(['pkg.tar', 'pkg.tar.manifest'],
+                         sorted(os.listdir(self.dest_dir)))
+
+    def test_resumes_broken_transfer_with_range(self):
+        self.server.drop_after('pkg.tar', 100000)
+        strategy = self._strategy()
+
+        size = strategy.fetch(self.server.url('pkg.tar'), self.dest,
+                              len(PACKAGE))
+
+        self.assertEqual(len(PACKAGE), size)
+        with open(self.dest, 'rb') as f:
+            self.assertEqual(PACKAGE, f.read())
+        self.assertEqual([('GET', 'pkg.tar', None),
+                          ('GET', 'pkg.tar', 'bytes=100000-')],
+                         self._requests('pkg.tar'))
+
+    def test_transfer_broken_on_every_attempt_fails(self):
+        self.server.drop_after('pkg.tar', 1000, times=3)
+        strategy = self._strategy()
+
+        error = self.assertRaises(
+            exceptions.DownloadFailed, strategy.fetch,
+            self.server.url('pkg.tar'), self.dest, len(PACKAGE))
+
+        self.assertIn('after 3 attempt(s)', str(error))
+        self.assertIn('closed after 3000 bytes', str(error))
+        self.assertEqual([None, 'bytes=1000-', 'bytes=2000-'],
+                         [r[2] for r in self._requests('pkg.tar')])
+        self.assertEqual([], os.listdir(self.dest_dir))
+
+    def test_not_found_is_not_retried(self):
+        strategy = self._strategy()
+        location = self.server.url('missing.tar')
+
+        self.assertRaises(exceptions.ObjectNotFound, strategy.check_location,
+                          location)
+        error = self.assertRaises(exceptions.ObjectNotFound, strategy.fetch,
+                                  location, self.dest, 1024)
+
+        self.assertIn('HTTP 404', str(error))
+        self.assertEqual(2, len(self._requests('missing.tar')))
+        self.assertEqual([], os.listdir(self.dest_dir))
+
+    def test_server_errors_are_retried(self):
+        self.server.fail_with('pkg.tar', 503, times=2)
+        strategy = self._strategy()
+
+        size = strategy.fetch(self.server.url('pkg.tar'), self.dest,
+                              len(PACKAGE))
+
+        self.assertEqual(len(PACKAGE), size)
+        self.assertEqual(3, len(self._requests('pkg.tar')))
+
+    def test_persistent_server_error_fails_after_retries(self):
+        self.server.fail_with('pkg.tar', 500)
+        strategy = self._strategy()
+
+        error = self.assertRaises(
+            exceptions.DownloadFailed, strategy.fetch,
+            self.server.url('pkg.tar'), self.dest, len(PACKAGE))
+
+        self.assertIn('HTTP 500', str(error))
+        self.assertEqual(3, len(self._requests('pkg.tar')))
+
+    def test_endless_body_stops_at_the_cap(self):
+        self.server.send_endless('endless.tar')
+        strategy = self._strategy()
+
+        error = self.assertRaises(
+            exceptions.SizeLimitExceeded, strategy.fetch,
+            self.server.url('endless.tar'), self.dest, 1024 * 1024)
+
+        self.assertIn('more data kept arriving after 1048576 bytes',
+                      str(error))
+        self.assertEqual(1, len(self._requests('endless.tar')))
+        self.assertEqual([], os.listdir(self.dest_dir))
+
+    def test_announced_size_over_the_cap_is_refused(self):
+        self.server.lie_about_length('big.tar', 10 * 1024 * 1024)
+        strategy = self._strategy()
+
+        error = self.assertRaises(
+            exceptions.SizeLimitExceeded, strategy.fetch,
+            self.server.url('big.tar'), self.dest, 1024 * 1024)
+
+        self.assertIn('announced 10485760 bytes', str(error))
+
+    def test_body_beyond_content_length_is_never_read(self):
+        self.server.lie_about_length('lie.tar', 5000)
+        strategy = self._strategy()
+
+        size = strategy.fetch(self.server.url('lie.tar'), self.dest, 6000)
+
+        self.assertEqual(5000, size)
+        self.assertEqual(5000, os.path.getsize(self.dest))
+
+    def test_unknown_ca_is_rejected_without_retry(self):
+        strategy = self._strategy(ca_file=self.other_ca.cert_file)
+
+        error = self.assertRaises(
+            exceptions.AccessDenied, strategy.fetch,
+            self.server.url('pkg.tar'), self.dest, len(PACKAGE))
+
+        self.assertIn('certificate', str(error))
+        self.assertEqual([], self._requests('pkg.tar'))
+
+    def test_client_certificate_required(self):
+        strategy = self._strategy()
+
+        error = self.assertRaises(
+            exceptions.DownloadFailed, strategy.fetch,
+            self.mtls_server.url('pkg.tar'), self.dest, len(PACKAGE))
+        self.assertIn('TLS error', str(error))
+        self.assertFalse(os.path.exists(self.dest))
+
+        cert_file, key_file = self.ca.issue('agent', server=False)
+        strategy = self._strategy(cert_file=cert_file, key_file=key_file)
+        size = strategy.fetch(self.mtls_server.url('pkg.tar'), self.dest,
+                              len(PACKAGE))
+
+        self.assertEqual(len(PACKAGE), size)
+
+    def test_unreachable_server_fails_after_retries(self):
+        strategy = self._strategy()
+        location = 'https://127.0.0.1:%d/pkg.tar' % servers.free_port()
+
+        error = self.assertRaises(exceptions.LocationUnreachable,
+                                  strategy.check_location, location)
+
+        self.assertIn('after 3 attempt(s)', str(error))
+        self.assertIn('Connection refused', str(error))
+
+
+class PlainHttpStrategyTestCase(base.TestCase):
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        root = fixtures.TempDir()
+        root.setUp()
+        cls.addClassCleanup(root.cleanUp)
+        with open(os.path.join(root.path, 'pkg.tar'), 'wb') as f:
+            f.write(PACKAGE)
+        cls.server = servers.HttpsFileServer(root.path, tls=False)
+        cls.server.setUp()
+        cls.addClassCleanup(cls.server.cleanUp)
+
+    def setUp(self):
+        super().setUp()
+        self.config_dir = self.useFixture(fixtures.TempDir()).path
+        self.dest = os.path.join(self.useFixture(fixtures.TempDir()).path,
+                                 'pkg.tar')
+        self.flags(group='agent', strategy_config_dir=self.config_dir)
+
+    def test_plain_http_refused_by_default(self):
+        strategy = strategies.load('http', self.conf)
+
+        error = self.assertRaises(exceptions.InvalidLocation, strategy.fetch,
+                                  self.server.url('pkg.tar'), self.dest, 10)
+
+        self.assertIn('allow_insecure_http', str(error))
+        self.assertEqual([], self.server.requests)
+
+    def test_plain_http_when_allowed(self):
+        servers.write_strategy_conf(self.config_dir, 'http',
+                                    {'allow_insecure_http': True})
+        strategy = strategies.load('http', self.conf)
+
+        size = strategy.fetch(self.server.url('pkg.tar'), self.dest,
+                              len(PACKAGE))
+
+        self.assertEqual(len(PACKAGE), size)
