@@ -7,6 +7,7 @@ the revision the database is at.
 
 import sys
 
+from alembic import util as alembic_util
 from oslo_config import cfg
 from oslo_db import exception as db_exc
 
@@ -46,7 +47,8 @@ command_opt = cfg.SubCommandOpt('command', title='Commands',
 
 
 def main(argv=None):
-    CONF.register_cli_opt(command_opt)
+    if command_opt.dest not in CONF:
+        CONF.register_cli_opt(command_opt)
     CONF(sys.argv[1:] if argv is None else argv, project='trove-upgrade',
          prog='trove-upgrade-manage',
          version=version.version_info.version_string())
@@ -54,5 +56,8 @@ def main(argv=None):
         CONF.command.func()
     except db_exc.DBError as exc:
         print('Database error: %s' % exc, file=sys.stderr)
+        return 1
+    except alembic_util.CommandError as exc:
+        print('Migration error: %s' % exc, file=sys.stderr)
         return 1
     return 0

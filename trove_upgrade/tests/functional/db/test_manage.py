@@ -1,0 +1,93 @@
+"""trove-upgrade-manage db, run as a process, on every supported database."""
+
+import os
+import subprocess
+import sys
+
+from alembic import script as alembic_script
+import fixtures
+from oslo_db.sqlalchemy import test_fixtures
+import sqlalchemy as sa
+
+from trove_upgrade.db import api as db_api
+from trove_upgrade.db import migration
+from trove_upgrade.tests import base
+from trove_upgrade.tests.fixtures import database
+
+_MANAGE = os.path.join(os.path.dirname(sys.executable),
+                       'trove-upgrade-manage')
+
+
+def _head():
+    script = alembic_script.ScriptDirectory(migration._SCRIPT_LOCATION)
+    return script.get_current_head()
+
+
+class _ManageTests:
+
+    def _write_config(self, connection=None):
+        self.directory = self.useFixture(fixtures.TempDir()).path
+        path = os.path.join(self.directory, 'trove-upgrade.conf')
+        with open(path, 'w') as conf_file:
+            conf_file.write('[DEFAULT]\nstate_path = %s\n' % self.directory)
+            if connection:
+                conf_file.write('[database]\nconnection = %s\n' % connection)
+        return path
+
+    def _manage(self, config, *args):
+        return subprocess.run([_MANAGE, '--config-file', config] + list(args),
+                              capture_output=True, text=True, timeout=120,
+                              check=False)
+
+    def _connection(self):
+        return None
+
+    def test_sync_then_version(self):
+        config = self._write_config(self._connection())
+
+        sync = self._manage(config, 'db', 'sync')
+        self.assertEqual(0, sync.returncode, sync.stderr)
+        self.assertIn(_head(), sync.stdout)
+
+        after = self._manage(config, 'db', 'version')
+        self.assertEqual(0, after.returncode, after.stderr)
+        self.assertEqual(_head() + '\n', after.stdout)
+        self._check_schema()
+
+    def _check_schema(self):
+        engine = db_api.get_engine()
+        self.assertEqual(_head(), migration.version(engine=engine))
+        self.assertTrue({'upgrades', 'upgrade_events', 'agents'}.issubset(
+            sa.inspect(engine).get_table_names()))
+
+
+class TestManageDefaultSQLite(_ManageTests, base.TestCase):
+    """Without a [database] section the database is under state_path."""
+
+    def test_version_before_sync(self):
+        config = self._write_config()
+        before = self._manage(config, 'db', 'version')
+        self.assertEqual(0, before.returncode, before.stderr)
+        self.assertIn('None (the database was never synced)', before.stdout)
+
+    def _check_schema(self):
+        path = os.path.join(self.directory, 'trove_upgrade.sqlite')
+        self.assertTrue(os.path.exists(path))
+        engine = sa.create_engine('sqlite:///' + path)
+        self.addCleanup(engine.dispose)
+        self.assertEqual(_head(), migration.version(engine=engine))
+
+
+class _OpportunisticManageTests(_ManageTests,
+                                test_fixtures.OpportunisticDBTestMixin):
+
+    def _connection(self):
+        return db_api.get_engine().url.render_as_string(hide_password=False)
+
+
+class TestManageMySQL(_OpportunisticManageTests, base.TestCase):
+    FIXTURE = database.MySQLOpportunisticFixture
+
+
+class TestManagePostgreSQL(_OpportunisticManageTests, base.TestCase):
+    FIXTURE = database.PostgresqlOpportunisticFixture

@@ -1,0 +1,126 @@
+"""Migrations and trove-upgrade-manage db on SQLite."""
+
+import io
+import os
+from unittest import mock
+
+from alembic import script as alembic_script
+import fixtures
+from oslo_db.sqlalchemy import enginefacade
+import sqlalchemy as sa
+
+from trove_upgrade.cmd import manage
+from trove_upgrade.db import api as db_api
+from trove_upgrade.db import migration
+from trove_upgrade.tests import base
+from trove_upgrade.tests.fixtures import database
+
+
+def _head():
+    script = alembic_script.ScriptDirectory(migration._SCRIPT_LOCATION)
+    return script.get_current_head()
+
+
+class TestMigration(base.TestCase):
+
+    def test_fixture_database_is_at_head(self):
+        fixture = self.useFixture(database.Database())
+        self.assertEqual(_head(), migration.version())
+        self.assertEqual(_head(), migration.version(engine=fixture.engine))
+
+    def test_one_head(self):
+        script = alembic_script.ScriptDirectory(migration._SCRIPT_LOCATION)
+        self.assertEqual(1, len(script.get_heads()))
+
+    def test_upgrade_of_an_empty_database(self):
+        path = os.path.join(self.useFixture(fixtures.TempDir()).path, 'x.db')
+        engine = sa.create_engine('sqlite:///' + path)
+        self.addCleanup(engine.dispose)
+        self.assertIsNone(migration.version(engine=engine))
+        migration.upgrade(engine=engine)
+        self.assertEqual(_head(), migration.version(engine=engine))
+        self.assertEqual(
+            ['agents', 'alembic_version', 'upgrade_events', 'upgrades'],
+            sorted(sa.inspect(engine).get_table_names()))
+
+    def test_fixtures_are_isolated(self):
+        first = self.useFixture(database.Database())
+        second = database.Database()
+        second.setUp()
+        self.addCleanup(second.cleanUp)
+        self.assertNotEqual(first.url, second.url)
+
+
+class TestManage(base.TestCase):
+    """The command as a user runs it: options come from a config file."""
+
+    def setUp(self):
+        super().setUp()
+        self.directory = self.useFixture(fixtures.TempDir()).path
+        self.db_path = os.path.join(self.directory, 'manage.sqlite')
+        self.stdout = self.useFixture(
+            fixtures.MockPatch('sys.stdout', new_callable=io.StringIO)).mock
+        self.stderr = self.useFixture(
+            fixtures.MockPatch('sys.stderr', new_callable=io.StringIO)).mock
+        # A facade that has not started yet, so that it reads the options
+        # the command parses.
+        facade = enginefacade.transaction_context()
+        self.addCleanup(db_api.context_manager.patch_factory(facade))
+        self.addCleanup(facade.dispose_pool)
+
+    def _config(self, **database):
+        database.setdefault('connection', 'sqlite:///' + self.db_path)
+        path = os.path.join(self.directory, 'trove-upgrade.conf')
+        with open(path, 'w') as conf_file:
+            conf_file.write('[DEFAULT]\nstate_path = %s\n' % self.directory)
+            conf_file.write('[database]\n')
+            for key, value in database.items():
+                conf_file.write('%s = %s\n' % (key, value))
+        return path
+
+    def _manage(self, config, *args):
+        return manage.main(['--config-file', config] + list(args))
+
+    def test_sync_creates_the_sqlite_database(self):
+        config = self._config()
+        self.assertEqual(0, self._manage(config, 'db', 'version'))
+        self.assertIn('None', self.stdout.getvalue())
+
+        self.assertEqual(0, self._manage(config, 'db', 'sync'))
+        self.assertIn('revision %s' % _head(), self.stdout.getvalue())
+        engine = sa.create_engine('sqlite:///' + self.db_path)
+        self.addCleanup(engine.dispose)
+        self.assertEqual(_head(), migration.version(engine=engine))
+
+    def test_version_after_sync(self):
+        config = self._config()
+        self._manage(config, 'db', 'sync')
+        self.stdout.seek(0)
+        self.stdout.truncate()
+        self.assertEqual(0, self._manage(config, 'db', 'version'))
+        self.assertEqual(_head() + '\n', self.stdout.getvalue())
+
+    def test_sync_twice(self):
+        config = self._config()
+        self.assertEqual(0, self._manage(config, 'db', 'sync'))
+        self.assertEqual(0, self._manage(config, 'db', 'sync', 'head'))
+
+    def test_unknown_revision(self):
+        config = self._config()
+        self.assertEqual(1, self._manage(config, 'db', 'sync', 'nosuchrev'))
+        self.assertIn("Migration error: Can't locate revision",
+                      self.stderr.getvalue())
+
+    def test_unreachable_database(self):
+        config = self._config(
+            connection='mysql+pymysql://u:p@127.0.0.1:9/nodb',
+            max_retries=1, retry_interval=0)
+        with mock.patch('time.sleep'):
+            self.assertEqual(1, self._manage(config, 'db', 'sync'))
+        self.assertIn('Database error:', self.stderr.getvalue())
+
+    def test_missing_action(self):
+        config = self._config()
+        error = self.assertRaises(SystemExit, self._manage, config, 'db')
+        self.assertEqual(2, error.code)
+        self.assertIn('required: action', self.stderr.getvalue())
