@@ -46,9 +46,11 @@ def resolve_version_cap(service, value, auto=None):
     """The RPC version cap an ``[upgrade_levels]`` value stands for.
 
     ``latest`` is no cap (None); a release name caps to that release's
-    version of ``service``; an ``x.y`` value is the cap itself; ``auto`` is
-    whatever ``auto()`` returns, for a service whose peers report their
-    versions. Anything else raises ``InvalidRPCVersionCap``.
+    version of ``service``; an ``x.y`` value is the cap itself, and may not
+    exceed what this code speaks (``2026.1`` looks like a version, but is
+    a release this code does not know); ``auto`` is whatever ``auto()``
+    returns, for a service whose peers report their versions. Anything
+    else raises ``InvalidRPCVersionCap``.
     """
     if value == LATEST:
         return None
@@ -56,6 +58,14 @@ def resolve_version_cap(service, value, auto=None):
         return auto()
     if value in RELEASE_MAPPING:
         return RELEASE_MAPPING[value][service]
-    if is_version(value):
-        return value
-    raise exception.InvalidRPCVersionCap(service=service, value=value)
+    if not is_version(value):
+        raise exception.InvalidRPCVersionCap(service=service, value=value)
+    newest = RELEASE_MAPPING['master'][service]
+    if version_key(value) > version_key(newest):
+        raise exception.InvalidRPCVersionCap(
+            '[upgrade_levels] %s = %s is above %s, the newest %s RPC API '
+            'version this code knows; a release name must be one of %s.'
+            % (service, value, newest, service,
+               ', '.join(sorted(RELEASE_MAPPING))),
+            service=service, value=value)
+    return value

@@ -15,8 +15,12 @@ from oslo_messaging.rpc import dispatcher
 
 from trove_upgrade import conf
 from trove_upgrade import context as tu_context
+from trove_upgrade import exception
 
 CONF = conf.CONF
+
+# A caller gets these exceptions back as themselves, not as RemoteError.
+ALLOWED_EXMODS = [exception.__name__]
 
 _TRANSPORT = None
 _NOTIFICATION_TRANSPORT = None
@@ -65,7 +69,8 @@ def get_transport():
     """The process-wide RPC transport, built from the configuration."""
     global _TRANSPORT
     if _TRANSPORT is None:
-        _TRANSPORT = messaging.get_rpc_transport(CONF)
+        _TRANSPORT = messaging.get_rpc_transport(
+            CONF, allowed_remote_exmods=ALLOWED_EXMODS)
     return _TRANSPORT
 
 

@@ -1,0 +1,331 @@
+"""The conductor endpoint: registrations, claims and state reports."""
+
+import datetime
+
+from oslo_messaging.rpc import dispatcher
+from oslo_utils import fixture as utils_fixture
+
+from trove_upgrade.conductor import manager
+from trove_upgrade import context
+from trove_upgrade.db import api as db_api
+from trove_upgrade import exception
+from trove_upgrade import states
+from trove_upgrade.tests import base
+from trove_upgrade.tests.fixtures import database
+from trove_upgrade.tests.fixtures import rpc as rpc_fixture
+from trove_upgrade import upgrades
+
+INSTANCE = '5b4a3c2d-1e0f-4a9b-8c7d-6e5f4a3b2c1d'
+OTHER_INSTANCE = '0a1b2c3d-4e5f-4a6b-8c7d-8e9f0a1b2c3d'
+
+AGENT = {'agent_version': '2026.2.0', 'guest_version': '21.0.0',
+         'rpc_api_version': '1.0', 'state': 'RUNNING',
+         'labels': {'datastore': 'mysql'}, 'host': 'guest-1'}
+
+
+class ManagerTestCase(base.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.database = self.useFixture(database.Database())
+        self.transport = self.useFixture(rpc_fixture.FakeTransport())
+        self.context = context.RequestContext(request_id='req-agent')
+        self.manager = manager.ConductorManager()
+
+    def new_upgrade(self, instance_id=INSTANCE):
+        return upgrades.create_upgrade(
+            context.get_admin_context(),
+            {'instance_id': instance_id, 'instance_version': 'v2.0.0',
+             'strategy': 'swift', 'location': 'swift://c/v2.tar.gz'})
+
+    def upgrade(self, upgrade_id):
+        return db_api.get_upgrade(self.context, upgrade_id, with_events=True)
+
+    def report(self, upgrade_id, to_state, detail=None, from_version=None,
+               to_version=None, instance_id=INSTANCE):
+        return self.manager.report_upgrade_state(
+            self.context, instance_id, upgrade_id, to_state, detail,
+            from_version, to_version)
+
+    def assertRefused(self, method, *args, **kwargs):
+        """The endpoint refused the call with Invalid; return it.
+
+        The endpoint marks Invalid as expected, which the RPC server sends
+        back to the caller as Invalid without logging a traceback.
+        """
+        e = self.assertRaises(dispatcher.ExpectedException, method, *args,
+                              **kwargs)
+        self.assertIsInstance(e.exc_info[1], exception.Invalid)
+        return e.exc_info[1]
+
+    def event_types(self):
+        return [n['event_type'] for n in self.transport.notifications]
+
+
+class TestAgents(ManagerTestCase):
+
+    def test_register(self):
+        now = datetime.datetime(2026, 11, 29, 10, 0, 0)
+        self.useFixture(utils_fixture.TimeFixture(now))
+        self.assertEqual('1.0', self.manager.register_agent(
+            self.context, INSTANCE, **AGENT))
+        agent = db_api.get_agent(self.context, INSTANCE)
+        self.assertEqual(dict(AGENT, instance_id=INSTANCE,
+                              last_heartbeat_at=now),
+                         {k: agent[k] for k in list(AGENT) +
+                          ['instance_id', 'last_heartbeat_at']})
+
+    def test_heartbeat_updates_the_registration(self):
+        clock = self.useFixture(utils_fixture.TimeFixture(
+            datetime.datetime(2026, 11, 29, 10, 0, 0)))
+        self.manager.register_agent(self.context, INSTANCE, **AGENT)
+        clock.advance_time_seconds(30)
+        self.manager.heartbeat(self.context, INSTANCE,
+                               **dict(AGENT, state='BACKUP'))
+        agent = db_api.get_agent(self.context, INSTANCE)
+        self.assertEqual(('BACKUP', datetime.datetime(2026, 11, 29, 10, 0,
+                                                      30)),
+                         (agent['state'], agent['last_heartbeat_at']))
+
+    def test_heartbeat_of_an_unknown_agent_registers_it(self):
+        self.manager.heartbeat(self.context, INSTANCE, **AGENT)
+        self.assertEqual('RUNNING',
+                         db_api.get_agent(self.context, INSTANCE)['state'])
+
+    def test_labels_default_to_empty(self):
+        self.manager.register_agent(self.context, INSTANCE,
+                                    **dict(AGENT, labels=None))
+        self.assertEqual({}, db_api.get_agent(self.context,
+                                              INSTANCE)['labels'])
+
+    def test_register_refuses_bad_fields(self):
+        for instance_id, fields, word in (
+                ('not-a-uuid', AGENT, 'instance_id'),
+                (INSTANCE, dict(AGENT, rpc_api_version='1'),
+                 'rpc_api_version'),
+                (INSTANCE, dict(AGENT, labels=['a']), 'labels'),
+                (INSTANCE, dict(AGENT, state=''), 'state'),
+                (INSTANCE, dict(AGENT, host='h' * 256), 'host')):
+            e = self.assertRefused(self.manager.register_agent,
+                                   self.context, instance_id, **fields)
+            self.assertIn(word, str(e))
+        self.assertEqual([], db_api.list_agents(self.context))
+
+    def test_bad_heartbeat_is_ignored(self):
+        self.manager.register_agent(self.context, INSTANCE, **AGENT)
+        self.assertIsNone(self.manager.heartbeat(
+            self.context, INSTANCE, **dict(AGENT, rpc_api_version='x')))
+        self.assertIsNone(self.manager.heartbeat(
+            self.context, 'not-a-uuid', **AGENT))
+        [agent] = db_api.list_agents(self.context)
+        self.assertEqual('1.0', agent['rpc_api_version'])
+
+
+class TestClaim(ManagerTestCase):
+
+    def test_claim_starts_the_upgrade(self):
+        upgrade = self.new_upgrade()
+        self.assertEqual(
+            {'proceed': True, 'status': states.DOWNLOADING, 'reason': None},
+            self.manager.start_upgrade(self.context, INSTANCE, upgrade['id'],
+                                       'v1.0.0'))
+        recorded = self.upgrade(upgrade['id'])
+        self.assertEqual(('v1.0.0', states.DOWNLOADING),
+                         (recorded['from_version'], recorded['status']))
+        last = recorded['events'][-1]
+        self.assertEqual(('agent', states.SENT, states.DOWNLOADING,
+                          'req-agent'),
+                         (last['source'], last['from_state'],
+                          last['to_state'], last['request_id']))
+        self.assertEqual(['trove_upgrade.upgrade.create',
+                          'trove_upgrade.upgrade.start'],
+                         self.event_types())
+
+    def test_repeated_claim_is_granted_once_recorded(self):
+        upgrade = self.new_upgrade()
+        self.manager.start_upgrade(self.context, INSTANCE, upgrade['id'],
+                                   'v1.0.0')
+        self.assertEqual(
+            {'proceed': True, 'status': states.DOWNLOADING, 'reason': None},
+            self.manager.start_upgrade(self.context, INSTANCE, upgrade['id'],
+                                       'v1.0.0'))
+        self.assertEqual(3, len(self.upgrade(upgrade['id'])['events']))
+        self.assertEqual(1, self.event_types().count(
+            'trove_upgrade.upgrade.start'))
+
+    def test_claim_after_deferring(self):
+        upgrade = self.new_upgrade()
+        self.report(upgrade['id'], states.DEFERRED, 'backup running')
+        result = self.manager.start_upgrade(self.context, INSTANCE,
+                                            upgrade['id'], None)
+        self.assertTrue(result['proceed'])
+        self.assertIsNone(self.upgrade(upgrade['id'])['from_version'])
+
+    def test_claim_of_a_moved_on_upgrade_is_refused(self):
+        upgrade = self.new_upgrade()
+        self.manager.start_upgrade(self.context, INSTANCE, upgrade['id'],
+                                   'v1.0.0')
+        self.report(upgrade['id'], states.VERIFYING)
+        result = self.manager.start_upgrade(self.context, INSTANCE,
+                                            upgrade['id'], 'v1.0.0')
+        self.assertEqual((False, states.VERIFYING),
+                         (result['proceed'], result['status']))
+
+    def test_claim_by_another_instance_is_refused(self):
+        upgrade = self.new_upgrade()
+        result = self.manager.start_upgrade(self.context, OTHER_INSTANCE,
+                                            upgrade['id'], 'v1.0.0')
+        self.assertEqual((False, None), (result['proceed'],
+                                         result['status']))
+        self.assertIn(OTHER_INSTANCE, result['reason'])
+        self.assertEqual(states.SENT, self.upgrade(upgrade['id'])['status'])
+
+    def test_claim_of_an_unknown_upgrade_is_refused(self):
+        result = self.manager.start_upgrade(
+            self.context, INSTANCE, 'b6a6a6a6-0000-4000-8000-000000000000',
+            None)
+        self.assertFalse(result['proceed'])
+
+    def test_claim_with_a_bad_version_is_refused_whole(self):
+        upgrade = self.new_upgrade()
+        self.assertRefused(self.manager.start_upgrade, self.context,
+                           INSTANCE, upgrade['id'], 'v' * 300)
+        self.assertEqual(states.SENT, self.upgrade(upgrade['id'])['status'])
+
+
+class TestReports(ManagerTestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.upgrade_id = self.new_upgrade()['id']
+        self.manager.start_upgrade(self.context, INSTANCE, self.upgrade_id,
+                                   'v1.0.0')
+
+    def states_recorded(self):
+        return [e['to_state'] for e in self.upgrade(self.upgrade_id)['events']]
+
+    def test_whole_successful_upgrade(self):
+        for state in (states.VERIFYING, states.INSTALLING,
+                      states.RESTARTING):
+            self.assertEqual({'recorded': True, 'status': state,
+                              'reason': None},
+                             self.report(self.upgrade_id, state))
+        self.assertEqual(
+            {'recorded': True, 'status': states.SUCCESS, 'reason': None},
+            self.report(self.upgrade_id, states.SUCCESS, 'healthy',
+                        'v1.0.0', 'v2.0.0'))
+        upgrade = self.upgrade(self.upgrade_id)
+        self.assertEqual([states.PENDING, states.SENT, states.DOWNLOADING,
+                          states.VERIFYING, states.INSTALLING,
+                          states.RESTARTING, states.SUCCESS],
+                         [e['to_state'] for e in upgrade['events']])
+        self.assertEqual(('healthy', 'healthy'),
+                         (upgrade['status_detail'],
+                          upgrade['events'][-1]['detail']))
+        self.assertIsNotNone(upgrade['finished_at'])
+        self.assertEqual('trove_upgrade.upgrade.end', self.event_types()[-1])
+
+    def test_skipping_stages_is_legal(self):
+        self.assertTrue(self.report(self.upgrade_id,
+                                    states.RESTARTING)['recorded'])
+
+    def test_duplicate(self):
+        self.report(self.upgrade_id, states.VERIFYING)
+        self.assertEqual(
+            {'recorded': False, 'status': states.VERIFYING,
+             'reason': upgrades.DUPLICATE},
+            self.report(self.upgrade_id, states.VERIFYING))
+        self.assertEqual(1, self.states_recorded().count(states.VERIFYING))
+
+    def test_stale(self):
+        self.report(self.upgrade_id, states.INSTALLING)
+        self.assertEqual(
+            {'recorded': False, 'status': states.INSTALLING,
+             'reason': upgrades.STALE},
+            self.report(self.upgrade_id, states.VERIFYING))
+        self.assertNotIn(states.VERIFYING, self.states_recorded())
+
+    def test_report_after_the_end_is_stale(self):
+        self.report(self.upgrade_id, states.FAILED, 'download failed')
+        result = self.report(self.upgrade_id, states.INSTALLING)
+        self.assertEqual((False, states.FAILED, upgrades.STALE),
+                         (result['recorded'], result['status'],
+                          result['reason']))
+
+    def test_illegal(self):
+        # A rollback needs something installed to roll back from.
+        events = self.states_recorded()
+        self.assertEqual(
+            {'recorded': False, 'status': states.DOWNLOADING,
+             'reason': upgrades.ILLEGAL},
+            self.report(self.upgrade_id, states.ROLLED_BACK))
+        self.assertEqual(events, self.states_recorded())
+
+    def test_rollback_and_failure_notify_an_error(self):
+        self.report(self.upgrade_id, states.RESTARTING)
+        self.assertTrue(self.report(self.upgrade_id, states.ROLLED_BACK,
+                                    'health check failed')['recorded'])
+        other = self.new_upgrade()['id']
+        self.report(other, states.FAILED, 'no such package')
+        errors = [n for n in self.transport.notifications
+                  if n['event_type'] == 'trove_upgrade.upgrade.error']
+        self.assertEqual([(self.upgrade_id, states.ROLLED_BACK, 'ERROR'),
+                          (other, states.FAILED, 'ERROR')],
+                         [(n['payload']['id'], n['payload']['status'],
+                           n['priority']) for n in errors])
+
+    def test_states_agents_do_not_report(self):
+        events = self.states_recorded()
+        for state in (states.CANCELLED, states.TIMED_OUT, states.PENDING,
+                      states.SENT, 'BOGUS', None):
+            self.assertEqual(
+                {'recorded': False, 'status': None,
+                 'reason': upgrades.REJECTED},
+                self.report(self.upgrade_id, state))
+        self.assertEqual(events, self.states_recorded())
+
+    def test_report_of_another_instance_changes_nothing(self):
+        events = self.states_recorded()
+        self.assertEqual(
+            {'recorded': False, 'status': None, 'reason': upgrades.REJECTED},
+            self.report(self.upgrade_id, states.SUCCESS,
+                        instance_id=OTHER_INSTANCE))
+        upgrade = self.upgrade(self.upgrade_id)
+        self.assertEqual(states.DOWNLOADING, upgrade['status'])
+        self.assertEqual(events, self.states_recorded())
+
+    def test_report_of_an_unknown_upgrade(self):
+        self.assertEqual(
+            {'recorded': False, 'status': None, 'reason': upgrades.REJECTED},
+            self.report('c0c0c0c0-0000-4000-8000-000000000000',
+                        states.SUCCESS))
+
+    def test_malformed_version_changes_nothing(self):
+        result = self.report(self.upgrade_id, states.VERIFYING,
+                             from_version='')
+        self.assertEqual((True, states.VERIFYING),
+                         (result['recorded'], result['status']))
+        result = self.report(self.upgrade_id, states.INSTALLING,
+                             from_version='v' * 300)
+        self.assertEqual({'recorded': False, 'status': states.VERIFYING,
+                          'reason': upgrades.REJECTED}, result)
+        self.assertEqual('v1.0.0',
+                         self.upgrade(self.upgrade_id)['from_version'])
+
+    def test_other_version_than_requested_is_kept_in_the_detail(self):
+        self.report(self.upgrade_id, states.SUCCESS, 'healthy', 'v1.0.0',
+                    'v2.0.1')
+        upgrade = self.upgrade(self.upgrade_id)
+        self.assertEqual('healthy (the agent reports version v2.0.1, not '
+                         'v2.0.0)', upgrade['status_detail'])
+        self.assertEqual('v2.0.0', upgrade['instance_version'])
+
+    def test_deferred_is_a_report(self):
+        upgrade_id = self.new_upgrade()['id']
+        self.assertEqual(
+            {'recorded': True, 'status': states.DEFERRED, 'reason': None},
+            self.report(upgrade_id, states.DEFERRED, 'resize running'))
+        self.assertEqual(
+            {'recorded': False, 'status': states.DEFERRED,
+             'reason': upgrades.DUPLICATE},
+            self.report(upgrade_id, states.DEFERRED, 'resize running'))

@@ -1,0 +1,64 @@
+"""The conductor service serves its topic and runs its periodic task."""
+
+import datetime
+import time
+
+from oslo_utils import fixture as utils_fixture
+
+from trove_upgrade.conductor import rpcapi
+from trove_upgrade.conductor import service
+from trove_upgrade import context
+from trove_upgrade.db import api as db_api
+from trove_upgrade import states
+from trove_upgrade.tests import base
+from trove_upgrade.tests.fixtures import database
+from trove_upgrade.tests.fixtures import rpc as rpc_fixture
+from trove_upgrade import upgrades
+
+INSTANCE = '1f2e3d4c-5b6a-4978-8695-a4b3c2d1e0f9'
+
+
+class TestConductorService(base.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.useFixture(database.Database())
+        self.useFixture(rpc_fixture.FakeTransport())
+        self.flags(group='conductor', topic='conductor-service-test',
+                   periodic_interval=1, upgrade_timeout=60)
+        self.context = context.get_admin_context()
+
+    def start(self):
+        conductor = service.ConductorService(host='conductor-1')
+        conductor.start()
+        self.addCleanup(conductor.stop)
+        return conductor
+
+    def test_serves_the_conductor_topic(self):
+        self.start()
+        self.assertEqual('1.0', rpcapi.ConductorAPI().register_agent(
+            self.context, INSTANCE, '2026.2.0', '21.0.0', '1.0', 'RUNNING',
+            {}, 'guest-1'))
+        self.assertEqual('RUNNING',
+                         db_api.get_agent(self.context, INSTANCE)['state'])
+
+    def test_periodic_task_times_out_silent_upgrades(self):
+        clock = self.useFixture(utils_fixture.TimeFixture(
+            datetime.datetime(2026, 11, 29, 9, 0, 0)))
+        upgrade = upgrades.create_upgrade(self.context, {
+            'instance_id': INSTANCE, 'instance_version': 'v2',
+            'strategy': 'swift', 'location': 'swift://c/o'})
+        self.start()
+        clock.advance_time_seconds(61)
+        deadline = time.monotonic() + rpc_fixture.WAIT_TIMEOUT
+        while db_api.get_upgrade(self.context,
+                                 upgrade['id'])['status'] != states.TIMED_OUT:
+            self.assertLess(time.monotonic(), deadline,
+                            'the periodic task never timed the upgrade out')
+            time.sleep(0.1)
+
+    def test_stop_stops_serving(self):
+        conductor = self.start()
+        conductor.stop()
+        self.assertIsNone(conductor.rpcserver)
+        self.assertEqual([], conductor.tg.timers)

@@ -1,0 +1,257 @@
+"""What the control plane does with an upgrade: create, cancel, time out."""
+
+import datetime
+
+import fixtures
+import oslo_messaging as messaging
+from oslo_utils import fixture as utils_fixture
+
+from trove_upgrade.agent import rpcapi as agent_rpcapi
+from trove_upgrade import context
+from trove_upgrade.db import api as db_api
+from trove_upgrade import exception
+from trove_upgrade import states
+from trove_upgrade.tests import base
+from trove_upgrade.tests.fixtures import database
+from trove_upgrade.tests.fixtures import rpc as rpc_fixture
+from trove_upgrade import upgrades
+
+INSTANCE = '7d3c2b1a-0f9e-4d8c-b7a6-5f4e3d2c1b0a'
+
+VALUES = {'instance_id': INSTANCE, 'instance_version': 'v1.0.1',
+          'strategy': 'swift',
+          'location': 'swift://guest-agents/trove-guestagent-v1.0.1.tar.gz',
+          'metadata': {'ticket': 'OPS-1'}, 'allow_downgrade': True}
+
+
+def history(upgrade_id):
+    upgrade = db_api.get_upgrade(context.get_admin_context(), upgrade_id,
+                                 with_events=True)
+    return [(e['source'], e['from_state'], e['to_state'])
+            for e in upgrade['events']]
+
+
+class UpgradesTestCase(base.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.database = self.useFixture(database.Database())
+        self.transport = self.useFixture(rpc_fixture.FakeTransport())
+        self.context = context.RequestContext(user_id='admin',
+                                              project_id='ops',
+                                              is_admin=True)
+
+    def events(self):
+        return [(n['event_type'], n['priority'], n['payload']['status'])
+                for n in self.transport.notifications]
+
+    def count_rows(self):
+        with self.database.engine.connect() as conn:
+            return conn.exec_driver_sql(
+                'SELECT (SELECT count(*) FROM upgrades), '
+                '(SELECT count(*) FROM upgrade_events)').one()
+
+
+class TestCreate(UpgradesTestCase):
+
+    def test_recorded_sent_and_cast(self):
+        agent = self.useFixture(rpc_fixture.RecordingServer(
+            messaging.Target(topic=agent_rpcapi.topic_for(INSTANCE),
+                             server='guest'),
+            [rpc_fixture.AgentEndpoint()]))
+        upgrade = upgrades.create_upgrade(self.context, VALUES)
+        self.assertEqual(states.SENT, upgrade['status'])
+        self.assertEqual([('api', None, states.PENDING),
+                          ('api', states.PENDING, states.SENT)],
+                         history(upgrade['id']))
+        [message] = agent.wait_for(1)
+        self.assertEqual('upgrade', message.method)
+        self.assertEqual(dict(VALUES, upgrade_id=upgrade['id']),
+                         message.args)
+        self.assertEqual(self.context.request_id,
+                         message.context['request_id'])
+        self.assertEqual(
+            [('trove_upgrade.upgrade.create', 'INFO', states.PENDING)],
+            self.events())
+        self.assertEqual(upgrade['id'],
+                         self.transport.notifications[0]['payload']['id'])
+
+    def test_failing_transport_records_failed(self):
+        def refuse(*args, **kwargs):
+            raise messaging.MessageDeliveryFailure(
+                'Unable to connect to AMQP server after 3 tries')
+        self.useFixture(fixtures.MonkeyPatch(
+            'oslo_messaging._drivers.impl_fake.FakeDriver.send', refuse))
+        e = self.assertRaises(exception.DispatchFailed,
+                              upgrades.create_upgrade, self.context, VALUES)
+        self.assertEqual(503, e.code)
+        self.assertIn('Unable to connect to AMQP server', str(e))
+        [upgrade] = db_api.list_upgrades(self.context)
+        self.assertEqual(upgrade['id'], e.kwargs['upgrade_id'])
+        self.assertEqual(states.FAILED, upgrade['status'])
+        self.assertIn('MessageDeliveryFailure', upgrade['status_detail'])
+        self.assertIsNotNone(upgrade['finished_at'])
+        self.assertEqual([('api', None, states.PENDING),
+                          ('api', states.PENDING, states.FAILED)],
+                         history(upgrade['id']))
+        self.assertEqual(
+            [('trove_upgrade.upgrade.create', 'INFO', states.PENDING),
+             ('trove_upgrade.upgrade.error', 'ERROR', states.FAILED)],
+            self.events())
+
+    def test_version_cap_below_the_agents_api_records_failed(self):
+        self.flags(group='upgrade_levels', agent='0.9')
+        e = self.assertRaises(exception.DispatchFailed,
+                              upgrades.create_upgrade, self.context, VALUES)
+        self.assertIn('RPCVersionCapError', str(e))
+        [upgrade] = db_api.list_upgrades(self.context)
+        self.assertEqual(states.FAILED, upgrade['status'])
+
+    def test_invalid_values_record_and_send_nothing(self):
+        sent = []
+        self.useFixture(fixtures.MonkeyPatch(
+            'oslo_messaging._drivers.impl_fake.FakeDriver.send',
+            lambda *args, **kwargs: sent.append(args)))
+        for bad in ({'instance_id': INSTANCE},
+                    dict(VALUES, location=''),
+                    dict(VALUES, metadata='not an object'),
+                    dict(VALUES, unknown='field')):
+            self.assertRaises(exception.Invalid, upgrades.create_upgrade,
+                              self.context, bad)
+        self.assertEqual((0, 0), self.count_rows())
+        self.assertEqual([], sent)
+        self.assertEqual([], self.transport.notifications)
+
+    def test_bad_version_cap_records_nothing(self):
+        self.flags(group='upgrade_levels', agent='newest')
+        self.assertRaises(exception.InvalidRPCVersionCap,
+                          upgrades.create_upgrade, self.context, VALUES)
+        self.assertEqual((0, 0), self.count_rows())
+
+    def test_agent_faster_than_the_api(self):
+        # The agent claims the upgrade between the cast and the API's
+        # PENDING to SENT: SENT is stale and must not undo the claim.
+        def claim_on_send(driver, target, ctxt, message, **kwargs):
+            upgrade_id = message['args']['upgrade_id']
+            result = upgrades.claim_upgrade(
+                context.get_admin_context(), INSTANCE, upgrade_id, 'v1.0.0')
+            self.assertTrue(result['proceed'])
+        self.useFixture(fixtures.MonkeyPatch(
+            'oslo_messaging._drivers.impl_fake.FakeDriver.send',
+            claim_on_send))
+        upgrade = upgrades.create_upgrade(self.context, VALUES)
+        self.assertEqual(states.DOWNLOADING, upgrade['status'])
+        self.assertEqual([('api', None, states.PENDING),
+                          ('agent', states.PENDING, states.DOWNLOADING)],
+                         history(upgrade['id']))
+
+
+class TestCancel(UpgradesTestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.upgrade = upgrades.create_upgrade(self.context, VALUES)
+
+    def test_cancel_sent(self):
+        upgrade = upgrades.cancel_upgrade(self.context, self.upgrade['id'])
+        self.assertEqual(states.CANCELLED, upgrade['status'])
+        self.assertEqual(('api', states.SENT, states.CANCELLED),
+                         history(upgrade['id'])[-1])
+
+    def test_cancel_deferred(self):
+        upgrades.record_report(self.context, INSTANCE, self.upgrade['id'],
+                               states.DEFERRED, 'busy', None, None)
+        upgrade = upgrades.cancel_upgrade(self.context, self.upgrade['id'])
+        self.assertEqual(states.CANCELLED, upgrade['status'])
+
+    def test_cancel_twice_changes_nothing_more(self):
+        upgrades.cancel_upgrade(self.context, self.upgrade['id'])
+        upgrade = upgrades.cancel_upgrade(self.context, self.upgrade['id'])
+        self.assertEqual(states.CANCELLED, upgrade['status'])
+        self.assertEqual(3, len(history(upgrade['id'])))
+
+    def test_cannot_cancel_once_started(self):
+        upgrades.claim_upgrade(self.context, INSTANCE, self.upgrade['id'],
+                               'v1.0.0')
+        e = self.assertRaises(exception.InvalidStateTransition,
+                              upgrades.cancel_upgrade, self.context,
+                              self.upgrade['id'])
+        self.assertEqual(409, e.code)
+        self.assertEqual(states.DOWNLOADING, db_api.get_upgrade(
+            self.context, self.upgrade['id'])['status'])
+
+    def test_cannot_cancel_a_finished_upgrade(self):
+        upgrades.record_report(self.context, INSTANCE, self.upgrade['id'],
+                               states.SUCCESS, 'already there', None,
+                               'v1.0.1')
+        self.assertRaises(exception.InvalidStateTransition,
+                          upgrades.cancel_upgrade, self.context,
+                          self.upgrade['id'])
+
+    def test_unknown_upgrade(self):
+        self.assertRaises(exception.UpgradeNotFound,
+                          upgrades.cancel_upgrade, self.context,
+                          'a7d5fe3c-0000-4000-8000-000000000000')
+
+    def test_cancelled_upgrade_is_not_claimed(self):
+        upgrades.cancel_upgrade(self.context, self.upgrade['id'])
+        self.assertEqual(
+            {'proceed': False, 'status': states.CANCELLED,
+             'reason': 'Upgrade %s is CANCELLED.' % self.upgrade['id']},
+            upgrades.claim_upgrade(self.context, INSTANCE,
+                                   self.upgrade['id'], 'v1.0.0'))
+        self.assertEqual(states.CANCELLED, db_api.get_upgrade(
+            self.context, self.upgrade['id'])['status'])
+
+
+class TestTimeOut(UpgradesTestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.flags(group='conductor', upgrade_timeout=600)
+        self.clock = self.useFixture(utils_fixture.TimeFixture(
+            datetime.datetime(2026, 11, 29, 12, 0, 0)))
+
+    def later(self, seconds):
+        self.clock.advance_time_seconds(seconds)
+
+    def test_silent_upgrade_times_out(self):
+        silent = upgrades.create_upgrade(self.context, VALUES)
+        self.later(300)
+        recent = upgrades.create_upgrade(self.context, VALUES)
+        self.assertEqual([], upgrades.time_out_upgrades(self.context))
+        self.later(301)
+        [timed_out] = upgrades.time_out_upgrades(self.context)
+        self.assertEqual((silent['id'], states.TIMED_OUT),
+                         (timed_out['id'], timed_out['status']))
+        self.assertEqual(('conductor', states.SENT, states.TIMED_OUT),
+                         history(silent['id'])[-1])
+        self.assertEqual(states.SENT, db_api.get_upgrade(
+            self.context, recent['id'])['status'])
+        self.assertEqual(
+            ('trove_upgrade.upgrade.error', 'ERROR', states.TIMED_OUT),
+            self.events()[-1])
+        # Nothing more to do on the next run.
+        self.assertEqual([], upgrades.time_out_upgrades(self.context))
+
+    def test_finished_and_in_progress_upgrades(self):
+        done = upgrades.create_upgrade(self.context, VALUES)
+        upgrades.record_report(self.context, INSTANCE, done['id'],
+                               states.SUCCESS, None, 'v1.0.0', 'v1.0.1')
+        busy = upgrades.create_upgrade(self.context, VALUES)
+        upgrades.claim_upgrade(self.context, INSTANCE, busy['id'], 'v1.0.0')
+        self.later(601)
+        [timed_out] = upgrades.time_out_upgrades(self.context)
+        self.assertEqual(busy['id'], timed_out['id'])
+        self.assertEqual(states.SUCCESS, db_api.get_upgrade(
+            self.context, done['id'])['status'])
+
+    def test_late_final_report_replaces_timed_out(self):
+        upgrade = upgrades.create_upgrade(self.context, VALUES)
+        self.later(601)
+        upgrades.time_out_upgrades(self.context)
+        result = upgrades.record_report(self.context, INSTANCE,
+                                        upgrade['id'], states.SUCCESS, None,
+                                        'v1.0.0', 'v1.0.1')
+        self.assertEqual({'recorded': True, 'status': states.SUCCESS,
+                          'reason': None}, result)

@@ -1,0 +1,123 @@
+"""The agents' client of the conductor, against the real endpoint."""
+
+import oslo_messaging as messaging
+
+from trove_upgrade.conductor import manager
+from trove_upgrade.conductor import rpcapi
+from trove_upgrade import context
+from trove_upgrade.db import api as db_api
+from trove_upgrade import exception
+from trove_upgrade import states
+from trove_upgrade.tests import base
+from trove_upgrade.tests.fixtures import database
+from trove_upgrade.tests.fixtures import rpc as rpc_fixture
+
+INSTANCE = '3c1e5f2a-6b7d-4e8f-9a0b-1c2d3e4f5a6b'
+
+AGENT = {'agent_version': '2026.2.0', 'guest_version': '21.0.0',
+         'rpc_api_version': '1.0', 'state': 'RUNNING',
+         'labels': {'az': 'nova', 'datastore': 'mysql'},
+         'host': 'guest-1'}
+
+
+class TestConductorAPI(base.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.useFixture(database.Database())
+        self.useFixture(rpc_fixture.FakeTransport())
+        self.flags(group='conductor', topic='conductor-test')
+        self.server = self.useFixture(rpc_fixture.RecordingServer(
+            messaging.Target(topic='conductor-test', server='conductor-1'),
+            [manager.ConductorManager()]))
+        self.context = context.RequestContext(request_id='req-agent-1')
+        self.api = rpcapi.ConductorAPI()
+
+    def create_upgrade(self):
+        return db_api.create_upgrade(context.get_admin_context(), {
+            'instance_id': INSTANCE, 'instance_version': 'v2',
+            'strategy': 'swift', 'location': 'swift://c/o'})
+
+    def test_register_returns_the_conductor_version(self):
+        self.assertEqual(manager.RPC_API_VERSION,
+                         self.api.register_agent(self.context, INSTANCE,
+                                                 **AGENT))
+        [message] = self.server.wait_for(1)
+        self.assertEqual(('register_agent', '1.0', 'req-agent-1'),
+                         (message.method, message.version,
+                          message.context['request_id']))
+        self.assertEqual(dict(AGENT, instance_id=INSTANCE), message.args)
+        agent = db_api.get_agent(self.context, INSTANCE)
+        self.assertEqual(AGENT, {k: agent[k] for k in AGENT})
+
+    def test_register_with_a_bad_field_is_refused(self):
+        e = self.assertRaises(exception.Invalid, self.api.register_agent,
+                              self.context, INSTANCE,
+                              **dict(AGENT, rpc_api_version='one'))
+        self.assertIn('rpc_api_version', str(e))
+        self.assertRaises(exception.AgentNotFound, db_api.get_agent,
+                          self.context, INSTANCE)
+
+    def test_heartbeat_is_a_cast(self):
+        self.assertIsNone(self.api.heartbeat(self.context, INSTANCE,
+                                             **dict(AGENT, state='BUSY')))
+        [message] = self.server.wait_for(1)
+        self.assertEqual('heartbeat', message.method)
+        self.assertEqual(dict(AGENT, instance_id=INSTANCE, state='BUSY'),
+                         message.args)
+
+    def test_start_upgrade_is_a_call(self):
+        upgrade = self.create_upgrade()
+        self.assertEqual(
+            {'proceed': True, 'status': states.DOWNLOADING, 'reason': None},
+            self.api.start_upgrade(self.context, INSTANCE, upgrade['id'],
+                                   'v1'))
+        [message] = self.server.wait_for(1)
+        self.assertEqual(('start_upgrade', '1.0'),
+                         (message.method, message.version))
+        self.assertEqual({'instance_id': INSTANCE,
+                          'upgrade_id': upgrade['id'],
+                          'from_version': 'v1'}, message.args)
+
+    def test_report_is_a_cast(self):
+        upgrade = self.create_upgrade()
+        self.api.report_upgrade_state(self.context, INSTANCE, upgrade['id'],
+                                      states.DEFERRED, 'guest is busy',
+                                      None, None)
+        [message] = self.server.wait_for(1)
+        self.assertEqual(('report_upgrade_state', '1.0'),
+                         (message.method, message.version))
+        self.assertEqual({'instance_id': INSTANCE,
+                          'upgrade_id': upgrade['id'],
+                          'to_state': states.DEFERRED,
+                          'detail': 'guest is busy',
+                          'from_version': None, 'to_version': None},
+                         message.args)
+
+
+class TestConductorVersionCap(base.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.useFixture(rpc_fixture.FakeTransport())
+
+    def cap(self, value):
+        self.flags(group='upgrade_levels', conductor=value)
+        return rpcapi.ConductorAPI().client.version_cap
+
+    def test_forms(self):
+        self.assertIsNone(self.cap('latest'))
+        self.assertEqual('1.0', self.cap('2026.2'))
+        self.assertEqual('1.0', self.cap('1.0'))
+
+    def test_auto_is_not_a_conductor_cap(self):
+        # Agents have no registry of conductors to take a minimum from.
+        self.flags(group='upgrade_levels', conductor='auto')
+        self.assertRaises(exception.InvalidRPCVersionCap,
+                          rpcapi.ConductorAPI)
+
+    def test_cap_below_the_first_version_refuses_to_send(self):
+        self.flags(group='upgrade_levels', conductor='0.9')
+        self.assertRaises(messaging.RPCVersionCapError,
+                          rpcapi.ConductorAPI().heartbeat,
+                          context.RequestContext(), INSTANCE, **AGENT)

@@ -1,0 +1,101 @@
+"""The oslo.messaging plumbing: transport, serializer, servers, notifier."""
+
+import oslo_messaging as messaging
+
+from trove_upgrade import context
+from trove_upgrade import rpc
+from trove_upgrade.tests import base
+from trove_upgrade.tests.fixtures import rpc as rpc_fixture
+
+
+class EchoEndpoint:
+    target = messaging.Target(version='1.0')
+
+    def echo(self, context, value):
+        return {'value': value, 'request_id': context.request_id,
+                'context_class': type(context).__name__}
+
+
+class TestRPC(base.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.transport = self.useFixture(rpc_fixture.FakeTransport())
+
+    def test_control_exchange_defaults_to_trove_upgrade(self):
+        rpc.get_transport()
+        self.assertEqual('trove_upgrade', self.conf.control_exchange)
+
+    def test_transport_is_shared_until_cleanup(self):
+        first = rpc.get_transport()
+        self.assertIs(first, rpc.get_transport())
+        rpc.cleanup()
+        self.assertIsNot(first, rpc.get_transport())
+
+    def test_server_uses_the_threading_executor(self):
+        server = rpc.get_rpc_server(
+            messaging.Target(topic='t', server='h'), [EchoEndpoint()])
+        self.assertEqual('threading', server.executor_type)
+
+    def test_call_carries_the_request_context(self):
+        self.useFixture(rpc_fixture.RecordingServer(
+            messaging.Target(topic='echo', server='h'), [EchoEndpoint()]))
+        ctxt = context.RequestContext(user_id='u', project_id='p',
+                                      auth_token='secret-token')
+        client = rpc.get_rpc_client(messaging.Target(topic='echo'))
+        self.assertEqual(
+            {'value': 42, 'request_id': ctxt.request_id,
+             'context_class': 'RequestContext'},
+            client.call(ctxt, 'echo', value=42))
+
+    def test_token_never_crosses_rpc(self):
+        server = self.useFixture(rpc_fixture.RecordingServer(
+            messaging.Target(topic='echo', server='h'), [EchoEndpoint()]))
+        ctxt = context.RequestContext(user_id='u', project_id='p',
+                                      auth_token='secret-token')
+        client = rpc.get_rpc_client(messaging.Target(topic='echo'))
+        client.cast(ctxt, 'echo', value=1)
+        sent = server.wait_for(1)[0].context
+        self.assertNotIn('auth_token', sent)
+        self.assertNotIn('secret-token', repr(sent))
+        self.assertEqual(('u', 'p', ctxt.request_id),
+                         (sent['user'], sent['project_id'],
+                          sent['request_id']))
+
+    def test_serializer_round_trip(self):
+        serializer = rpc.RequestContextSerializer()
+        ctxt = context.RequestContext(user_id='u', project_id='p',
+                                      is_admin=True, auth_token='t')
+        back = serializer.deserialize_context(
+            serializer.serialize_context(ctxt))
+        self.assertIsInstance(back, context.RequestContext)
+        self.assertEqual((ctxt.request_id, 'u', 'p', True, None),
+                         (back.request_id, back.user_id, back.project_id,
+                          back.is_admin, back.auth_token))
+        self.assertEqual({'a': [1]},
+                         serializer.deserialize_entity(
+                             ctxt, serializer.serialize_entity(
+                                 ctxt, {'a': [1]})))
+
+    def test_version_cap_refuses_newer_messages(self):
+        client = rpc.get_rpc_client(messaging.Target(topic='echo'),
+                                    version_cap='1.0')
+        self.assertTrue(client.can_send_version('1.0'))
+        self.assertFalse(client.can_send_version('1.1'))
+        self.assertRaises(messaging.RPCVersionCapError,
+                          client.prepare(version='1.1').cast,
+                          context.RequestContext(), 'echo', value=1)
+
+    def test_notifier_uses_the_configured_driver(self):
+        ctxt = context.RequestContext()
+        rpc.get_notifier('test.host').info(ctxt, 'some.event', {'a': 1})
+        [sent] = self.transport.notifications
+        self.assertEqual(('test.host', 'some.event', 'INFO', {'a': 1},
+                          ctxt.request_id),
+                         (sent['publisher_id'], sent['event_type'],
+                          sent['priority'], sent['payload'],
+                          sent['context']['request_id']))
+
+    def test_default_publisher_names_the_host(self):
+        self.assertTrue(rpc.default_publisher_id().startswith(
+            'trove-upgrade.'))
