@@ -1,0 +1,21 @@
+"""Load strategies from drop-in files written into a temporary directory."""
+
+import fixtures
+
+from trove_upgrade.agent import strategies
+from trove_upgrade.tests import base
+from trove_upgrade.tests.functional import servers
+
+
+class StrategyTestCase(base.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.config_dir = self.useFixture(fixtures.TempDir()).path
+        self.flags(group='agent', strategy_config_dir=self.config_dir,
+                   download_retry_delay=0)
+
+    def load(self, name, **settings):
+        if settings:
+            servers.write_strategy_conf(self.config_dir, name, settings)
+        return strategies.load(name, self.conf)
