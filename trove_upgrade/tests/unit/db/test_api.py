@@ -2,7 +2,7 @@
 
 import datetime
 
-from oslo_utils import fixture as utils_fixture
+import fixtures
 from oslo_utils import timeutils
 from oslo_utils import uuidutils
 
@@ -23,7 +23,10 @@ class DbTestCase(base.TestCase):
     def setUp(self):
         super().setUp()
         self.useFixture(database.Database())
-        self.time = self.useFixture(utils_fixture.TimeFixture(T0))
+        # The db API's clock, moved by hand.
+        self.now = T0
+        self.useFixture(fixtures.MockPatchObject(
+            timeutils, 'utcnow', side_effect=lambda: self.now))
         self.context = context.RequestContext(
             project_id='admin-project', user_id='admin-user',
             request_id='req-6f1c1a53-9d63-4c43-a0a1-6b1ad1f3c0ff')
@@ -38,7 +41,7 @@ class DbTestCase(base.TestCase):
         return db_api.create_upgrade(self.context, self._values(**kw))
 
     def _advance(self, seconds=1):
-        self.time.advance_time_seconds(seconds)
+        self.now += datetime.timedelta(seconds=seconds)
 
 
 class TestCreateUpgrade(DbTestCase):
