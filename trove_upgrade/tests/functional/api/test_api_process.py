@@ -1,0 +1,131 @@
+"""The API as real processes on loopback: trove-upgrade-api and gunicorn.
+
+Each serves a SQLite database prepared by ``trove-upgrade-manage db sync``
+with noauth2 and the fake message driver; the tests talk real HTTP.
+"""
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import fixtures
+import requests
+
+from trove_upgrade.tests import base
+
+BIN = os.path.dirname(sys.executable)
+INSTANCE_ID = '3f0c2b5e-7d4a-4c1e-9b8f-2a6d5e4c3b21'
+BODY = {'instance_id': INSTANCE_ID, 'instance_version': 'v1.0.1',
+        'strategy': 'http', 'location': 'https://127.0.0.1/agent.tar.gz'}
+PROJECT = 'demo-project'
+HEADERS = {'X-User-Id': 'operator', 'X-Project-Id': PROJECT,
+           'X-Roles': 'admin'}
+
+
+class _ServedAPI(base.TestCase):
+    """Prepare a config and a synced database; subclasses start a server."""
+
+    # How the server logs the address it listens on.
+    listening = None
+
+    def setUp(self):
+        super().setUp()
+        self.dir = self.useFixture(fixtures.TempDir()).path
+        self.log_file = os.path.join(self.dir, 'server.log')
+        self.config = os.path.join(self.dir, 'trove-upgrade.conf')
+        with open(self.config, 'w') as f:
+            f.write('[DEFAULT]\nstate_path = %s\ntransport_url = fake:/\n'
+                    '[api]\nauth_strategy = noauth2\nbind_host = 127.0.0.1\n'
+                    'bind_port = 0\n' % self.dir)
+        subprocess.run([os.path.join(BIN, 'trove-upgrade-manage'),
+                        '--config-file', self.config, 'db', 'sync'],
+                       check=True, capture_output=True)
+
+    def start(self, args, env=None):
+        log = open(self.log_file, 'w')
+        self.addCleanup(log.close)
+        self.process = subprocess.Popen(
+            args, stdout=log, stderr=subprocess.STDOUT, cwd=self.dir,
+            env=dict(os.environ, **(env or {})))
+        self.addCleanup(self._kill)
+        self.url = self._wait_for_address()
+
+    def _wait_for_address(self, timeout=60.0):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with open(self.log_file) as f:
+                found = re.search(self.listening, f.read())
+            if found:
+                return 'http://127.0.0.1:%s' % found.group(1)
+            if self.process.poll() is not None:
+                break
+            time.sleep(0.1)
+        with open(self.log_file) as f:
+            self.fail('the server did not start:\n' + f.read())
+
+    def _kill(self):
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+
+    def assertUpgradeRoundTrip(self):
+        mgmt = '%s/v1.0/%s/mgmt' % (self.url, PROJECT)
+        resp = requests.post(mgmt + '/upgrades', json=BODY, headers=HEADERS,
+                             timeout=30)
+        self.assertEqual(202, resp.status_code, resp.text)
+        location = resp.headers['Location']
+        self.assertEqual(mgmt + '/upgrades/' + resp.json()['upgrade']['id'],
+                         location)
+        shown = requests.get(location, headers=HEADERS, timeout=30)
+        self.assertEqual(200, shown.status_code, shown.text)
+        upgrade = shown.json()['upgrade']
+        self.assertEqual('SENT', upgrade['status'])
+        self.assertEqual(['PENDING', 'SENT'],
+                         [e['to_state'] for e in upgrade['events']])
+        listed = requests.get(mgmt + '/upgrades', headers=HEADERS,
+                              timeout=30)
+        self.assertEqual([upgrade['id']],
+                         [u['id'] for u in listed.json()['upgrades']])
+        missing = requests.get(mgmt + '/nothing', headers=HEADERS,
+                               timeout=30)
+        self.assertEqual(404, missing.status_code)
+        self.assertEqual(missing.headers['x-openstack-request-id'],
+                         missing.json()['errors'][0]['request_id'])
+
+
+class TestConsoleScript(_ServedAPI):
+
+    listening = r'trove-upgrade-api serving on http://127\.0\.0\.1:(\d+)'
+
+    def setUp(self):
+        super().setUp()
+        self.start([os.path.join(BIN, 'trove-upgrade-api'),
+                    '--config-file', self.config,
+                    '--log-file', self.log_file])
+
+    def test_post_and_get_over_http(self):
+        self.assertUpgradeRoundTrip()
+
+    def test_sigterm_stops_it_cleanly(self):
+        resp = requests.get(self.url + '/', timeout=30)
+        self.assertEqual('v1.0', resp.json()['versions'][0]['id'])
+        self.process.send_signal(signal.SIGTERM)
+        self.assertEqual(0, self.process.wait(timeout=30))
+        with open(self.log_file) as f:
+            self.assertIn('trove-upgrade-api stopping', f.read())
+
+
+class TestGunicorn(_ServedAPI):
+    """``trove_upgrade.wsgi.api:application`` under a third-party server."""
+
+    listening = r'Listening at: http://127\.0\.0\.1:(\d+)'
+
+    def test_post_and_get_over_http(self):
+        self.start([os.path.join(BIN, 'gunicorn'), '--bind', '127.0.0.1:0',
+                    '--workers', '1', '--threads', '2',
+                    'trove_upgrade.wsgi.api:application'],
+                   env={'TROVE_UPGRADE_CONFIG_FILES': self.config})
+        self.assertUpgradeRoundTrip()
