@@ -13,7 +13,8 @@ The agent uses a strategy through these calls only::
         # AccessDenied, RequestRejected)
     strategy.fetch(location, dest_path, max_bytes) -> bytes written
         # InvalidLocation, LocationUnreachable (and subclasses),
-        # SizeLimitExceeded, DownloadFailed
+        # SizeLimitExceeded, DownloadFailed, DestinationError (the local
+        # file could not be written: missing directory, disk full)
 
 Every upgrade fetches two objects: the package at ``location`` and its signed
 manifest at ``location + '.manifest'``; every location format accepts that
@@ -133,13 +134,22 @@ class Strategy(metaclass=abc.ABCMeta):
     def fetch(self, location, dest_path, max_bytes):
         target = self.parse_location(location)
         part_path = dest_path + '.part'
-        remove_quietly(part_path)
+        try:
+            remove_quietly(part_path)
+            open(part_path, 'wb').close()
+        except OSError as exc:
+            raise exceptions.DestinationError(path=part_path,
+                                              reason=exc.strerror) from exc
         try:
             size = self._with_retries(
                 location, exceptions.DownloadFailed,
                 lambda: self._fetch_once(target, part_path, max_bytes,
                                          self._deadline()))
-            self._commit(part_path, dest_path)
+            try:
+                self._commit(part_path, dest_path)
+            except OSError as exc:
+                raise exceptions.DestinationError(path=dest_path,
+                                                  reason=exc.strerror) from exc
         except BaseException:
             remove_quietly(part_path)
             raise
@@ -171,7 +181,11 @@ class Strategy(metaclass=abc.ABCMeta):
                 raise self.too_big(location, max_bytes,
                                    'more data kept arriving after %d bytes'
                                    % max_bytes)
-            out.write(chunk)
+            try:
+                out.write(chunk)
+            except OSError as exc:
+                raise exceptions.DestinationError(path=out.name,
+                                                  reason=exc.strerror) from exc
             self.check_deadline(deadline)
         return written
 

@@ -66,6 +66,10 @@ class SizeLimitExceeded(StrategyError):
                'more than the %(max_bytes)d bytes allowed: %(reason)s.')
 
 
+class DestinationError(StrategyError):
+    msg_fmt = 'Cannot write the download to %(path)s: %(reason)s.'
+
+
 class DownloadFailed(StrategyError):
     msg_fmt = ('Downloading "%(location)s" with strategy "%(strategy)s" '
                'failed after %(attempts)d attempt(s): %(reason)s.')

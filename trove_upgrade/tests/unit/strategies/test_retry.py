@@ -161,6 +161,16 @@ class TestRetries(base.StrategyTestCase):
         with open(self.dest, 'rb') as f:
             self.assertEqual(b'old', f.read())
 
+    def test_unwritable_destination(self):
+        strategy = self.strategy(b'never')
+        dest = os.path.join(self.dest_dir, 'missing', 'pkg')
+
+        error = self.assertRaises(exceptions.DestinationError,
+                                  strategy.fetch, 'loc', dest, 100)
+
+        self.assertIn('No such file or directory', str(error))
+        self.assertEqual(0, strategy.attempts)
+
     def test_check_location_retries_then_unreachable(self):
         strategy = self.strategy(transient(), transient(), retries=1)
 
