@@ -6,7 +6,6 @@ import sys
 
 from alembic import script as alembic_script
 import fixtures
-from oslo_db.sqlalchemy import test_fixtures
 import sqlalchemy as sa
 
 from trove_upgrade.db import api as db_api
@@ -79,7 +78,7 @@ class TestManageDefaultSQLite(_ManageTests, base.TestCase):
 
 
 class _OpportunisticManageTests(_ManageTests,
-                                test_fixtures.OpportunisticDBTestMixin):
+                                database.OpportunisticDBTestMixin):
 
     def _connection(self):
         return db_api.get_engine().url.render_as_string(hide_password=False)

@@ -8,7 +8,6 @@ database server cannot be reached.
 """
 
 from alembic import script as alembic_script
-from oslo_db.sqlalchemy import test_fixtures
 from oslo_db.sqlalchemy import test_migrations
 import sqlalchemy as sa
 
@@ -93,36 +92,36 @@ class _MigrationsWalk:
 
 
 class TestModelsSyncSQLite(_ModelsMigrationsSync,
-                           test_fixtures.OpportunisticDBTestMixin,
+                           database.OpportunisticDBTestMixin,
                            base.TestCase):
     FIXTURE = database.SQLiteOpportunisticFixture
 
 
 class TestModelsSyncMySQL(_ModelsMigrationsSync,
-                          test_fixtures.OpportunisticDBTestMixin,
+                          database.OpportunisticDBTestMixin,
                           base.TestCase):
     FIXTURE = database.MySQLOpportunisticFixture
 
 
 class TestModelsSyncPostgreSQL(_ModelsMigrationsSync,
-                               test_fixtures.OpportunisticDBTestMixin,
+                               database.OpportunisticDBTestMixin,
                                base.TestCase):
     FIXTURE = database.PostgresqlOpportunisticFixture
 
 
 class TestMigrationsWalkSQLite(_MigrationsWalk,
-                               test_fixtures.OpportunisticDBTestMixin,
+                               database.OpportunisticDBTestMixin,
                                base.TestCase):
     FIXTURE = database.SQLiteOpportunisticFixture
 
 
 class TestMigrationsWalkMySQL(_MigrationsWalk,
-                              test_fixtures.OpportunisticDBTestMixin,
+                              database.OpportunisticDBTestMixin,
                               base.TestCase):
     FIXTURE = database.MySQLOpportunisticFixture
 
 
 class TestMigrationsWalkPostgreSQL(_MigrationsWalk,
-                                   test_fixtures.OpportunisticDBTestMixin,
+                                   database.OpportunisticDBTestMixin,
                                    base.TestCase):
     FIXTURE = database.PostgresqlOpportunisticFixture

@@ -10,7 +10,6 @@ comes after the read and before the compare-and-swap.
 import threading
 from unittest import mock
 
-from oslo_db.sqlalchemy import test_fixtures
 
 from trove_upgrade import context
 from trove_upgrade.db import api as db_api
@@ -180,7 +179,7 @@ class _RaceTests:
         self.assertIn(agents[0]['agent_version'], ('1.0.0', '1.0.1'))
 
 
-class _Opportunistic(test_fixtures.OpportunisticDBTestMixin):
+class _Opportunistic(database.OpportunisticDBTestMixin):
 
     def setUp(self):
         super().setUp()
