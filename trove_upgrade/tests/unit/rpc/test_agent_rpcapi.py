@@ -143,9 +143,10 @@ class TestUpgrade(base.TestCase):
     def test_cast_reaches_the_instance_topic(self):
         self.send()
         [message] = self.server.wait_for(1)
-        self.assertEqual(('upgrade', '1.0', None),
+        self.assertEqual(('upgrade', '1.0', None, None),
                          (message.method, message.version,
-                          message.namespace))
+                          message.namespace, message.error))
+        self.assertEqual(1, len(self.agent.received))
         self.assertEqual(
             {'upgrade_id': 'upgrade-1', 'instance_id': INSTANCE,
              'instance_version': 'v1.0.1', 'strategy': 'swift',
@@ -189,4 +190,4 @@ class TestUpgrade(base.TestCase):
         register(self.context, '1.3')
         self.send()
         [message] = self.server.wait_for(1)
-        self.assertEqual('1.0', message.version)
+        self.assertEqual(('1.0', None), (message.version, message.error))

@@ -1,0 +1,108 @@
+"""Upgrades reach the instance's topic over the real RabbitMQ."""
+
+import oslo_messaging as messaging
+from oslo_utils import uuidutils
+
+from trove_upgrade.agent import rpcapi as agent_rpcapi
+from trove_upgrade import context
+from trove_upgrade.db import api as db_api
+from trove_upgrade import exception
+from trove_upgrade import states
+from trove_upgrade.tests import base
+from trove_upgrade.tests.fixtures import database
+from trove_upgrade.tests.fixtures import rpc as rpc_fixture
+from trove_upgrade.tests.functional import rabbit
+from trove_upgrade import upgrades
+
+
+class TestDispatch(base.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.useFixture(database.Database())
+        self.rabbit = self.useFixture(rabbit.RabbitMQ())
+        self.instance_id = uuidutils.generate_uuid()
+        self.context = context.RequestContext(user_id='admin',
+                                              project_id='ops',
+                                              is_admin=True)
+        self.values = {
+            'instance_id': self.instance_id, 'instance_version': 'v1.0.1',
+            'strategy': 'swift',
+            'location': 'swift://guest-agents/trove-guestagent-v1.0.1.tgz',
+            'metadata': {'ticket': 'OPS-7'}, 'allow_downgrade': False}
+
+    def agent(self, version='1.0', instance_id=None):
+        """A real RPC server on the instance's topic, as an agent runs."""
+        endpoint = rpc_fixture.AgentEndpoint(version)
+        server = self.useFixture(rpc_fixture.RecordingServer(
+            messaging.Target(
+                topic=agent_rpcapi.topic_for(instance_id or self.instance_id),
+                server='guest-%s' % uuidutils.generate_uuid()[:8]),
+            [endpoint]))
+        return server, endpoint
+
+    def register(self, rpc_api_version, instance_id=None):
+        db_api.register_agent(
+            self.context, instance_id or uuidutils.generate_uuid(),
+            {'agent_version': '2026.2.0', 'rpc_api_version': rpc_api_version,
+             'state': 'RUNNING'})
+
+    def test_create_sends_the_upgrade_to_the_instance_topic(self):
+        server, endpoint = self.agent()
+        upgrade = upgrades.create_upgrade(self.context, self.values)
+        self.assertEqual(states.SENT, upgrade['status'])
+        [message] = server.wait_for(1)
+        self.assertEqual(('upgrade', '1.0', None),
+                         (message.method, message.version, message.error))
+        self.assertEqual(dict(self.values, upgrade_id=upgrade['id']),
+                         message.args)
+        self.assertEqual(
+            (self.context.request_id, 'admin', 'ops', True),
+            (message.context['request_id'], message.context['user'],
+             message.context['project_id'], message.context['is_admin']))
+        [(received_context, kwargs)] = endpoint.received
+        self.assertEqual(self.context.request_id,
+                         received_context.request_id)
+        self.assertEqual(upgrade['id'], kwargs['upgrade_id'])
+
+    def test_other_instances_do_not_see_it(self):
+        server, _endpoint = self.agent()
+        other_id = uuidutils.generate_uuid()
+        other, _other_endpoint = self.agent(instance_id=other_id)
+        mine = upgrades.create_upgrade(self.context, self.values)
+        theirs = upgrades.create_upgrade(
+            self.context, dict(self.values, instance_id=other_id))
+        self.assertEqual([mine['id']],
+                         [m.args['upgrade_id'] for m in server.wait_for(1)])
+        self.assertEqual([theirs['id']],
+                         [m.args['upgrade_id'] for m in other.wait_for(1)])
+
+    def test_auto_caps_to_the_oldest_registered_agent(self):
+        self.flags(group='upgrade_levels', agent='auto')
+        server, _endpoint = self.agent('1.0')
+        self.register('1.0', self.instance_id)
+        self.register('1.4')
+        upgrade = upgrades.create_upgrade(self.context, self.values)
+        [message] = server.wait_for(1)
+        self.assertEqual(('1.0', None, upgrade['id']),
+                         (message.version, message.error,
+                          message.args['upgrade_id']))
+
+        # An agent older than anything this code can send joins the fleet:
+        # the next upgrade is refused and recorded as FAILED, not sent.
+        old_agent = uuidutils.generate_uuid()
+        self.register('0.9', old_agent)
+        e = self.assertRaises(exception.DispatchFailed,
+                              upgrades.create_upgrade, self.context,
+                              self.values)
+        self.assertIn('0.9', str(e))
+        failed = db_api.get_upgrade(self.context, e.kwargs['upgrade_id'])
+        self.assertEqual(states.FAILED, failed['status'])
+
+        # It upgrades and registers again: the cap follows at once.
+        self.register('1.0', old_agent)
+        upgrade = upgrades.create_upgrade(self.context, self.values)
+        second = server.wait_for(2)[1]
+        self.assertEqual((upgrade['id'], '1.0', None),
+                         (second.args['upgrade_id'], second.version,
+                          second.error))

@@ -1,0 +1,65 @@
+"""The real RabbitMQ for functional tests, isolated per test.
+
+RabbitMQ names the queue of an RPC topic after the topic alone, whatever
+the exchange: two tests listening on the same topic under different
+exchanges would share one queue and take each other's messages. So besides
+a control exchange of its own, each test gets a conductor topic of its own;
+instance topics are unique because instance ids are. Queues and exchanges
+are declared auto-delete, so RabbitMQ removes them once the test's last
+consumer is gone.
+"""
+
+import socket
+import uuid
+
+import fixtures
+from oslo_messaging import conffixture
+
+from trove_upgrade import conf
+from trove_upgrade import rpc
+
+CONF = conf.CONF
+
+HOST = '127.0.0.1'
+PORT = 5672
+TRANSPORT_URL = 'rabbit://guest:guest@%s:%d/' % (HOST, PORT)
+
+
+def check_reachable():
+    """Fail clearly, rather than hang in a retry loop, when it is down."""
+    try:
+        socket.create_connection((HOST, PORT), timeout=5).close()
+    except OSError as e:
+        raise RuntimeError(
+            'RabbitMQ does not answer on %s:%d (%s); start it with '
+            '"rabbitmq-server -detached" (see SERVICES.md).'
+            % (HOST, PORT, e))
+
+
+class RabbitMQ(fixtures.Fixture):
+    """Point this process's RPC at RabbitMQ, on names only this test uses.
+
+    ``exchange`` and ``conductor_topic`` are those names; ``options`` holds
+    the same settings as ``{section: {option: value}}`` for the
+    configuration file of a service the test starts.
+    """
+
+    def _setUp(self):
+        check_reachable()
+        suffix = uuid.uuid4().hex[:12]
+        self.exchange = 'trove_upgrade_test_%s' % suffix
+        self.conductor_topic = 'trove_upgrade_conductor_test_%s' % suffix
+        messaging_conf = self.useFixture(conffixture.ConfFixture(CONF))
+        messaging_conf.transport_url = TRANSPORT_URL
+        CONF.set_override('control_exchange', self.exchange)
+        CONF.set_override('topic', self.conductor_topic, group='conductor')
+        CONF.set_override('amqp_auto_delete', True,
+                          group='oslo_messaging_rabbit')
+        rpc.cleanup()
+        self.addCleanup(rpc.cleanup)
+        self.options = {
+            'DEFAULT': {'transport_url': TRANSPORT_URL,
+                        'control_exchange': self.exchange},
+            'conductor': {'topic': self.conductor_topic},
+            'oslo_messaging_rabbit': {'amqp_auto_delete': 'true'},
+        }
