@@ -16,6 +16,7 @@ from trove_upgrade.api import handler
 from trove_upgrade.api import requestlog
 from trove_upgrade.api import sizelimit
 from trove_upgrade import policy
+from trove_upgrade import release_mappings
 
 
 def deploy(conf):
@@ -39,6 +40,12 @@ def deploy(conf):
 
 
 def loadapp(conf):
-    """The WSGI application for ``conf``, its policy loaded."""
+    """The WSGI application for ``conf``, its policy loaded.
+
+    A policy file or an ``[upgrade_levels] agent`` value that cannot work
+    stops the API here, at start, rather than failing every request.
+    """
+    release_mappings.resolve_version_cap(
+        'agent', conf.upgrade_levels.agent, auto=lambda: None)
     policy.init(conf)
     return deploy(conf)

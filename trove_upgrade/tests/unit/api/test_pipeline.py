@@ -7,6 +7,7 @@ from oslo_utils import uuidutils
 
 from trove_upgrade.api import deploy
 from trove_upgrade.db import api as db_api
+from trove_upgrade import exception
 from trove_upgrade.tests.unit.api import base
 
 # Every route and method of the management API.
@@ -142,3 +143,19 @@ class TestFaultWrapper(base.APITestCase):
         self.assertIn('secret detail', logger.output)
         self.assertIn('Traceback', logger.output)
         self.assertTrue(error['request_id'].startswith('req-'))
+
+
+class TestLoadApp(base.APITestCase):
+
+    def test_bad_version_cap_stops_the_api_at_start(self):
+        self.flags(group='upgrade_levels', agent='newest')
+        error = self.assertRaises(exception.InvalidRPCVersionCap,
+                                  deploy.loadapp, self.conf)
+        self.assertIn('[upgrade_levels] agent = newest', str(error))
+
+    def test_bad_policy_file_stops_the_api_at_start(self):
+        policy_file = self.useFixture(fixtures.TempDir()).join('policy.yaml')
+        with open(policy_file, 'w') as f:
+            f.write('"trove_upgrade:agents:list": [unclosed\n')
+        self.flags(group='oslo_policy', policy_file=policy_file)
+        self.assertRaises(ValueError, deploy.loadapp, self.conf)
