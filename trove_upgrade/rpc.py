@@ -75,10 +75,15 @@ def get_transport():
 
 
 def get_rpc_client(target, version_cap=None):
-    """An RPC client for ``target`` that never sends above ``version_cap``."""
+    """An RPC client for ``target`` that never sends above ``version_cap``.
+
+    Its sends give up after ``[DEFAULT] rpc_send_retries`` attempts to
+    reach the messaging server, so that a caller learns of an outage.
+    """
     return messaging.get_rpc_client(get_transport(), target,
                                     version_cap=version_cap,
-                                    serializer=RequestContextSerializer())
+                                    serializer=RequestContextSerializer(),
+                                    retry=CONF.rpc_send_retries)
 
 
 def get_rpc_server(target, endpoints):

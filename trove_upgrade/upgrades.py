@@ -20,7 +20,6 @@ Races this module relies on the compare-and-swap to settle:
 import datetime
 
 from oslo_log import log as logging
-import oslo_messaging as messaging
 from oslo_utils import timeutils
 
 from trove_upgrade.agent import rpcapi as agent_rpcapi
@@ -54,8 +53,10 @@ def create_upgrade(context, values):
     """Record an upgrade, send it to the instance's agent, return it.
 
     ``values`` are those of ``db.api.create_upgrade``. When the message
-    cannot be sent the upgrade is recorded as FAILED with the reason, and
-    DispatchFailed is raised.
+    cannot be sent (the messaging server stays unreachable through
+    ``[DEFAULT] rpc_send_retries``, or the version cap is below what the
+    agent API can send) the upgrade is recorded as FAILED with the reason,
+    and DispatchFailed is raised.
     """
     # Built first: a bad [upgrade_levels] agent must fail before anything
     # is recorded.
@@ -67,7 +68,9 @@ def create_upgrade(context, values):
                           upgrade['instance_version'], upgrade['strategy'],
                           upgrade['location'], upgrade['metadata'],
                           upgrade['allow_downgrade'])
-    except messaging.MessagingException as e:
+    # Whatever stopped the cast, the upgrade was not sent: oslo.messaging's
+    # errors, and the driver's connection errors it does not wrap.
+    except Exception as e:
         reason = '%s: %s' % (type(e).__name__, e)
         LOG.error('Upgrade %(id)s could not be sent to the agent of '
                   'instance %(instance)s: %(reason)s',

@@ -13,6 +13,7 @@ from trove_upgrade.conf import api
 from trove_upgrade.conf import conductor
 from trove_upgrade.conf import database
 from trove_upgrade.conf import paths
+from trove_upgrade.conf import rpc
 from trove_upgrade.conf import strategies
 from trove_upgrade.conf import upgrade_levels
 
@@ -24,6 +25,7 @@ AREAS = (
     conductor,
     database,
     paths,
+    rpc,
     strategies,
     upgrade_levels,
 )

@@ -1,12 +1,18 @@
 """Upgrades reach the instance's topic over the real RabbitMQ."""
 
+import socket
+
+from kombu import exceptions as kombu_exc
 import oslo_messaging as messaging
+from oslo_messaging import conffixture
 from oslo_utils import uuidutils
 
 from trove_upgrade.agent import rpcapi as agent_rpcapi
+from trove_upgrade.conductor import rpcapi as conductor_rpcapi
 from trove_upgrade import context
 from trove_upgrade.db import api as db_api
 from trove_upgrade import exception
+from trove_upgrade import rpc
 from trove_upgrade import states
 from trove_upgrade.tests import base
 from trove_upgrade.tests.fixtures import database
@@ -106,3 +112,44 @@ class TestDispatch(base.TestCase):
         self.assertEqual((upgrade['id'], '1.0', None),
                          (second.args['upgrade_id'], second.version,
                           second.error))
+
+
+class TestMessagingServerDown(base.TestCase):
+    """Nothing listens where the transport points: sends must give up."""
+
+    def setUp(self):
+        super().setUp()
+        self.useFixture(database.Database())
+        with socket.socket() as sock:
+            sock.bind(('127.0.0.1', 0))
+            port = sock.getsockname()[1]
+        messaging_conf = self.useFixture(conffixture.ConfFixture(self.conf))
+        messaging_conf.transport_url = 'rabbit://guest:guest@127.0.0.1:%d/' % (
+            port)
+        self.flags(rpc_send_retries=1)
+        rpc.cleanup()
+        self.addCleanup(rpc.cleanup)
+        self.context = context.get_admin_context()
+
+    def test_upgrade_is_recorded_failed(self):
+        e = self.assertRaises(exception.DispatchFailed,
+                              upgrades.create_upgrade, self.context, {
+                                  'instance_id': uuidutils.generate_uuid(),
+                                  'instance_version': 'v1.0.1',
+                                  'strategy': 'swift',
+                                  'location': 'swift://c/o'})
+        self.assertEqual(503, e.code)
+        self.assertIn('Connection refused', str(e))
+        upgrade = db_api.get_upgrade(self.context, e.kwargs['upgrade_id'],
+                                     with_events=True)
+        self.assertEqual(states.FAILED, upgrade['status'])
+        self.assertEqual([states.PENDING, states.FAILED],
+                         [ev['to_state'] for ev in upgrade['events']])
+
+    def test_agent_report_fails_for_its_outbox_to_keep(self):
+        # The rabbit driver lets kombu's connection error through.
+        self.assertRaises(kombu_exc.OperationalError,
+                          conductor_rpcapi.ConductorAPI().report_upgrade_state,
+                          self.context, uuidutils.generate_uuid(),
+                          uuidutils.generate_uuid(), states.SUCCESS, None,
+                          None, None)

@@ -86,6 +86,12 @@ class TestRPC(base.TestCase):
                           client.prepare(version='1.1').cast,
                           context.RequestContext(), 'echo', value=1)
 
+    def test_sends_give_up_after_the_configured_retries(self):
+        self.flags(rpc_send_retries=0)
+        client = rpc.get_rpc_client(messaging.Target(topic='echo'))
+        self.assertEqual(0, client.retry)
+        self.assertEqual(0, client.prepare(version='1.0').retry)
+
     def test_notifier_uses_the_configured_driver(self):
         ctxt = context.RequestContext()
         rpc.get_notifier('test.host').info(ctxt, 'some.event', {'a': 1})
