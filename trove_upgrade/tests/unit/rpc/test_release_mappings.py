@@ -1,5 +1,6 @@
 """The release mapping stays the one true list of RPC versions."""
 
+from trove_upgrade.agent import manager as agent_manager
 from trove_upgrade.agent import rpcapi as agent_rpcapi
 from trove_upgrade.conductor import manager as conductor_manager
 from trove_upgrade.conductor import rpcapi as conductor_rpcapi
@@ -24,6 +25,12 @@ class TestReleaseMapping(base.TestCase):
         self.assertEqual(
             conductor_rpcapi.ConductorAPI.RPC_API_VERSION,
             conductor_manager.ConductorManager.target.version)
+
+    def test_agent_client_and_server_agree(self):
+        self.assertEqual(agent_rpcapi.AgentAPI.RPC_API_VERSION,
+                         agent_manager.AgentManager.RPC_API_VERSION)
+        self.assertEqual(agent_rpcapi.AgentAPI.RPC_API_VERSION,
+                         agent_manager.AgentManager.target.version)
 
     def test_every_release_names_every_service_with_a_version(self):
         for release, versions in release_mappings.RELEASE_MAPPING.items():
