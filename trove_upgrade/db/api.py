@@ -30,10 +30,39 @@ from trove_upgrade import states
 
 LOG = logging.getLogger(__name__)
 
-# The control plane's own transaction factory; it reads [database] of the
-# global CONF when first used. Foreign keys are enforced on SQLite too.
-context_manager = enginefacade.transaction_context()
-context_manager.configure(sqlite_fk=True)
+
+def _use_utf8mb4(engine):
+    """Make MySQL/MariaDB connections speak utf8mb4, like the tables.
+
+    oslo.db asks for "utf8" (three bytes at most, so no emoji) when the
+    connection URL names no charset. The engine's first connection was made
+    before this hook, so the pool is emptied to renew it.
+    """
+    if engine.dialect.name != 'mysql' or 'charset' in engine.url.query:
+        return
+
+    @sa.event.listens_for(engine, 'connect')
+    def _set_charset(dbapi_connection, connection_record):
+        dbapi_connection.set_character_set('utf8mb4')
+
+    engine.dispose()
+
+
+def new_facade(**options):
+    """A transaction factory built the way the services build theirs.
+
+    It reads ``[database]`` of the global CONF when first used, unless
+    ``options`` (enginefacade's configure arguments) say otherwise. Foreign
+    keys are enforced on SQLite too.
+    """
+    facade = enginefacade.transaction_context()
+    facade.configure(sqlite_fk=True, **options)
+    facade.append_on_engine_create(_use_utf8mb4)
+    return facade
+
+
+# The control plane's transaction factory.
+context_manager = new_facade()
 
 _UPGRADE_REQUIRED = frozenset(['instance_id', 'instance_version', 'strategy',
                                'location'])
@@ -50,6 +79,12 @@ _AGENT_FILTERS = frozenset(['guest_version', 'state', 'rpc_api_version',
                             'labels'])
 
 _RPC_VERSION_RE = re.compile(r'^\d+\.\d+$')
+
+# Characters of a state change's detail that are kept. A longer detail (an
+# agent's traceback) is cut rather than refused: losing the change itself
+# would be worse than losing the end of its explanation.
+MAX_DETAIL = 65536
+_CUT_MARK = ' [cut]'
 
 
 # Writes that MySQL or PostgreSQL chose as a deadlock victim are retried.
@@ -86,6 +121,16 @@ def _check_strings(model, values, names):
         if len(value) > length:
             raise exception.Invalid(reason='%s is longer than %d characters'
                                     % (name, length))
+
+
+def _bounded_detail(detail):
+    if detail is None:
+        return None
+    if not isinstance(detail, str):
+        raise exception.Invalid(reason='detail must be a string')
+    if len(detail) <= MAX_DETAIL:
+        return detail
+    return detail[:MAX_DETAIL - len(_CUT_MARK)] + _CUT_MARK
 
 
 def _check_limit(limit):
@@ -296,6 +341,7 @@ def transition_upgrade(context, upgrade_id, to_state, source, detail=None,
     values = values or {}
     _check_keys('upgrade column', values, _TRANSITION_VALUES)
     _check_strings(models.Upgrade, values, values)
+    detail = _bounded_detail(detail)
     # Each lost race means another writer moved the status forward; the
     # state machine has no cycle, so this loop ends.
     while True:

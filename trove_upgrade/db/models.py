@@ -16,7 +16,21 @@ from sqlalchemy import orm
 DateTime = sa.DateTime().with_variant(mysql.DATETIME(fsp=6), 'mysql',
                                       'mariadb')
 
+# MySQL/MariaDB TEXT holds 64 KiB, less than an agent's error message or a
+# request's metadata may need once JSON-escaped; MEDIUMTEXT holds 16 MiB.
+Text = sa.Text().with_variant(mysql.MEDIUMTEXT(), 'mysql', 'mariadb')
+
 TABLE_ARGS = {'mysql_engine': 'InnoDB', 'mysql_charset': 'utf8mb4'}
+
+
+class JSONObject(db_types.JsonEncodedDict):
+    """A dict stored as JSON in a ``Text`` column."""
+
+    cache_ok = True
+
+    def __init__(self):
+        super().__init__()
+        self.impl = Text
 
 
 class Base(orm.DeclarativeBase):
@@ -44,10 +58,10 @@ class Upgrade(Base):
     # "metadata" is reserved by the declarative base, so the attribute has
     # another name than its column.
     upgrade_metadata: orm.Mapped[dict] = orm.mapped_column(
-        'metadata', db_types.JsonEncodedDict())
+        'metadata', JSONObject())
     allow_downgrade: orm.Mapped[bool] = orm.mapped_column(sa.Boolean)
     status: orm.Mapped[str] = orm.mapped_column(sa.String(32))
-    status_detail: orm.Mapped[str | None] = orm.mapped_column(sa.Text)
+    status_detail: orm.Mapped[str | None] = orm.mapped_column(Text)
     project_id: orm.Mapped[str | None] = orm.mapped_column(sa.String(255))
     user_id: orm.Mapped[str | None] = orm.mapped_column(sa.String(255))
     request_id: orm.Mapped[str | None] = orm.mapped_column(sa.String(255))
@@ -77,7 +91,7 @@ class UpgradeEvent(Base):
     source: orm.Mapped[str] = orm.mapped_column(sa.String(32))
     from_state: orm.Mapped[str | None] = orm.mapped_column(sa.String(32))
     to_state: orm.Mapped[str] = orm.mapped_column(sa.String(32))
-    detail: orm.Mapped[str | None] = orm.mapped_column(sa.Text)
+    detail: orm.Mapped[str | None] = orm.mapped_column(Text)
     request_id: orm.Mapped[str | None] = orm.mapped_column(sa.String(255))
 
 
@@ -94,7 +108,7 @@ class Agent(Base):
     rpc_api_version: orm.Mapped[str | None] = orm.mapped_column(
         sa.String(16))
     state: orm.Mapped[str | None] = orm.mapped_column(sa.String(32))
-    labels: orm.Mapped[dict] = orm.mapped_column(db_types.JsonEncodedDict())
+    labels: orm.Mapped[dict] = orm.mapped_column(JSONObject())
     host: orm.Mapped[str | None] = orm.mapped_column(sa.String(255))
     created_at: orm.Mapped[datetime.datetime] = orm.mapped_column(DateTime)
     updated_at: orm.Mapped[datetime.datetime | None] = orm.mapped_column(

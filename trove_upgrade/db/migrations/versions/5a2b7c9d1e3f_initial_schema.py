@@ -18,6 +18,8 @@ depends_on = None
 # order; the other databases keep them already.
 DateTime = sa.DateTime().with_variant(mysql.DATETIME(fsp=6), 'mysql',
                                       'mariadb')
+# MEDIUMTEXT on MySQL/MariaDB: their TEXT holds only 64 KiB.
+Text = sa.Text().with_variant(mysql.MEDIUMTEXT(), 'mysql', 'mariadb')
 TABLE_ARGS = {'mysql_engine': 'InnoDB', 'mysql_charset': 'utf8mb4'}
 
 
@@ -30,10 +32,10 @@ def upgrade():
         sa.Column('from_version', sa.String(255)),
         sa.Column('strategy', sa.String(64), nullable=False),
         sa.Column('location', sa.String(2048), nullable=False),
-        sa.Column('metadata', sa.Text, nullable=False),
+        sa.Column('metadata', Text, nullable=False),
         sa.Column('allow_downgrade', sa.Boolean, nullable=False),
         sa.Column('status', sa.String(32), nullable=False),
-        sa.Column('status_detail', sa.Text),
+        sa.Column('status_detail', Text),
         sa.Column('project_id', sa.String(255)),
         sa.Column('user_id', sa.String(255)),
         sa.Column('request_id', sa.String(255)),
@@ -58,7 +60,7 @@ def upgrade():
         sa.Column('source', sa.String(32), nullable=False),
         sa.Column('from_state', sa.String(32)),
         sa.Column('to_state', sa.String(32), nullable=False),
-        sa.Column('detail', sa.Text),
+        sa.Column('detail', Text),
         sa.Column('request_id', sa.String(255)),
         **TABLE_ARGS)
     op.create_index('upgrade_events_upgrade_id_idx', 'upgrade_events',
@@ -71,7 +73,7 @@ def upgrade():
         sa.Column('guest_version', sa.String(255)),
         sa.Column('rpc_api_version', sa.String(16)),
         sa.Column('state', sa.String(32)),
-        sa.Column('labels', sa.Text, nullable=False),
+        sa.Column('labels', Text, nullable=False),
         sa.Column('host', sa.String(255)),
         sa.Column('created_at', DateTime, nullable=False),
         sa.Column('updated_at', DateTime),

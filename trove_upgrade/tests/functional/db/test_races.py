@@ -184,6 +184,7 @@ class _Opportunistic(database.OpportunisticDBTestMixin):
     def setUp(self):
         super().setUp()
         migration.upgrade('head', engine=db_api.get_engine())
+        self.useFixture(database.ServiceFacade())
 
 
 class TestRacesMySQL(_RaceTests, _Opportunistic, base.TestCase):

@@ -482,6 +482,31 @@ class TestTransitionUpgrade(DbTestCase):
         self.assertEqual(states.PENDING, db_api.get_upgrade(
             self.context, upgrade['id'])['status'])
 
+    def test_long_detail_is_cut_not_refused(self):
+        upgrade = self._create()
+        changed, moved = self._transition(
+            upgrade, states.FAILED, detail='e' * (db_api.MAX_DETAIL + 10))
+        self.assertTrue(changed)
+        self.assertEqual(db_api.MAX_DETAIL, len(moved['status_detail']))
+        self.assertTrue(moved['status_detail'].endswith(' [cut]'))
+        event = db_api.get_upgrade(self.context, upgrade['id'],
+                                   with_events=True)['events'][-1]
+        self.assertEqual(moved['status_detail'], event['detail'])
+
+    def test_detail_of_the_longest_kept_length(self):
+        upgrade = self._create()
+        detail = 'd' * db_api.MAX_DETAIL
+        _, moved = self._transition(upgrade, states.FAILED, detail=detail)
+        self.assertEqual(detail, moved['status_detail'])
+
+    def test_detail_not_a_string(self):
+        upgrade = self._create()
+        error = self.assertRaises(exception.Invalid, self._transition,
+                                  upgrade, states.FAILED,
+                                  detail={'error': 'x'})
+        self.assertIn('detail must be a string', str(error))
+        self.assertEqual(1, len(self._events(upgrade)))
+
     def test_bad_value(self):
         upgrade = self._create()
         self.assertRaises(exception.Invalid, self._transition, upgrade,

@@ -1,0 +1,123 @@
+"""What each database must keep exactly: times, large and non-ASCII values.
+
+The unit tests run on SQLite; these run the db API on MariaDB and
+PostgreSQL too, where column types, precision and character sets differ.
+"""
+
+import datetime
+
+import fixtures
+from oslo_utils import timeutils
+
+from trove_upgrade import context
+from trove_upgrade.db import api as db_api
+from trove_upgrade.db import migration
+from trove_upgrade import states
+from trove_upgrade.tests import base
+from trove_upgrade.tests.fixtures import database
+
+T0 = datetime.datetime(2026, 3, 4, 5, 6, 7, 654321)
+INSTANCE = '0b9e4a8e-58c4-4b0e-9d0e-6a3c8f0a1001'
+# Four bytes in UTF-8, twelve characters once JSON-escaped.
+EMOJI = '\U0001F600'
+
+
+class _BackendTests:
+
+    def setUp(self):
+        super().setUp()
+        self.now = T0
+        self.useFixture(fixtures.MockPatchObject(
+            timeutils, 'utcnow', side_effect=lambda: self.now))
+        self.context = context.RequestContext(project_id='p', user_id='u')
+
+    def _create(self, **kw):
+        values = {'instance_id': INSTANCE, 'instance_version': '3.0.0',
+                  'strategy': 'http', 'location': 'https://127.0.0.1/a.tar'}
+        values.update(kw)
+        return db_api.create_upgrade(self.context, values)
+
+    def test_microseconds_are_kept(self):
+        upgrade = self._create()
+        self.now = T0 + datetime.timedelta(microseconds=1)
+        db_api.transition_upgrade(self.context, upgrade['id'], states.SENT,
+                                  'conductor')
+        stored = db_api.get_upgrade(self.context, upgrade['id'],
+                                    with_events=True)
+        self.assertEqual(T0, stored['created_at'])
+        self.assertEqual(T0 + datetime.timedelta(microseconds=1),
+                         stored['updated_at'])
+        self.assertEqual([T0, T0 + datetime.timedelta(microseconds=1)],
+                         [e['created_at'] for e in stored['events']])
+
+    def test_order_within_one_second(self):
+        created = []
+        for i in range(3):
+            self.now = T0 + datetime.timedelta(microseconds=i)
+            created.append(self._create())
+        self.assertEqual([u['id'] for u in reversed(created)],
+                         [u['id'] for u in db_api.list_upgrades(self.context)])
+        page = db_api.list_upgrades(self.context, limit=1,
+                                    marker=created[2]['id'])
+        self.assertEqual([created[1]['id']], [u['id'] for u in page])
+
+    def test_largest_values_survive_intact(self):
+        # The largest metadata the API accepts, escaped to about 800 KB.
+        metadata = {'k%02d' % i + 'x' * 252: EMOJI * 1024 for i in range(64)}
+        detail = ('\u00e9' + EMOJI) * (db_api.MAX_DETAIL // 2)
+        upgrade = self._create(metadata=metadata, location=EMOJI * 2048,
+                               instance_version=EMOJI * 255)
+        db_api.transition_upgrade(self.context, upgrade['id'], states.FAILED,
+                                  'agent', detail=detail)
+        stored = db_api.get_upgrade(self.context, upgrade['id'],
+                                    with_events=True)
+        self.assertEqual(metadata, stored['metadata'])
+        self.assertEqual(EMOJI * 2048, stored['location'])
+        self.assertEqual(EMOJI * 255, stored['instance_version'])
+        self.assertEqual(detail, stored['status_detail'])
+        self.assertEqual(detail, stored['events'][-1]['detail'])
+
+    def test_agent_values_survive_intact(self):
+        labels = {'r\u00e9gion': EMOJI, 'az': 'nova'}
+        db_api.register_agent(self.context, INSTANCE, {
+            'labels': labels, 'host': EMOJI * 255, 'rpc_api_version': '1.10'})
+        db_api.register_agent(self.context, 'other', {
+            'rpc_api_version': '1.9'})
+        agent = db_api.get_agent(self.context, INSTANCE)
+        self.assertEqual(labels, agent['labels'])
+        self.assertEqual(EMOJI * 255, agent['host'])
+        self.assertEqual(T0, agent['last_heartbeat_at'])
+        self.assertEqual([INSTANCE], [a['instance_id'] for a in
+                                      db_api.list_agents(
+                                          self.context,
+                                          filters={'labels': labels})])
+        self.assertEqual('1.9', db_api.min_agent_rpc_version(self.context))
+
+    def test_allow_downgrade_is_a_boolean(self):
+        for value in (True, False):
+            upgrade = self._create(allow_downgrade=value)
+            self.assertIs(value, db_api.get_upgrade(
+                self.context, upgrade['id'])['allow_downgrade'])
+
+
+class _Opportunistic(database.OpportunisticDBTestMixin):
+
+    def setUp(self):
+        super().setUp()
+        migration.upgrade('head', engine=db_api.get_engine())
+        self.useFixture(database.ServiceFacade())
+
+
+class TestBackendMySQL(_BackendTests, _Opportunistic, base.TestCase):
+    FIXTURE = database.MySQLOpportunisticFixture
+
+
+class TestBackendPostgreSQL(_BackendTests, _Opportunistic, base.TestCase):
+    FIXTURE = database.PostgresqlOpportunisticFixture
+
+
+class TestBackendSQLite(_BackendTests, base.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.useFixture(database.Database())
