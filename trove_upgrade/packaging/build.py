@@ -144,6 +144,8 @@ def build_package(wheels, output_path, *, version, signing_keys,
     manifest_mod.parse_version(version)
     if min_upgrade_from is not None:
         manifest_mod.parse_version(min_upgrade_from)
+    if not wheels:
+        raise exceptions.BuildError('no wheels given')
     if not signing_keys:
         raise exceptions.BuildError('at least one signing key is needed')
     for path in wheels:

@@ -160,8 +160,8 @@ def verify_manifest(manifest_bytes, trusted_keys, *, expected_version,
 
     ``installed_version`` is the version running now; ``None`` skips the
     upgrade-path and rollback checks and is meant only for tools that
-    install nothing (``trove-upgrade-package verify``). ``now`` defaults to
-    the current UTC time.
+    install nothing (``trove-upgrade-package verify``). ``now`` (an aware
+    datetime) defaults to the current UTC time.
     """
     now = now or datetime.datetime.now(datetime.timezone.utc)
     check_manifest_size(manifest_bytes, max_manifest_size)

@@ -64,6 +64,18 @@ class TestBuildPackage(base.PackagingTestCase):
         self.assertRaises(exc.InvalidVersionError, self.build, 'other',
                           min_upgrade_from='x.y')
 
+    def test_refuses_no_wheels_or_no_keys(self):
+        output = os.path.join(self.out_dir, 'pkg')
+        for wheels, signing_keys in (([], [self.signing_key]),
+                                     (self.make_wheels((10,)), [])):
+            self.assertRaises(exc.BuildError, build.build_package, wheels,
+                              output, version='1.0',
+                              signing_keys=signing_keys,
+                              encryption_key=self.encryption_key,
+                              expires=base.NOW + datetime.timedelta(days=1),
+                              created=base.NOW)
+        self.assertEqual([], os.listdir(self.out_dir))
+
     def test_failed_build_leaves_nothing(self):
         wheels = self.make_wheels((100,), prefix='gone')
         os.unlink(wheels[0])

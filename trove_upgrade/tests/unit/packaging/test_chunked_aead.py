@@ -128,6 +128,23 @@ class TestChunkFraming(base.TestCase):
                           chunked_aead.MAX_CHUNK_SIZE + 1, KEY_ID,
                           b's' * chunked_aead.SALT_SIZE)
 
+    def test_reads_at_most_two_chunks_ahead(self):
+        chunk_size = 1000
+        stream = encrypt(os.urandom(50 * chunk_size), chunk_size)
+        source = io.BytesIO(stream)
+        decryptor = chunked_aead.open_decryptor(source, KEY)
+        frame = chunk_size + chunked_aead.TAG_SIZE
+        delivered = 0
+        while True:
+            data = decryptor.read(100)
+            if not data:
+                break
+            delivered += len(data)
+            consumed = (source.tell() - chunked_aead.HEADER_SIZE) // frame
+            self.assertLessEqual(consumed * chunk_size - delivered,
+                                 2 * chunk_size)
+        self.assertEqual(50 * chunk_size, delivered)
+
     def test_write_after_close(self):
         encryptor = chunked_aead.ChunkEncryptor(io.BytesIO(), KEY, KEY_ID,
                                                 16)

@@ -43,6 +43,15 @@ class TestGenuinePackage(base.PackagingTestCase):
                                               self.dest)
         self.assertEqual(len(manifest.files), len(files))
 
+    def test_keyring_selects_the_key_by_id(self):
+        new_key = keys.generate_encryption_key()
+        self.keyring = keys.Keyring([self.encryption_key, new_key])
+        old, _ = self.build('old')
+        new, _ = self.build('new', encryption_key=new_key)
+        self.assertEqual(2, len(self.verify_payload(old)))
+        os.rename(self.dest, self.dest + '-old')
+        self.assertEqual(2, len(self.verify_payload(new)))
+
     def test_unverified_manifest_is_refused(self):
         path, manifest = self.build()
         self.assertRaises(TypeError, verify.verify_and_extract, path,
