@@ -38,7 +38,6 @@ class NoAuthMiddleware:
             raise webob.exc.HTTPUnauthorized(
                 'noauth2 needs the %s header(s) to know who is calling.'
                 % ', '.join(missing))
-        req.environ['HTTP_X_IDENTITY_STATUS'] = 'Confirmed'
         return self.application
 
 

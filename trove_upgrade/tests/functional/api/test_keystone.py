@@ -20,6 +20,7 @@ from trove_upgrade import conf
 from trove_upgrade.db import models
 from trove_upgrade import rpc
 from trove_upgrade.tests import base
+from trove_upgrade.tests.fixtures import authtoken
 from trove_upgrade.tests.fixtures import database
 from trove_upgrade.tests.functional import keystone
 
@@ -60,6 +61,7 @@ class TestKeystoneAuth(base.TestCase):
         self.useFixture(conffixture.ConfFixture(conf.CONF))
         rpc.cleanup()
         self.addCleanup(rpc.cleanup)
+        self.useFixture(authtoken.AuthPluginOptions())
         config = self.useFixture(fixtures.TempDir()).join('api.conf')
         with open(config, 'w') as f:
             f.write('[api]\nauth_strategy = keystone\n\n'

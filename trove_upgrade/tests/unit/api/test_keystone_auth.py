@@ -4,7 +4,12 @@ The functional tests cover real tokens against a real Keystone; these show
 that keystonemiddleware's own refusals come out as the API's JSON errors.
 """
 
+import socket
+
+import fixtures
+
 from trove_upgrade.api import deploy
+from trove_upgrade.tests.fixtures import authtoken
 from trove_upgrade.tests.unit.api import base
 
 
@@ -27,6 +32,31 @@ class TestKeystoneAuth(base.APITestCase):
                                     'token.')
         self.assertEqual('Keystone uri="http://127.0.0.1:5000/v3"',
                          resp.headers['WWW-Authenticate'])
+        self.assertNothingRecorded()
+
+    def test_keystone_unreachable_is_503_json(self):
+        with socket.socket() as sock:
+            sock.bind(('127.0.0.1', 0))
+            closed = 'http://127.0.0.1:%d/v3' % sock.getsockname()[1]
+        self.useFixture(authtoken.AuthPluginOptions())
+        # The password plugin's options exist only once it is loaded:
+        # they come from a file, as in a deployment.
+        config = self.useFixture(fixtures.TempDir()).join('api.conf')
+        with open(config, 'w') as f:
+            f.write('[api]\nauth_strategy = keystone\n'
+                    '[keystone_authtoken]\n'
+                    'www_authenticate_uri = %s\nauth_url = %s\n'
+                    'auth_type = password\nusername = trove-upgrade\n'
+                    'password = secret\nproject_name = service\n'
+                    'user_domain_id = default\n'
+                    'project_domain_id = default\n' % (closed, closed))
+        self.conf([], default_config_files=[config], default_config_dirs=[])
+        self.app = deploy.loadapp(self.conf)
+        resp = self.request('POST', self.mgmt + '/upgrades',
+                            base.upgrade_body(),
+                            headers={'X-Auth-Token': 'a-token'})
+        self.assertError(resp, 503, 'The Keystone service is temporarily '
+                                    'unavailable.')
         self.assertNothingRecorded()
 
     def test_versions_need_no_token(self):
