@@ -12,9 +12,10 @@ _UPGRADE = {
     'type': 'object',
     'properties': {
         'instance_id': {'type': 'string', 'format': 'uuid'},
+        # Checked again by the handler: pip must be able to compare it.
         'instance_version': {
             'type': 'string', 'minLength': 1, 'maxLength': 64,
-            'pattern': _TEXT_PATTERN,
+            'pattern': '^\\S+$',
         },
         'strategy': {'type': 'string', 'enum': STRATEGIES},
         'location': {
