@@ -140,8 +140,7 @@ def do_verify(args):
             args.package, manifest, keyring, args.extract_to,
             max_payload_size=args.max_payload_size)
     else:
-        with tempfile.TemporaryDirectory(
-                dir=os.path.dirname(os.path.abspath(args.package))) as tmp:
+        with tempfile.TemporaryDirectory() as tmp:
             files = verify.verify_and_extract(
                 args.package, manifest, keyring,
                 os.path.join(tmp, 'files'),
