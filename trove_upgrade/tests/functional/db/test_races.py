@@ -7,8 +7,11 @@ barrier holds each thread at its first ``states.is_legal`` check, which
 comes after the read and before the compare-and-swap.
 """
 
+import datetime
 import threading
 from unittest import mock
+
+from oslo_utils import timeutils
 
 
 from trove_upgrade import context
@@ -125,6 +128,35 @@ class _RaceTests:
         events = self._events(upgrade['id'])
         self.assertEqual([states.PENDING, states.SENT, final['status']],
                          [e['to_state'] for e in events])
+
+    def test_timeout_and_late_success_end_in_success(self):
+        upgrade = self._upgrade()
+        db_api.transition_upgrade(self._context(), upgrade['id'],
+                                  states.RESTARTING, 'agent')
+        self._hold_first_checks(2)
+
+        def time_out():
+            return db_api.timeout_upgrades(
+                self._context(), timeutils.utcnow() + datetime.timedelta(
+                    seconds=1))
+
+        def succeed():
+            return db_api.transition_upgrade(
+                self._context(), upgrade['id'], states.SUCCESS, 'agent')
+
+        timed_out, (succeeded, _) = _run_together(time_out, succeed)
+
+        # Whichever wrote first, the agent's final word stands: TIMED_OUT
+        # then SUCCESS, or SUCCESS and a timeout that finds nothing to do.
+        self.assertTrue(succeeded)
+        self.assertEqual(states.SUCCESS, db_api.get_upgrade(
+            self._context(), upgrade['id'])['status'])
+        expected = [states.PENDING, states.RESTARTING]
+        if timed_out:
+            expected.append(states.TIMED_OUT)
+        expected.append(states.SUCCESS)
+        self.assertEqual(expected, [e['to_state']
+                                    for e in self._events(upgrade['id'])])
 
     def test_many_reporters_keep_one_history(self):
         upgrades = [self._upgrade('4b1e8d5c-0000-4000-8000-00000000000%d' % i)
