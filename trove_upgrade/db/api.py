@@ -111,10 +111,11 @@ def _check_keys(what, given, allowed, required=frozenset()):
 def _check_strings(model, values, names):
     """Reject what the column would refuse or silently truncate."""
     for name in names:
+        column = model.__table__.c[name]
         value = values.get(name)
-        if value is None:
+        if value is None and column.nullable:
             continue
-        length = model.__table__.c[name].type.length
+        length = column.type.length
         if not isinstance(value, str) or not value:
             raise exception.Invalid(
                 reason='%s must be a non-empty string' % name)

@@ -122,6 +122,10 @@ class TestCreateUpgrade(DbTestCase):
         self._assert_refused(self._values(strategy=''),
                              'strategy must be a non-empty string')
 
+    def test_required_field_none(self):
+        self._assert_refused(self._values(instance_id=None),
+                             'instance_id must be a non-empty string')
+
     def test_not_a_string(self):
         self._assert_refused(self._values(instance_version=2),
                              'instance_version must be a non-empty string')
@@ -507,11 +511,19 @@ class TestTransitionUpgrade(DbTestCase):
         self.assertIn('detail must be a string', str(error))
         self.assertEqual(1, len(self._events(upgrade)))
 
-    def test_bad_value(self):
+    def test_bad_values(self):
         upgrade = self._create()
-        self.assertRaises(exception.Invalid, self._transition, upgrade,
-                          states.SENT, values={'from_version': 'v' * 256})
+        for values in ({'from_version': 'v' * 256},
+                       {'instance_version': None}):
+            self.assertRaises(exception.Invalid, self._transition, upgrade,
+                              states.SENT, values=values)
         self.assertEqual(1, len(self._events(upgrade)))
+
+    def test_nullable_value_may_be_cleared(self):
+        upgrade = self._create(rollout_id=uuidutils.generate_uuid())
+        _, moved = self._transition(upgrade, states.SENT,
+                                    values={'rollout_id': None})
+        self.assertIsNone(moved['rollout_id'])
 
 
 class TestTimeoutUpgrades(DbTestCase):
