@@ -77,7 +77,7 @@ class wsgify(webob.dec.wsgify):
 
 def require_json(req):
     """Refuse a body that does not say it is JSON with 400."""
-    if req.content_type != JSON_TYPE:
+    if req.content_type.lower() != JSON_TYPE:
         raise webob.exc.HTTPBadRequest(
             'The request body must have Content-Type %s, not %r.'
             % (JSON_TYPE, req.content_type or None))

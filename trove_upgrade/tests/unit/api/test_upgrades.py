@@ -71,6 +71,14 @@ class TestCreateUpgrade(base.APITestCase):
             self.assertEqual(202, resp.status_int, resp.text)
         self.assertEqual(4, self.count(models.Upgrade))
 
+    def test_content_type_parameters_and_case_are_accepted(self):
+        for content_type in ('application/json; charset=UTF-8',
+                             'Application/JSON'):
+            resp = self.request('POST', self.mgmt + '/upgrades',
+                                base.upgrade_body(),
+                                content_type=content_type)
+            self.assertEqual(202, resp.status_int, resp.text)
+
     def test_dispatch_failure_is_503_and_recorded_failed(self):
         with mock.patch.object(
                 agent_rpcapi.AgentAPI, 'upgrade',
