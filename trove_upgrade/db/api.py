@@ -13,6 +13,7 @@ would otherwise keep showing the old status to the loser, and SQLite would
 refuse (rather than wait) to upgrade a reader's lock to a writer's.
 """
 
+import json
 import re
 
 from oslo_db import api as oslo_db_api
@@ -134,6 +135,19 @@ def _bounded_detail(detail):
     return detail[:MAX_DETAIL - len(_CUT_MARK)] + _CUT_MARK
 
 
+def _check_json_object(name, value):
+    """Refuse what the JSON column (stdlib json) cannot store as given."""
+    if not isinstance(value, dict):
+        raise exception.Invalid(reason='%s must be an object' % name)
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError) as exc:
+        raise exception.Invalid(
+            reason='%s cannot be stored as JSON: %s' % (name, exc))
+    if not all(isinstance(key, str) for key in value):
+        raise exception.Invalid(reason='%s keys must be strings' % name)
+
+
 def _check_limit(limit):
     if limit is None:
         return
@@ -229,9 +243,10 @@ def create_upgrade(context, values):
                 _UPGRADE_REQUIRED)
     _check_strings(models.Upgrade, values,
                    _UPGRADE_REQUIRED | {'rollout_id'})
-    metadata = values.get('metadata') or {}
-    if not isinstance(metadata, dict):
-        raise exception.Invalid(reason='metadata must be an object')
+    metadata = values.get('metadata')
+    if metadata is None:
+        metadata = {}
+    _check_json_object('metadata', metadata)
     allow_downgrade = values.get('allow_downgrade', False)
     if not isinstance(allow_downgrade, bool):
         raise exception.Invalid(reason='allow_downgrade must be a boolean')
@@ -399,9 +414,8 @@ def _check_agent_values(values):
                                     and _RPC_VERSION_RE.match(version)):
         raise exception.Invalid(
             reason='rpc_api_version must look like x.y, not %r' % (version,))
-    labels = values.get('labels')
-    if labels is not None and not isinstance(labels, dict):
-        raise exception.Invalid(reason='labels must be an object')
+    if values.get('labels') is not None:
+        _check_json_object('labels', values['labels'])
 
 
 @_retry_on_deadlock

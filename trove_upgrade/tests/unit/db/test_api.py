@@ -138,6 +138,14 @@ class TestCreateUpgrade(DbTestCase):
         self._assert_refused(self._values(metadata=['a']),
                              'metadata must be an object')
 
+    def test_metadata_that_json_cannot_hold(self):
+        self._assert_refused(self._values(metadata={'at': object()}),
+                             'metadata cannot be stored as JSON')
+        self._assert_refused(self._values(metadata={1: 'one'}),
+                             'metadata keys must be strings')
+        self._assert_refused(self._values(metadata=''),
+                             'metadata must be an object')
+
     def test_allow_downgrade_not_a_boolean(self):
         self._assert_refused(self._values(allow_downgrade='yes'),
                              'allow_downgrade must be a boolean')
@@ -639,6 +647,7 @@ class TestAgents(DbTestCase):
                ({'rpc_api_version': 'a.b'}, 'must look like x.y'),
                ({'rpc_api_version': 1.2}, 'must be a non-empty string'),
                ({'labels': ['az']}, 'labels must be an object'),
+               ({'labels': {'az': {1, 2}}}, 'labels cannot be stored as JSON'),
                ({'host': ''}, 'host must be a non-empty string'),
                ({'state': 's' * 33}, 'state is longer than 32 characters')]
         for values, message in bad:
