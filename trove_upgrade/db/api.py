@@ -346,9 +346,9 @@ def transition_upgrade(context, upgrade_id, to_state, source, detail=None,
     in one of those states: a repeat of a move that already happened is
     still a duplicate, but from any other state outside the set (a cancel
     of a finished upgrade, an agent's start of a cancelled one) it raises
-    InvalidStateTransition rather than passing as stale. Must not
-    be called inside another transaction of the same context: a lost race is
-    retried in a fresh one.
+    InvalidStateTransition rather than passing as stale. Must not be called
+    inside another transaction of the same context: a lost race is retried
+    in a fresh one.
     """
     _check_state(to_state)
     if source is None:
@@ -450,6 +450,8 @@ def register_agent(context, instance_id, values):
     there is no row; and when another process inserted it in between, the
     duplicate key sends it back to the update.
     """
+    _check_strings(models.Agent, {'instance_id': instance_id},
+                   ['instance_id'])
     _check_agent_values(values)
     now = timeutils.utcnow()
     agent = _update_agent(context, instance_id, values, now)
@@ -518,3 +520,57 @@ def min_agent_rpc_version(context):
     if not versions:
         return None
     return min(versions, key=_version_tuple)
+
+
+def list_unfinished_upgrades(context, created_before):
+    """Upgrades still in a non-final state created before a time.
+
+    Oldest first; for ``trove-upgrade-status``, which reports what the
+    conductor should have timed out, without changing anything.
+    """
+    created_before = timeutils.normalize_time(created_before)
+    with context_manager.reader.using(context) as session:
+        rows = session.scalars(
+            sa.select(models.Upgrade)
+            .where(models.Upgrade.status.not_in(states.FINAL_STATES),
+                   models.Upgrade.created_at < created_before)
+            .order_by(models.Upgrade.created_at, models.Upgrade.id)).all()
+        return [_upgrade_dict(row) for row in rows]
+
+
+def list_silent_agents(context, heartbeat_before):
+    """Agents not heard from since a time, ordered by instance id.
+
+    An agent that never sent a heartbeat counts as silent.
+    """
+    heartbeat_before = timeutils.normalize_time(heartbeat_before)
+    with context_manager.reader.using(context) as session:
+        rows = session.scalars(
+            sa.select(models.Agent)
+            .where(sa.or_(models.Agent.last_heartbeat_at.is_(None),
+                          models.Agent.last_heartbeat_at < heartbeat_before))
+            .order_by(models.Agent.instance_id)).all()
+        return [_agent_dict(row) for row in rows]
+
+
+def list_agents_below_rpc_version(context, version):
+    """Agents that reported an RPC API version lower than ``version``.
+
+    Versions compare numerically (1.10 is above 1.9), which SQL cannot do
+    on the column's text, so the few distinct versions are compared here
+    and the agents fetched by those. Agents that reported no version are
+    not included, as in ``min_agent_rpc_version``.
+    """
+    wanted = _version_tuple(version)
+    with context_manager.reader.using(context) as session:
+        reported = session.scalars(
+            sa.select(models.Agent.rpc_api_version).distinct()
+            .where(models.Agent.rpc_api_version.is_not(None))).all()
+        older = [v for v in reported if _version_tuple(v) < wanted]
+        if not older:
+            return []
+        rows = session.scalars(
+            sa.select(models.Agent)
+            .where(models.Agent.rpc_api_version.in_(older))
+            .order_by(models.Agent.instance_id)).all()
+        return [_agent_dict(row) for row in rows]

@@ -656,6 +656,14 @@ class TestAgents(DbTestCase):
             self.assertIn(message, str(error))
         self.assertEqual([], db_api.list_agents(self.context))
 
+    def test_bad_instance_ids(self):
+        for instance_id in (None, '', 'i' * 37, 7):
+            error = self.assertRaises(exception.Invalid,
+                                      db_api.register_agent, self.context,
+                                      instance_id, {'state': 'RUNNING'})
+            self.assertIn('instance_id', str(error))
+        self.assertEqual([], db_api.list_agents(self.context))
+
     def test_unknown_agent(self):
         error = self.assertRaises(exception.AgentNotFound, db_api.get_agent,
                                   self.context, INSTANCE)
