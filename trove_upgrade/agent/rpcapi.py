@@ -80,12 +80,14 @@ class AgentAPI:
                 strategy, location, metadata, allow_downgrade):
         """Ask the agent of ``instance_id`` to carry out an upgrade (cast).
 
-        The message stays queued on the instance's topic until the agent
-        consumes it; the agent claims the upgrade from the conductor before
-        it starts, so a cancelled upgrade is skipped.
+        The message waits in the instance's queue, which the agent declared
+        when it first started, until the agent consumes it; the agent
+        claims the upgrade from the conductor before it starts, so a
+        cancelled upgrade is skipped.
 
-        :raises: oslo_messaging.MessagingException when the message cannot
-            be sent, RPCVersionCapError when the cap is below 1.0.
+        :raises: RPCVersionCapError when the cap is below 1.0; an
+            oslo.messaging or driver connection error when the messaging
+            server stays unreachable through ``[DEFAULT] rpc_send_retries``.
         """
         cctxt = self._prepare(context, instance_id).prepare(version='1.0')
         cctxt.cast(context, 'upgrade',
