@@ -157,6 +157,10 @@ class TestCancel(UpgradesTestCase):
         self.assertEqual(states.CANCELLED, upgrade['status'])
         self.assertEqual(('api', states.SENT, states.CANCELLED),
                          history(upgrade['id'])[-1])
+        # The operator's own decision: neither an end nor an error.
+        self.assertEqual(
+            [('trove_upgrade.upgrade.create', 'INFO', states.PENDING)],
+            self.events())
 
     def test_cancel_deferred(self):
         upgrades.record_report(self.context, INSTANCE, self.upgrade['id'],
