@@ -38,40 +38,22 @@ class _ManageTests:
                               capture_output=True, text=True, timeout=120,
                               check=False)
 
-    def _connection(self):
-        return None
-
-    def test_sync_then_version(self):
-        config = self._write_config(self._connection())
-
-        sync = self._manage(config, 'db', 'sync')
-        self.assertEqual(0, sync.returncode, sync.stderr)
-        self.assertIn(_head(), sync.stdout)
-
-        after = self._manage(config, 'db', 'version')
-        self.assertEqual(0, after.returncode, after.stderr)
-        self.assertEqual(_head() + '\n', after.stdout)
-        self._check_schema()
-
-    def _check_schema(self):
-        engine = db_api.get_engine()
-        self.assertEqual(_head(), migration.version(engine=engine))
-        self.assertTrue({'upgrades', 'upgrade_events', 'agents'}.issubset(
-            sa.inspect(engine).get_table_names()))
-
 
 class TestManageDefaultSQLite(_ManageTests, base.TestCase):
     """Without a [database] section the database is under state_path."""
 
-    def test_version_before_sync(self):
+    def test_version_sync_version(self):
         config = self._write_config()
         before = self._manage(config, 'db', 'version')
         self.assertEqual(0, before.returncode, before.stderr)
-        self.assertIn('None (the database was never synced)', before.stdout)
-
-    def _check_schema(self):
+        self.assertEqual('None (the database was never synced)\n',
+                         before.stdout)
+        sync = self._manage(config, 'db', 'sync')
+        self.assertEqual(0, sync.returncode, sync.stderr)
+        after = self._manage(config, 'db', 'version')
+        self.assertEqual(0, after.returncode, after.stderr)
+        self.assertEqual(_head() + '\n', after.stdout)
         path = os.path.join(self.directory, 'trove_upgrade.sqlite')
-        self.assertTrue(os.path.exists(path))
         engine = sa.create_engine('sqlite:///' + path)
         self.addCleanup(engine.dispose)
         self.assertEqual(_head(), migration.version(engine=engine))
@@ -80,8 +62,17 @@ class TestManageDefaultSQLite(_ManageTests, base.TestCase):
 class _OpportunisticManageTests(_ManageTests,
                                 database.OpportunisticDBTestMixin):
 
-    def _connection(self):
-        return db_api.get_engine().url.render_as_string(hide_password=False)
+    def test_sync(self):
+        config = self._write_config(
+            db_api.get_engine().url.render_as_string(hide_password=False))
+        sync = self._manage(config, 'db', 'sync')
+        self.assertEqual(0, sync.returncode, sync.stderr)
+        self.assertEqual('Database is at revision %s.\n' % _head(),
+                         sync.stdout)
+        engine = db_api.get_engine()
+        self.assertEqual(_head(), migration.version(engine=engine))
+        self.assertTrue({'upgrades', 'upgrade_events', 'agents'}.issubset(
+            sa.inspect(engine).get_table_names()))
 
 
 class TestManageMySQL(_OpportunisticManageTests, base.TestCase):
