@@ -35,6 +35,7 @@ CURRENT_LINK = 'current'
 MARKER = '.trove-upgrade-installed'
 HEALTH_FILE = '.trove-upgrade-health-command'
 PHASE_ENV = 'TROVE_UPGRADE_PHASE'
+HEALTH_TIMED_OUT = 'health command timed out'
 PREFLIGHT = 'preflight'
 RUNNING = 'running'
 
@@ -79,7 +80,7 @@ def run_health_command(command, install_dir, phase, timeout):
                               stderr=subprocess.STDOUT, env=env,
                               cwd=install_dir, timeout=timeout)
     except subprocess.TimeoutExpired:
-        return 'health command timed out after %.1fs' % timeout
+        return '%s after %.1fs' % (HEALTH_TIMED_OUT, timeout)
     except OSError as e:
         return 'health command cannot run: %s' % e
     if proc.returncode != 0:

@@ -5,13 +5,21 @@ state change it describes, so a crash cannot lose it, and is removed only
 after the conductor's topic accepted it. Reports of one upgrade are sent in
 the order they were made; the conductor ignores duplicates and stale ones,
 so a report resent after a crash between sending and removal is harmless.
+
+Reports are casts, and the conductor may dispatch two casts that arrive
+together on two threads, recording the later stage first and then ignoring
+the earlier one as stale. Consecutive reports are therefore spaced by
+``SPACING`` seconds, which keeps every stage in the upgrade's history.
 """
 
 import threading
+import time
 
 from oslo_log import log as logging
 
 LOG = logging.getLogger(__name__)
+
+SPACING = 0.2
 
 
 class Outbox:
@@ -36,6 +44,8 @@ class Outbox:
         with self._flush_lock:
             sent = 0
             for report in self.pending():
+                if sent:
+                    time.sleep(SPACING)
                 try:
                     self.conductor_api.report_upgrade_state(
                         self.context, self.instance_id,

@@ -22,6 +22,7 @@ sleeps until killed. The crash tests use it to ``kill -9`` the agent at a
 known step; nothing sets it outside the tests.
 """
 
+import functools
 import os
 import shutil
 import time
@@ -256,7 +257,7 @@ class UpgradePipeline:
                        'restarting the guest agent on %s' % to_version)
         self._checkpoint('restarting')
         try:
-            self._restart(health_command)
+            self._restart(health_command, upgrading=True)
         except supervisor_mod.GuestStartError as e:
             return self._roll_back(upgrade, str(e))
         self._finish(upgrade, states.SUCCESS,
@@ -265,12 +266,14 @@ class UpgradePipeline:
         self._prune()
         return states.SUCCESS
 
-    def _restart(self, health_command):
+    def _restart(self, health_command, upgrading=False):
         agent = self.conf.agent
+        on_started = None
+        if upgrading:
+            on_started = functools.partial(self._checkpoint, 'health-check')
         return self.supervisor.restart(
             health_command, agent.health_grace, agent.health_timeout,
-            agent.restart_retries,
-            on_started=lambda: self._checkpoint('health-check'))
+            agent.restart_retries, on_started=on_started)
 
     def _roll_back(self, upgrade, reason):
         self._set_step(upgrade, ROLLING_BACK, detail=reason)

@@ -18,6 +18,7 @@ import fcntl
 import os
 import socket
 import threading
+import time
 
 from oslo_log import log as logging
 import oslo_messaging as messaging
@@ -40,6 +41,7 @@ from trove_upgrade import version
 LOG = logging.getLogger(__name__)
 
 AGENT_LOCK = 'agent.lock'
+OWNER_WAIT = 30
 
 
 class AgentConfigError(Exception):
@@ -83,15 +85,26 @@ class AgentService(service.Service):
         self._stopping = threading.Event()
 
     @staticmethod
-    def _own_install_root(root):
+    def _own_install_root(root, wait=OWNER_WAIT):
+        """Lock the install root for this agent for its whole life.
+
+        A predecessor that is still shutting down (a restart by the
+        service manager) gets ``wait`` seconds to let go.
+        """
         fd = os.open(os.path.join(root, AGENT_LOCK),
                      os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            raise AgentConfigError('another trove-upgrade-agent already '
-                                   'runs on install root %s' % root)
+        deadline = time.monotonic() + wait
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    os.close(fd)
+                    raise AgentConfigError(
+                        'another trove-upgrade-agent still runs on install '
+                        'root %s after %ds' % (root, wait))
+                time.sleep(0.2)
         os.ftruncate(fd, 0)
         os.write(fd, b'%d\n' % os.getpid())
         return fd

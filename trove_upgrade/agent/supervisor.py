@@ -194,6 +194,7 @@ class GuestSupervisor:
             return None
         install_dir = self.installs.path(record['version'])
         deadline = time.monotonic() + timeout
+        failure = None
         while True:
             left = deadline - time.monotonic()
             reason = install.run_health_command(
@@ -202,8 +203,10 @@ class GuestSupervisor:
                 if self._alive(record):
                     return None
                 return self._died_reason(grace)
+            if not reason.startswith(install.HEALTH_TIMED_OUT) or not failure:
+                failure = reason
             if time.monotonic() >= deadline:
-                return reason
+                return failure
             if not self._alive(record):
                 return self._died_reason(grace)
             time.sleep(min(0.2, max(deadline - time.monotonic(), 0)))

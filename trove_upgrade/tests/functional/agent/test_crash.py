@@ -1,0 +1,69 @@
+"""kill -9 of the agent at each step, then a restart: it converges.
+
+The agent is stopped at a known step with its documented test hook
+(``TROVE_UPGRADE_AGENT_TEST_PAUSE``, see ``trove_upgrade.agent.pipeline``):
+it records the step in the journal as usual, then waits at the checkpoint
+until the test kills its whole process group with SIGKILL. A second agent,
+started without the hook, must finish the job: the new version running and
+SUCCESS, or the previous version running and FAILED, and never a
+half-installed ``current``.
+"""
+
+import os
+
+from trove_upgrade import states
+from trove_upgrade.tests.functional.agent import harness
+
+
+class TestKillDuringUpgrade(harness.AgentTestCase):
+
+    packages = {'2.0.0': 'ok', '3.0.0': 'crash'}
+
+    def _kill_at(self, checkpoint, version='2.0.0'):
+        self.start_agent(pause_at=checkpoint)
+        self.wait_for_guest('1.0.0')
+        upgrade = self.create_upgrade(version)
+        self.wait_for_paused(checkpoint)
+        self.kill_agent()
+        self.assertIsNotNone(self.journal()['current_upgrade'])
+        self.start_agent()
+        done = self.wait_for_status(upgrade['id'], states.FINAL_STATES)
+        journal = self.wait_for_outbox_empty()
+        self.assertIsNone(journal['current_upgrade'])
+        versions = os.listdir(os.path.join(self.install_root, 'versions'))
+        for name in versions:
+            self.assertTrue(os.path.exists(os.path.join(
+                self.install_root, 'versions', name,
+                '.trove-upgrade-installed')), 'half-built install %s' % name)
+        return done
+
+    def _assert_upgraded(self, done):
+        self.assertEqual(states.SUCCESS, done['status'], done['events'])
+        self.assertEqual('2.0.0', self.current_version())
+        self.wait_for_guest('2.0.0')
+        self.assertEqual('2.0.0', self.journal()['last_known_good'])
+
+    def test_kill_during_download(self):
+        self._assert_upgraded(self._kill_at('downloading'))
+
+    def test_kill_during_verification(self):
+        self._assert_upgraded(self._kill_at('verifying'))
+
+    def test_kill_during_install(self):
+        self._assert_upgraded(self._kill_at('installing'))
+
+    def test_kill_during_switch(self):
+        self._assert_upgraded(self._kill_at('switching'))
+
+    def test_kill_during_restart_before_the_old_guest_stopped(self):
+        self._assert_upgraded(self._kill_at('restarting'))
+
+    def test_kill_during_restart_with_the_new_guest_started(self):
+        self._assert_upgraded(self._kill_at('health-check'))
+
+    def test_kill_during_restart_of_a_crashing_version_rolls_back(self):
+        done = self._kill_at('health-check', version='3.0.0')
+        self.assertEqual(states.FAILED, done['status'], done['events'])
+        self.assertIn('rolled back to 1.0.0', done['events'][-1]['detail'])
+        self.assertEqual('1.0.0', self.current_version())
+        self.wait_for_guest('1.0.0')
