@@ -20,6 +20,11 @@ def list_opts():
 
 def set_defaults():
     """Defaults of library options that differ for trove-upgrade."""
+    # Imported here: the generator needs it, the services import it first
+    # thing anyway, and importing it at the top would drag oslo.messaging
+    # into every user of the options.
+    from trove_upgrade import rpc
+    rpc.set_defaults()
     policy_opts.set_defaults(conf.CONF, policy_file='policy.yaml')
     log.set_defaults(default_log_levels=list(itertools.chain(
         log.get_default_log_levels(), ['keystonemiddleware=WARN'])))
