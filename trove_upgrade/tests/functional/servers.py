@@ -70,18 +70,42 @@ class _PifpafSwift(pifpaf_swift.SwiftDriver):
     that check at the real proxy.
     """
 
+    keystone_filters = None
+
     def _exec(self, command, *args, **kwargs):
         command = [arg.replace('http://localhost:8080/',
                                'http://%s:%d/' % (LOOPBACK, self.port))
                    for arg in command]
         return super()._exec(command, *args, **kwargs)
 
+    def template(self, resource, env, dest):
+        """Add Keystone auth beside tempauth when asked to."""
+        super().template(resource, env, dest)
+        if resource != 'proxy.conf' or self.keystone_filters is None:
+            return
+        with open(dest) as f:
+            text = f.read()
+        text = text.replace(' tempauth ',
+                            ' authtoken keystoneauth tempauth ')
+        with open(dest, 'w') as f:
+            f.write(text + self.keystone_filters)
+
 
 class SwiftServer(fixtures.Fixture):
-    """A real Swift with tempauth, on free loopback ports."""
+    """A real Swift with tempauth, on free loopback ports.
+
+    Given a running ``keystone`` fixture (tests/functional/keystone.py),
+    Swift also accepts Keystone tokens for accounts ``KEY_<project id>``
+    and is registered in that Keystone's catalog as ``object-store``.
+    """
 
     user = 'test:tester'
     key = 'testing'
+    keystone_reseller_prefix = 'KEY_'
+
+    def __init__(self, keystone=None):
+        super().__init__()
+        self.keystone = keystone
 
     def _setUp(self):
         self.port = free_port()
@@ -89,6 +113,8 @@ class SwiftServer(fixtures.Fixture):
             port=self.port, account_port=free_port(),
             container_port=free_port(), object_port=free_port(),
             memcached_port=free_port())
+        if self.keystone is not None:
+            driver.keystone_filters = self._keystone_filters()
         bin_dirs = [os.path.dirname(sys.executable)]
         if os.geteuid() == 0:
             bin_dirs.insert(0, self._memcached_as_root())
@@ -99,6 +125,25 @@ class SwiftServer(fixtures.Fixture):
         finally:
             os.environ['PATH'] = old_path
         self.auth_url = 'http://%s:%d/auth/v1.0' % (LOOPBACK, self.port)
+        if self.keystone is not None:
+            self.keystone.register_service(
+                'http://%s:%d/v1/%s$(project_id)s' % (
+                    LOOPBACK, self.port, self.keystone_reseller_prefix),
+                service_type='object-store')
+
+    def _keystone_filters(self):
+        options = dict(self.keystone.authtoken_options(),
+                       delay_auth_decision='true',
+                       service_type='object-store')
+        lines = ['', '[filter:authtoken]',
+                 'paste.filter_factory = '
+                 'keystonemiddleware.auth_token:filter_factory']
+        lines += ['%s = %s' % item for item in sorted(options.items())]
+        lines += ['', '[filter:keystoneauth]',
+                  'use = egg:swift#keystoneauth',
+                  'reseller_prefix = %s' % self.keystone_reseller_prefix,
+                  'operator_roles = admin, member', '']
+        return '\n'.join(lines)
 
     def _memcached_as_root(self):
         """memcached refuses to run as root without ``-u root``."""

@@ -3,10 +3,12 @@
 import os
 
 import fixtures
+from swiftclient import client as swift_client
 
 from trove_upgrade.agent import strategies
 from trove_upgrade.agent.strategies import exceptions
 from trove_upgrade.tests import base
+from trove_upgrade.tests.functional import keystone
 from trove_upgrade.tests.functional import servers
 
 PACKAGE = os.urandom(1024 * 1024 + 11)
@@ -135,3 +137,96 @@ class SwiftStrategyTestCase(base.TestCase):
 
         self.assertIn('after 2 attempt(s)', str(error))
         self.assertIn('Connection refused', str(error))
+
+
+class KeystoneSwiftStrategyTestCase(base.TestCase):
+    """Keystone v3 credentials through a keystoneauth session."""
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.keystone = keystone.Keystone()
+        cls.keystone.setUp()
+        cls.addClassCleanup(cls.keystone.cleanUp)
+        cls.swift = servers.SwiftServer(keystone=cls.keystone)
+        cls.swift.setUp()
+        cls.addClassCleanup(cls.swift.cleanUp)
+        cls.project_id = cls.keystone.create_project('packages')
+        cls.keystone.create_user('reader', 'reader-secret', cls.project_id)
+        conn = swift_client.Connection(
+            session=cls.keystone.session('reader', 'reader-secret',
+                                         cls.project_id),
+            os_options={'region_name': keystone.REGION})
+        conn.put_container('packages')
+        conn.put_object('packages', 'pkg.tar', PACKAGE)
+        cls.storage_url = conn.get_auth()[0]
+        conn.close()
+
+    def setUp(self):
+        super().setUp()
+        self.config_dir = self.useFixture(fixtures.TempDir()).path
+        self.dest = os.path.join(self.useFixture(fixtures.TempDir()).path,
+                                 'pkg.tar')
+        self.flags(group='agent', strategy_config_dir=self.config_dir,
+                   download_retries=0, download_timeout=30)
+        self.settings = {'auth_version': '3',
+                         'auth_url': self.keystone.auth_url,
+                         'user': 'reader', 'key': 'reader-secret',
+                         'project_name': 'packages',
+                         'user_domain_name': 'Default',
+                         'project_domain_name': 'Default',
+                         'region_name': keystone.REGION,
+                         'endpoint_type': 'internalURL'}
+
+    def _strategy(self, **settings):
+        self.settings.update(settings)
+        servers.write_strategy_conf(self.config_dir, 'swift', self.settings)
+        return strategies.load('swift', self.conf)
+
+    def test_fetch_with_keystone_session(self):
+        strategy = self._strategy()
+
+        strategy.check_location('swift://packages/pkg.tar')
+        size = strategy.fetch('swift://packages/pkg.tar', self.dest,
+                              len(PACKAGE))
+
+        self.assertEqual(len(PACKAGE), size)
+        with open(self.dest, 'rb') as f:
+            self.assertEqual(PACKAGE, f.read())
+
+    def test_storage_url_location(self):
+        strategy = self._strategy()
+
+        self.assertIn('/v1/KEY_%s' % self.project_id, self.storage_url)
+        size = strategy.fetch(self.storage_url + '/packages/pkg.tar',
+                              self.dest, len(PACKAGE))
+
+        self.assertEqual(len(PACKAGE), size)
+
+    def test_other_project_account_refused(self):
+        strategy = self._strategy()
+        location = self.storage_url.replace(
+            self.project_id, self.keystone.admin_project_id) + '/c/pkg.tar'
+
+        error = self.assertRaises(exceptions.AccessDenied, strategy.fetch,
+                                  location, self.dest, len(PACKAGE))
+
+        self.assertIn('outside the Swift account', str(error))
+
+    def test_wrong_password(self):
+        strategy = self._strategy(key='wrong')
+
+        error = self.assertRaises(exceptions.AccessDenied,
+                                  strategy.check_location,
+                                  'swift://packages/pkg.tar')
+
+        self.assertIn('Keystone refused the credentials', str(error))
+
+    def test_no_object_store_in_region(self):
+        strategy = self._strategy(region_name='NoSuchRegion')
+
+        error = self.assertRaises(exceptions.LocationUnreachable,
+                                  strategy.check_location,
+                                  'swift://packages/pkg.tar')
+
+        self.assertIn('endpoint', str(error))
