@@ -43,11 +43,11 @@ private ``ConfigOpts``: see :func:`load_settings`.
 """
 
 import abc
-import logging
 import os
 import time
 
 from oslo_config import cfg
+from oslo_log import log as logging
 import tenacity
 
 from trove_upgrade.agent.strategies import exceptions
@@ -127,11 +127,13 @@ class Strategy(metaclass=abc.ABCMeta):
         """
 
     def check_location(self, location):
+        """Raise unless ``location`` is well formed and reachable."""
         target = self.parse_location(location)
         self._with_retries(location, exceptions.LocationUnreachable,
                            lambda: self._check(target, self._deadline()))
 
     def fetch(self, location, dest_path, max_bytes):
+        """Download ``location`` to ``dest_path``; return its size."""
         target = self.parse_location(location)
         part_path = dest_path + '.part'
         try:

@@ -22,6 +22,8 @@ from trove_upgrade.conf import strategies as conf_strategies
 
 _CONTENT_RANGE = re.compile(r'^bytes (\d+)-(\d+)/(\d+|\*)$')
 _RETRIED_STATUSES = (408, 425, 429, 500, 502, 503, 504)
+# RFC 3986 path characters, and '%' to keep the location's own escapes.
+_PATH_SAFE = "/%:@!$&'()*+,;=~"
 
 
 class _Target:
@@ -152,7 +154,8 @@ class HttpStrategy(base.Strategy):
             conn = http.client.HTTPConnection(
                 target.host, target.port, timeout=self.timeout)
         try:
-            conn.request(method, urllib.parse.quote(target.path, safe='/%'),
+            conn.request(method, urllib.parse.quote(target.path,
+                                                    safe=_PATH_SAFE),
                          headers=headers)
             return conn, conn.getresponse()
         except ssl.SSLError as exc:
