@@ -1,0 +1,63 @@
+"""A broker outage mid-upgrade delays the reports and loses none.
+
+The agent talks to RabbitMQ through a relay the test cuts while the
+upgrade runs (see ``harness.BrokerProxy``): restarting the RabbitMQ that
+every other test shares would disturb them. For the agent the effect is
+the same as a broker restart: its connections drop and reconnecting fails
+until the relay is restored.
+"""
+
+from trove_upgrade import states
+from trove_upgrade.tests.functional.agent import harness
+
+
+class TestBrokerOutage(harness.AgentTestCase):
+
+    def test_final_state_reaches_the_database_after_the_outage(self):
+        proxy = self.useFixture(harness.BrokerProxy())
+        # A long health grace keeps the upgrade running after the cut.
+        self.start_agent(transport_url=proxy.url, health_grace=3)
+        self.wait_for_guest('1.0.0')
+        self.wait_for_log('Registered with the conductor')
+        upgrade = self.create_upgrade('2.0.0')
+        self.wait_for(
+            lambda: (self.journal()['current_upgrade'] or {}).get('step')
+            in ('installing', 'switching', 'restarting'),
+            'the upgrade to reach the install step')
+        proxy.cut()
+        self.wait_for(
+            lambda: self.journal()['processed'].get(upgrade['id']),
+            'the agent to finish the upgrade offline')
+        journal = self.journal()
+        self.assertEqual(states.SUCCESS, journal['processed'][upgrade['id']])
+        pending = [r['to_state'] for r in journal['outbox']]
+        self.assertIn(states.SUCCESS, pending)
+        self.assertNotEqual(states.SUCCESS,
+                            self.get_upgrade(upgrade['id'])['status'])
+        self.assertEqual('2.0.0', self.running_guest_version())
+        proxy.restore()
+        done = self.wait_for_status(upgrade['id'], states.FINAL_STATES)
+        self.assertEqual(states.SUCCESS, done['status'])
+        self.wait_for_outbox_empty()
+
+    def test_reports_survive_an_outage_and_an_agent_restart(self):
+        proxy = self.useFixture(harness.BrokerProxy())
+        self.start_agent(transport_url=proxy.url, health_grace=3)
+        self.wait_for_guest('1.0.0')
+        upgrade = self.create_upgrade('2.0.0')
+        self.wait_for(
+            lambda: (self.journal()['current_upgrade'] or {}).get('step')
+            in ('installing', 'switching', 'restarting'),
+            'the upgrade to reach the install step')
+        proxy.cut()
+        self.wait_for(
+            lambda: self.journal()['processed'].get(upgrade['id']),
+            'the agent to finish the upgrade offline')
+        self.kill_agent()
+        self.assertIn(states.SUCCESS,
+                      [r['to_state'] for r in self.journal()['outbox']])
+        proxy.restore()
+        self.start_agent(transport_url=proxy.url)
+        done = self.wait_for_status(upgrade['id'], states.FINAL_STATES)
+        self.assertEqual(states.SUCCESS, done['status'])
+        self.assertEqual('2.0.0', self.running_guest_version())
