@@ -561,6 +561,9 @@ def list_agents_below_rpc_version(context, version):
     and the agents fetched by those. Agents that reported no version are
     not included, as in ``min_agent_rpc_version``.
     """
+    if not (isinstance(version, str) and _RPC_VERSION_RE.match(version)):
+        raise exception.Invalid(
+            reason='an RPC API version looks like x.y, not %r' % (version,))
     wanted = _version_tuple(version)
     with context_manager.reader.using(context) as session:
         reported = session.scalars(

@@ -776,3 +776,11 @@ class TestMinAgentRPCVersion(DbTestCase):
         self._register('i-2', '1.1')
         self._register('i-1', '1.1')
         self.assertEqual('1.1', db_api.min_agent_rpc_version(self.context))
+
+    def test_agents_below_a_malformed_version(self):
+        self._register('i-1', '1.0')
+        for version in ('1', 'latest', '1.x', None):
+            error = self.assertRaises(
+                exception.Invalid, db_api.list_agents_below_rpc_version,
+                self.context, version)
+            self.assertIn('looks like x.y', str(error))
