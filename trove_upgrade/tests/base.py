@@ -5,6 +5,7 @@ from oslo_config import fixture as config_fixture
 from oslotest import base
 
 from trove_upgrade import conf
+from trove_upgrade.conf import database
 
 
 class TestCase(base.BaseTestCase):
@@ -14,6 +15,9 @@ class TestCase(base.BaseTestCase):
         super().setUp()
         self.conf_fixture = self.useFixture(config_fixture.Config(conf.CONF))
         self.conf = self.conf_fixture.conf
+        # The fixture's cleanup drops defaults set at import time, such as
+        # the SQLite connection under state_path: set them again.
+        database.register_opts(self.conf)
         self.conf.set_default(
             'state_path', self.useFixture(fixtures.TempDir()).path)
 
