@@ -95,8 +95,9 @@ class CreateUpgrade(command.ShowOne):
                  % ', '.join(STRATEGIES))
         parser.add_argument(
             '--location', metavar='<location>', required=True,
-            help='Where the package is, in the strategy\'s terms '
-                 '(container/object, URL, path, rsync module path)')
+            help='Where the package is, in the strategy\'s terms: '
+                 'swift://<container>/<object>, an https:// URL, a path on '
+                 'the guest, or rsync://<host>/<module>/<path>')
         parser.add_argument(
             '--metadata', metavar='<key=value>', default=None,
             action=parseractions.KeyValueAction,

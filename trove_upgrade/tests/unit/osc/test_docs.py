@@ -1,0 +1,39 @@
+"""The CLI reference names every command and every option it has."""
+
+import importlib.metadata
+import os
+
+from trove_upgrade.tests import base
+
+GROUP = 'openstack.guest_upgrade.v1'
+REFERENCE = os.path.join(os.path.dirname(__file__), '..', '..', '..', '..',
+                         'doc', 'source', 'cli',
+                         'openstack-database-upgrade.rst')
+
+
+def _own_options(command_class, name):
+    """Option strings a command adds to those of its base class."""
+    command = command_class(None, None)
+    parser = command.get_parser('openstack ' + name)
+    inherited = command_class.__mro__[1].get_parser(command, 'base')
+    known = {s for a in inherited._actions for s in a.option_strings}
+    return {s for a in parser._actions for s in a.option_strings
+            if s.startswith('--')} - known
+
+
+class TestCLIReference(base.TestCase):
+
+    def test_every_command_and_option_is_documented(self):
+        with open(REFERENCE) as f:
+            reference = f.read()
+        entry_points = importlib.metadata.entry_points(group=GROUP)
+        self.assertEqual(6, len(entry_points))
+        for entry_point in entry_points:
+            name = entry_point.name.replace('_', ' ')
+            self.assertTrue('\nopenstack %s\n' % name in reference,
+                            'no section for openstack %s' % name)
+            for option in _own_options(entry_point.load(), name):
+                self.assertTrue('\n``%s ' % option in reference
+                                or '\n``%s``\n' % option in reference,
+                                '%s of openstack %s is not described'
+                                % (option, name))
