@@ -1,0 +1,57 @@
+"""The outbox delivers in order, keeps what failed, survives restarts."""
+
+import fixtures
+
+from trove_upgrade.agent import journal as journal_mod
+from trove_upgrade.agent import outbox
+from trove_upgrade.tests import base
+
+
+class FlakyConductor:
+    def __init__(self):
+        self.received = []
+        self.fail_after = None
+
+    def report_upgrade_state(self, context, instance_id, upgrade_id,
+                             to_state, detail, from_version, to_version):
+        if self.fail_after is not None and \
+                len(self.received) >= self.fail_after:
+            raise ConnectionError('broker down')
+        self.received.append((instance_id, upgrade_id, to_state, detail,
+                              from_version, to_version))
+
+
+class TestOutbox(base.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.useFixture(fixtures.MockPatchObject(outbox, 'SPACING', 0))
+        self.root = self.useFixture(fixtures.TempDir()).path
+        self.journal = journal_mod.UpgradeJournal(self.root)
+        self.conductor = FlakyConductor()
+        self.outbox = outbox.Outbox(self.journal, self.conductor, None,
+                                    'inst')
+        with self.journal.update() as data:
+            for state in ('DOWNLOADING', 'VERIFYING', 'SUCCESS'):
+                self.journal.add_report(data, 'u1', state, state.lower(),
+                                        '1', '2')
+
+    def test_flush_sends_in_order_and_empties(self):
+        self.assertEqual(3, self.outbox.flush())
+        self.assertEqual(['DOWNLOADING', 'VERIFYING', 'SUCCESS'],
+                         [r[2] for r in self.conductor.received])
+        self.assertEqual(('inst', 'u1', 'SUCCESS', 'success', '1', '2'),
+                         self.conductor.received[-1])
+        self.assertEqual([], self.outbox.pending())
+
+    def test_failure_keeps_the_rest_for_a_new_agent(self):
+        self.conductor.fail_after = 1
+        self.assertEqual(1, self.outbox.flush())
+        self.assertEqual(['VERIFYING', 'SUCCESS'],
+                         [r['to_state'] for r in self.outbox.pending()])
+        self.conductor.fail_after = None
+        restarted = outbox.Outbox(journal_mod.UpgradeJournal(self.root),
+                                  self.conductor, None, 'inst')
+        self.assertEqual(2, restarted.flush())
+        self.assertEqual(['DOWNLOADING', 'VERIFYING', 'SUCCESS'],
+                         [r[2] for r in self.conductor.received])

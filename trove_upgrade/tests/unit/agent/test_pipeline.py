@@ -1,0 +1,224 @@
+"""The pipeline in one process: real packages, venvs and guest processes.
+
+Only the download is replaced, by a strategy copying local files; the
+functional tests use the real strategies, RabbitMQ and the conductor.
+"""
+
+import datetime
+import os
+import shutil
+
+import fixtures
+
+from trove_upgrade.agent import install
+from trove_upgrade.agent import journal as journal_mod
+from trove_upgrade.agent import pipeline
+from trove_upgrade.agent.strategies import exceptions as strategy_exc
+from trove_upgrade.agent import supervisor
+from trove_upgrade.agent import verifier
+from trove_upgrade.packaging import build
+from trove_upgrade.packaging import keys
+from trove_upgrade.packaging import manifest as manifest_mod
+from trove_upgrade import states
+from trove_upgrade.tests import base
+from trove_upgrade.tests import sample_guest
+
+STATE_DIR = '../../guest-run'
+
+
+class CopyStrategy:
+    """Copies local files; counts fetches; can be told to fail."""
+
+    def __init__(self):
+        self.fetched = []
+        self.fail = None
+
+    def fetch(self, location, dest_path, max_bytes):
+        if self.fail:
+            raise strategy_exc.LocationUnreachable(
+                location=location, strategy='copy', reason=self.fail)
+        self.fetched.append(location)
+        shutil.copyfile(location, dest_path)
+        return os.path.getsize(dest_path)
+
+
+class TestUpgradePipeline(base.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        tmp = self.useFixture(fixtures.TempDir()).path
+        self.tmp = tmp
+        self.root = os.path.join(tmp, 'root')
+        self.repo = os.path.join(tmp, 'repo')
+        os.makedirs(self.repo)
+        signing = keys.generate_signing_key()
+        self.sign_path = os.path.join(tmp, 'sign.key')
+        keys.write_signing_key(self.sign_path, signing)
+        self.signing = signing
+        self.enc_key = keys.generate_encryption_key()
+        self.enc_path = keys.write_encryption_key(
+            os.path.join(tmp, 'enc.key'), self.enc_key)
+        self.flags(group='agent', install_root=self.root,
+                   guest_command=sample_guest.guest_command(STATE_DIR),
+                   health_grace=0.2, health_timeout=3, restart_retries=2,
+                   keep_versions=2, max_resume_attempts=2)
+        self.journal = journal_mod.UpgradeJournal(self.root)
+        self.installs = install.InstallRoot(self.root, self.journal.lock)
+        self.sup = supervisor.GuestSupervisor(
+            self.installs, self.conf.agent.guest_command, stop_timeout=5)
+        self.addCleanup(self.sup.stop)
+        self.strategy = CopyStrategy()
+        self.pipeline = pipeline.UpgradePipeline(
+            self.conf, self.journal, self.installs, self.sup,
+            verifier.PackageVerifier([self.sign_path + '.pub'], 1,
+                                     [self.enc_path]),
+            load_strategy=lambda name: self.strategy)
+        wheel = sample_guest.build_wheel(os.path.join(tmp, 'w1'), '1.0.0')
+        self.installs.install('1.0.0', [wheel])
+        self.installs.switch('1.0.0')
+        self.assertTrue(self.pipeline.ensure_guest_running())
+
+    def _package(self, version, behaviour='ok'):
+        wheel = sample_guest.build_wheel(
+            os.path.join(self.tmp, 'w-%s-%s' % (version, behaviour)),
+            version, behaviour)
+        path = os.path.join(self.repo, '%s-%s.pkg' % (version, behaviour))
+        build.build_package(
+            [wheel], path, version=version, signing_keys=[self.signing],
+            encryption_key=self.enc_key,
+            expires=datetime.datetime.now(datetime.timezone.utc)
+            + datetime.timedelta(days=1),
+            health_check=manifest_mod.HealthCheck(
+                tuple(sample_guest.health_command(STATE_DIR).split()), 10))
+        return path
+
+    def _entry(self, location, version, upgrade_id='u1'):
+        entry = {'id': upgrade_id, 'instance_version': version,
+                 'to_version': version, 'strategy': 'copy',
+                 'location': location, 'allow_downgrade': False,
+                 'step': pipeline.ACCEPTED, 'attempts': 1, 'detail': '',
+                 'from_version': self.installs.current_version()}
+        with self.journal.update() as data:
+            data['current_upgrade'] = entry
+        return entry
+
+    def _reports(self):
+        return [(r['to_state'], r['detail'])
+                for r in self.journal.read()['outbox']]
+
+    def test_success_reports_every_stage(self):
+        result = self.pipeline.run(self._entry(self._package('2.0.0'),
+                                               '2.0.0'))
+        self.assertEqual(states.SUCCESS, result)
+        self.assertEqual([states.DOWNLOADING, states.VERIFYING,
+                          states.INSTALLING, states.RESTARTING,
+                          states.SUCCESS],
+                         [s for s, _ in self._reports()])
+        data = self.journal.read()
+        self.assertEqual('2.0.0', data['last_known_good'])
+        self.assertIsNone(data['current_upgrade'])
+        self.assertEqual('2.0.0', self.sup.running_version())
+        self.assertEqual(
+            sample_guest.health_command(STATE_DIR),
+            self.installs.health_command('2.0.0'))
+
+    def test_wrong_version_is_rejected_before_the_switch(self):
+        pid = self.sup._record['pid']
+        result = self.pipeline.run(self._entry(self._package('2.0.0'),
+                                               '2.5.0'))
+        self.assertEqual(states.FAILED, result)
+        state, detail = self._reports()[-1]
+        self.assertIn('WrongVersionError', detail)
+        self.assertIn('was not touched', detail)
+        self.assertEqual(pid, self.sup._record['pid'])
+        self.assertEqual(['1.0.0'], self.installs.installed_versions())
+
+    def test_download_failure_leaves_the_guest_alone(self):
+        self.strategy.fail = 'connection refused'
+        result = self.pipeline.run(self._entry('/nowhere', '2.0.0'))
+        self.assertEqual(states.FAILED, result)
+        detail = self._reports()[-1][1]
+        self.assertIn('download failed', detail)
+        self.assertIn('connection refused', detail)
+        self.assertEqual('1.0.0', self.sup.running_version())
+
+    def test_broken_install_fails_its_preflight_before_the_switch(self):
+        result = self.pipeline.run(self._entry(
+            self._package('2.0.0', 'broken'), '2.0.0'))
+        self.assertEqual(states.FAILED, result)
+        self.assertIn('preflight', self._reports()[-1][1])
+        self.assertEqual('1.0.0', self.installs.current_version())
+        self.assertFalse(os.path.exists(self.installs.path('2.0.0')))
+
+    def test_crash_after_switch_rolls_back(self):
+        result = self.pipeline.run(self._entry(
+            self._package('3.0.0', 'crash'), '3.0.0'))
+        self.assertEqual(states.FAILED, result)
+        detail = self._reports()[-1][1]
+        self.assertIn('exited with status 3', detail)
+        self.assertIn('rolled back to 1.0.0', detail)
+        self.assertEqual('1.0.0', self.installs.current_version())
+        self.assertEqual('1.0.0', self.sup.running_version())
+        self.assertEqual('1.0.0', self.journal.read()['last_known_good'])
+
+    def test_already_running_version_succeeds_at_once(self):
+        result = self.pipeline.run(self._entry('/unused', '1.0.0'))
+        self.assertEqual(states.SUCCESS, result)
+        self.assertEqual([], self.strategy.fetched)
+        self.assertIn('already running', self._reports()[-1][1])
+
+    def test_recover_resumes_an_upgrade_interrupted_before_the_switch(self):
+        entry = self._entry(self._package('2.0.0'), '2.0.0')
+        entry['step'] = pipeline.INSTALLING
+        with self.journal.update() as data:
+            data['current_upgrade'] = entry
+        os.makedirs(self.installs.path('2.0.0'))
+        self.assertEqual(states.SUCCESS, self.pipeline.recover())
+        self.assertEqual('2.0.0', self.sup.running_version())
+
+    def test_recover_finishes_an_upgrade_interrupted_after_switch(self):
+        entry = self._entry(self._package('2.0.0'), '2.0.0')
+        wheel = sample_guest.build_wheel(os.path.join(self.tmp, 'w2'),
+                                         '2.0.0')
+        self.installs.install('2.0.0', [wheel],
+                              sample_guest.health_command(STATE_DIR))
+        self.installs.switch('2.0.0')
+        entry['step'] = pipeline.RESTARTING
+        with self.journal.update() as data:
+            data['current_upgrade'] = entry
+        self.assertEqual(states.SUCCESS, self.pipeline.recover())
+        self.assertEqual([], self.strategy.fetched)
+        self.assertEqual('2.0.0', self.sup.running_version())
+
+    def test_recover_gives_up_after_too_many_restarts(self):
+        entry = self._entry(self._package('2.0.0'), '2.0.0')
+        entry['step'] = pipeline.DOWNLOADING
+        entry['attempts'] = 2
+        with self.journal.update() as data:
+            data['current_upgrade'] = entry
+        self.assertEqual(states.FAILED, self.pipeline.recover())
+        self.assertIn('the agent restarted 2 times', self._reports()[-1][1])
+        self.assertEqual('1.0.0', self.sup.running_version())
+
+    def test_recover_completes_an_interrupted_rollback(self):
+        wheel = sample_guest.build_wheel(os.path.join(self.tmp, 'w3'),
+                                         '3.0.0', 'crash')
+        self.installs.install('3.0.0', [wheel])
+        self.installs.switch('3.0.0')
+        self.sup.stop()
+        entry = self._entry('/unused', '3.0.0')
+        entry.update(step=pipeline.ROLLING_BACK, detail='it crashed',
+                     from_version='1.0.0')
+        with self.journal.update() as data:
+            data['current_upgrade'] = entry
+        self.assertEqual(states.FAILED, self.pipeline.recover())
+        self.assertIn('it crashed; rolled back to 1.0.0',
+                      self._reports()[-1][1])
+        self.assertEqual('1.0.0', self.sup.running_version())
+
+    def test_prune_keeps_last_known_good_after_success(self):
+        for version in ('2.0.0', '2.1.0'):
+            self.assertEqual(states.SUCCESS, self.pipeline.run(
+                self._entry(self._package(version), version, version)))
+        self.assertEqual(['2.0.0', '2.1.0'],
+                         self.installs.installed_versions())
