@@ -1,0 +1,100 @@
+"""``openstack database upgrade create --wait`` following a real upgrade.
+
+The agent tests' harness runs RabbitMQ on an exchange of the test's own, a
+real conductor and a real agent on a provisioned guest; this test adds the
+real ``trove-upgrade-api`` process (``auth_strategy = noauth2``, the way
+the demo runs it) and drives it with the real ``openstack`` command, which
+must print every stage on stderr as the agent reports it and exit with the
+outcome.
+"""
+
+import json
+import os
+import subprocess
+
+import fixtures
+
+from trove_upgrade import states
+from trove_upgrade.tests.functional.agent import harness
+from trove_upgrade.tests.functional import servers
+
+TIMEOUT = 300
+
+
+class TestWaitWithARealAgent(harness.AgentTestCase):
+
+    packages = {'1.0.0': 'ok', '2.0.0': 'ok', '3.0.0': 'crash'}
+
+    def setUp(self):
+        super().setUp()
+        port = servers.free_port()
+        path = os.path.join(self.tmp, 'api.conf')
+        harness.write_conf(path, {
+            'DEFAULT': {'transport_url': harness.RABBIT_URL,
+                        'control_exchange': self.exchange,
+                        'state_path': self.tmp},
+            'api': {'bind_host': servers.LOOPBACK, 'bind_port': port,
+                    'auth_strategy': 'noauth2'},
+            'database': {'connection': self.db.url},
+        })
+        api = self._spawn('api', [os.path.join(harness.BIN,
+                                               'trove-upgrade-api'),
+                                  '--config-file', path])
+        servers.wait_for_port(port, process=api)
+        self.url = 'http://%s:%d/v1.0/admin' % (servers.LOOPBACK, port)
+        self.home = self.useFixture(fixtures.TempDir()).path
+        self.start_agent()
+        self.wait_for_guest('1.0.0')
+
+    def create_and_wait(self, version):
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith('OS_')}
+        env['HOME'] = self.home
+        proc = subprocess.run(
+            [os.path.join(harness.BIN, 'openstack'),
+             '--os-auth-type', 'none', '--os-guest-upgrade-url', self.url,
+             'database', 'upgrade', 'create', self.instance_id,
+             '--instance-version', version, '--strategy', 'local',
+             '--location', os.path.join(self.repo, 'guest-%s.pkg' % version),
+             '--wait', '-f', 'json'],
+            capture_output=True, text=True, env=env, timeout=TIMEOUT)
+        return proc.returncode, proc.stdout, proc.stderr
+
+    def assertProgress(self, upgrade, err):
+        """One line per recorded event, in order, as the history has it."""
+        lines = err.splitlines()
+        self.assertEqual('Waiting for upgrade %s of instance %s to %s'
+                         % (upgrade['id'], self.instance_id,
+                            upgrade['instance_version']), lines[0])
+        shown = [line.split(' ', 1)[1] for line in lines[1:]
+                 if line.startswith('20')]
+        recorded = ['%s -> %s (%s)%s' % (
+            e['from_state'] or '-', e['to_state'], e['source'],
+            ': %s' % e['detail'] if e['detail'] else '')
+            for e in upgrade['events']]
+        self.assertEqual(recorded, shown)
+
+    def test_success_shows_each_stage_and_exits_zero(self):
+        code, out, err = self.create_and_wait('2.0.0')
+
+        self.assertEqual(0, code, err)
+        upgrade = json.loads(out)
+        self.assertEqual(states.SUCCESS, upgrade['status'])
+        self.assertEqual('1.0.0', upgrade['from_version'])
+        self.assertProgress(upgrade, err)
+        for stage in (states.DOWNLOADING, states.RESTARTING, states.SUCCESS):
+            self.assertIn(' -> %s (' % stage, err)
+        self.assertEqual('2.0.0', self.running_guest_version())
+
+    def test_a_rolled_back_upgrade_exits_non_zero_with_the_reason(self):
+        code, out, err = self.create_and_wait('3.0.0')
+
+        self.assertEqual(1, code, err)
+        upgrade = json.loads(out)
+        self.assertIn(upgrade['status'], (states.FAILED, states.ROLLED_BACK))
+        self.assertIn('failed 2 start attempt(s)', upgrade['status_detail'])
+        self.assertProgress(upgrade, err[:err.rindex('\nUpgrade ')])
+        self.assertEqual('Upgrade %s ended %s: %s' % (
+            upgrade['id'], upgrade['status'], upgrade['status_detail']),
+            err.splitlines()[-1])
+        self.assertEqual('1.0.0', self.running_guest_version())
