@@ -69,3 +69,16 @@ class Forbidden(TroveUpgradeException):
 
 class PolicyNotAuthorized(Forbidden):
     msg_fmt = 'Policy does not allow %(action)s to be performed.'
+
+
+class RolloutNotFound(NotFound):
+    msg_fmt = 'Rollout %(rollout_id)s could not be found.'
+
+
+class RolloutConflict(Conflict):
+    msg_fmt = '%(reason)s'
+
+
+class InvalidRolloutState(Conflict):
+    msg_fmt = ('Rollout %(rollout_id)s is %(status)s: it cannot be '
+               '%(action)s.')

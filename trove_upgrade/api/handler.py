@@ -10,6 +10,7 @@ import routes
 import webob.exc
 
 from trove_upgrade.api.handlers import agents
+from trove_upgrade.api.handlers import rollouts
 from trove_upgrade.api.handlers import root
 from trove_upgrade.api.handlers import upgrades
 from trove_upgrade.api import util
@@ -34,6 +35,23 @@ ROUTE_DECLARATIONS = {
     },
     MGMT + '/agents/{instance_id}': {
         'GET': agents.show_agent,
+    },
+    MGMT + '/rollouts': {
+        'GET': rollouts.list_rollouts,
+        'POST': rollouts.create_rollout,
+    },
+    MGMT + '/rollouts/{rollout_id}': {
+        'GET': rollouts.show_rollout,
+        'DELETE': rollouts.delete_rollout,
+    },
+    MGMT + '/rollouts/{rollout_id}/pause': {
+        'POST': rollouts.pause_rollout,
+    },
+    MGMT + '/rollouts/{rollout_id}/resume': {
+        'POST': rollouts.resume_rollout,
+    },
+    MGMT + '/rollouts/{rollout_id}/abort': {
+        'POST': rollouts.abort_rollout,
     },
 }
 

@@ -91,3 +91,46 @@ def page(req, key, items, limit, marker_key):
             'href': req.path_url + '?' + urllib.parse.urlencode(params),
         }]
     return body
+
+
+def rollout_url(req, tenant_id, rollout_id):
+    return _url(req, tenant_id, 'rollouts', rollout_id)
+
+
+def _threshold(value, kind):
+    return '%d%%' % value if kind == 'percent' else value
+
+
+def rollout(req, tenant_id, rollout, plan=None):
+    """One rollout; with counters and each agent's state given its plan."""
+    body = {
+        'id': rollout['id'],
+        'name': rollout['name'],
+        'instance_version': rollout['instance_version'],
+        'strategy': rollout['strategy'],
+        'location': rollout['location'],
+        'selector': rollout['selector'],
+        'canary': rollout['canary'],
+        'max_in_flight': _threshold(rollout['max_in_flight'],
+                                    rollout['max_in_flight_kind']),
+        'max_failures': _threshold(rollout['max_failures'],
+                                   rollout['max_failures_kind']),
+        'per_agent_retries': rollout['per_agent_retries'],
+        'agent_deadline': rollout['agent_deadline'],
+        'start_at': util.isotime(rollout['start_at']),
+        'status': rollout['status'],
+        'status_detail': rollout['status_detail'],
+        'failures_acknowledged': rollout['failures_acknowledged'],
+        'project_id': rollout['project_id'],
+        'user_id': rollout['user_id'],
+        'created_at': util.isotime(rollout['created_at']),
+        'updated_at': util.isotime(rollout['updated_at']),
+        'finished_at': util.isotime(rollout['finished_at']),
+        'links': _links(req, tenant_id, 'rollouts', rollout['id']),
+    }
+    if plan is not None:
+        body['counters'] = plan.counters
+        body['agents'] = [{'instance_id': instance_id, 'state': state}
+                          for instance_id, state in sorted(
+                              plan.agents.items())]
+    return body

@@ -12,6 +12,7 @@ import oslo_messaging as messaging
 from oslo_service import service
 
 from trove_upgrade.conductor import manager
+from trove_upgrade.conductor import reconciler
 from trove_upgrade import conf
 from trove_upgrade import context as tu_context
 from trove_upgrade import rpc
@@ -39,6 +40,10 @@ class ConductorService(service.Service):
         self.tg.add_timer_args(CONF.conductor.periodic_interval,
                                self.time_out_upgrades,
                                stop_on_exception=False)
+        self.reconciler = reconciler.Reconciler(self.host)
+        self.tg.add_timer_args(CONF.conductor.rollout_interval,
+                               self.reconcile_rollouts,
+                               stop_on_exception=False)
         LOG.info('Conductor %(host)s listening on topic %(topic)s, '
                  'exchange %(exchange)s.',
                  {'host': self.host, 'topic': CONF.conductor.topic,
@@ -47,6 +52,10 @@ class ConductorService(service.Service):
     def time_out_upgrades(self):
         """The periodic task; the timer logs its failures and runs on."""
         upgrades.time_out_upgrades(tu_context.get_admin_context())
+
+    def reconcile_rollouts(self):
+        """The rollout reconciler's pass, on its own timer."""
+        self.reconciler.run(tu_context.get_admin_context())
 
     def stop(self, graceful=True):
         if self.rpcserver is not None:

@@ -28,6 +28,20 @@ conductor_opts = [
                min=1,
                help='An agent whose last heartbeat is older than this many '
                     'seconds is reported as unreachable.'),
+    cfg.FloatOpt('rollout_interval',
+                 default=5.0,
+                 min=0.1,
+                 help='Seconds between two passes of the rollout '
+                      'reconciler, which dispatches the upgrades of running '
+                      'rollouts, pauses them on failures and completes '
+                      'them.'),
+    cfg.IntOpt('rollout_lease_time',
+               default=60,
+               min=1,
+               help='Seconds for which a conductor that reconciled a '
+                    'rollout keeps the sole right to reconcile it. Another '
+                    'conductor (or this one, restarted) takes a rollout '
+                    'over once its lease expired.'),
 ]
 
 

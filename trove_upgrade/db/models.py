@@ -115,3 +115,81 @@ class Agent(Base):
         DateTime)
     last_heartbeat_at: orm.Mapped[datetime.datetime | None] = (
         orm.mapped_column(DateTime))
+
+
+class Rollout(Base):
+    """A desired version for a selected group of agents.
+
+    ``lease_owner`` and ``lease_until`` name the conductor whose reconciler
+    acts on it for now, so that one conductor at a time counts what is in
+    flight and dispatches.
+    """
+
+    __tablename__ = 'rollouts'
+    __table_args__ = (
+        sa.Index('rollouts_status_idx', 'status'),
+        TABLE_ARGS,
+    )
+
+    id: orm.Mapped[str] = orm.mapped_column(sa.String(36), primary_key=True)
+    name: orm.Mapped[str] = orm.mapped_column(sa.String(255))
+    instance_version: orm.Mapped[str] = orm.mapped_column(sa.String(255))
+    strategy: orm.Mapped[str] = orm.mapped_column(sa.String(64))
+    location: orm.Mapped[str] = orm.mapped_column(sa.String(2048))
+    selector: orm.Mapped[dict] = orm.mapped_column(JSONObject())
+    canary: orm.Mapped[int] = orm.mapped_column(sa.Integer)
+    max_in_flight: orm.Mapped[int] = orm.mapped_column(sa.Integer)
+    max_in_flight_kind: orm.Mapped[str] = orm.mapped_column(sa.String(16))
+    max_failures: orm.Mapped[int] = orm.mapped_column(sa.Integer)
+    max_failures_kind: orm.Mapped[str] = orm.mapped_column(sa.String(16))
+    per_agent_retries: orm.Mapped[int] = orm.mapped_column(sa.Integer)
+    agent_deadline: orm.Mapped[int] = orm.mapped_column(sa.Integer)
+    start_at: orm.Mapped[datetime.datetime | None] = orm.mapped_column(
+        DateTime)
+    status: orm.Mapped[str] = orm.mapped_column(sa.String(32))
+    status_detail: orm.Mapped[str | None] = orm.mapped_column(Text)
+    failures_acknowledged: orm.Mapped[int] = orm.mapped_column(sa.Integer)
+    lease_owner: orm.Mapped[str | None] = orm.mapped_column(sa.String(255))
+    lease_until: orm.Mapped[datetime.datetime | None] = orm.mapped_column(
+        DateTime)
+    project_id: orm.Mapped[str | None] = orm.mapped_column(sa.String(255))
+    user_id: orm.Mapped[str | None] = orm.mapped_column(sa.String(255))
+    created_at: orm.Mapped[datetime.datetime] = orm.mapped_column(DateTime)
+    updated_at: orm.Mapped[datetime.datetime | None] = orm.mapped_column(
+        DateTime)
+    finished_at: orm.Mapped[datetime.datetime | None] = orm.mapped_column(
+        DateTime)
+
+
+class RolloutDispatch(Base):
+    """One attempt of a rollout at one agent: the upgrade it created.
+
+    The unique (rollout, instance, attempt) is the database's guard against
+    double dispatch: of two conductors that decide on the same attempt,
+    only the first insert succeeds, in the transaction that creates the
+    upgrade.
+    """
+
+    __tablename__ = 'rollout_dispatches'
+    __table_args__ = (
+        sa.UniqueConstraint(
+            'rollout_id', 'instance_id', 'attempt',
+            name='uniq_rollout_dispatches0rollout_id0instance_id0attempt'),
+        sa.Index('rollout_dispatches_instance_id_idx', 'instance_id'),
+        TABLE_ARGS,
+    )
+
+    id: orm.Mapped[int] = orm.mapped_column(
+        sa.Integer, primary_key=True, autoincrement=True)
+    rollout_id: orm.Mapped[str] = orm.mapped_column(
+        sa.String(36),
+        sa.ForeignKey('rollouts.id',
+                      name='rollout_dispatches_rollout_id_fkey'))
+    instance_id: orm.Mapped[str] = orm.mapped_column(sa.String(36))
+    attempt: orm.Mapped[int] = orm.mapped_column(sa.Integer)
+    canary: orm.Mapped[bool] = orm.mapped_column(sa.Boolean)
+    upgrade_id: orm.Mapped[str] = orm.mapped_column(
+        sa.String(36),
+        sa.ForeignKey('upgrades.id',
+                      name='rollout_dispatches_upgrade_id_fkey'))
+    created_at: orm.Mapped[datetime.datetime] = orm.mapped_column(DateTime)

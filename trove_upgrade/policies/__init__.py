@@ -8,6 +8,7 @@ import itertools
 
 from trove_upgrade.policies import agents
 from trove_upgrade.policies import base
+from trove_upgrade.policies import rollouts
 from trove_upgrade.policies import upgrades
 
 
@@ -16,4 +17,5 @@ def list_rules():
         base.list_rules(),
         upgrades.list_rules(),
         agents.list_rules(),
+        rollouts.list_rules(),
     ))

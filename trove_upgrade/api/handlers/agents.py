@@ -1,5 +1,8 @@
 """Handlers of /v1.0/{tenant_id}/mgmt/agents."""
 
+import datetime
+
+from oslo_utils import timeutils
 from oslo_utils import uuidutils
 
 from trove_upgrade.api.schemas import agents as schema
@@ -16,6 +19,17 @@ def _view(req, agent):
                        req.environ[util.CONF_KEY].conductor.agent_down_time)
 
 
+def _labels(params):
+    """``labels=k1:v1,k2:v2`` and ``group=g`` as one dict to match."""
+    labels = {}
+    for pair in filter(None, params.get('labels', '').split(',')):
+        key, value = pair.split(':', 1)
+        labels[key] = value
+    if 'group' in params:
+        labels['group'] = params['group']
+    return labels
+
+
 @util.wsgify
 def list_agents(req):
     context = req.environ[util.CONTEXT_KEY]
@@ -25,8 +39,18 @@ def list_agents(req):
     filters = {name: params[name] for name in
                ('guest_version', 'state', 'rpc_api_version')
                if name in params}
-    found = db_api.list_agents(context, filters=filters, limit=limit,
-                               marker=params.get('marker'))
+    labels = _labels(params)
+    if labels:
+        filters['labels'] = labels
+    if 'health' in params:
+        down_time = req.environ[util.CONF_KEY].conductor.agent_down_time
+        found = db_api.list_agents_by_health(
+            context, params['health'] == 'reachable',
+            timeutils.utcnow() - datetime.timedelta(seconds=down_time),
+            filters=filters, limit=limit, marker=params.get('marker'))
+    else:
+        found = db_api.list_agents(context, filters=filters, limit=limit,
+                                   marker=params.get('marker'))
     items = [_view(req, a) for a in found]
     return util.json_response(
         views.page(req, 'agents', items, limit, 'instance_id'))

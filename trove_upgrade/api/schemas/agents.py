@@ -7,6 +7,11 @@ LIST_AGENTS_QUERY = {
         'guest_version': {'type': 'string', 'minLength': 1, 'maxLength': 64},
         'state': {'type': 'string', 'minLength': 1, 'maxLength': 32},
         'rpc_api_version': {'type': 'string', 'pattern': '^[0-9]+\\.[0-9]+$'},
+        # key:value pairs separated by commas; each must match.
+        'labels': {'type': 'string', 'minLength': 3, 'maxLength': 2048,
+                   'pattern': '^[^:,]+:[^,]*(,[^:,]+:[^,]*)*$'},
+        'group': {'type': 'string', 'minLength': 1, 'maxLength': 255},
+        'health': {'type': 'string', 'enum': ['reachable', 'unreachable']},
         'limit': {'type': 'string'},
         'marker': {'type': 'string', 'format': 'uuid'},
     },

@@ -90,6 +90,22 @@ class _MigrationsWalk:
                           inspector.get_columns('upgrade_events')}
             self.assertEqual(6, created_at['created_at']['type'].fsp)
 
+    def _check_7c4e1a9b2d60(self, connection):
+        inspector = sa.inspect(connection)
+        self.assertTrue({'rollouts', 'rollout_dispatches'}.issubset(
+            inspector.get_table_names()))
+        self.assertEqual({'rollouts_status_idx': ['status']},
+                         self._indexes(inspector, 'rollouts'))
+        unique = inspector.get_unique_constraints('rollout_dispatches')
+        self.assertEqual([['rollout_id', 'instance_id', 'attempt']],
+                         [u['column_names'] for u in unique])
+        foreign_keys = inspector.get_foreign_keys('rollout_dispatches')
+        self.assertEqual(
+            [(['rollout_id'], 'rollouts', ['id']),
+             (['upgrade_id'], 'upgrades', ['id'])],
+            sorted((fk['constrained_columns'], fk['referred_table'],
+                    fk['referred_columns']) for fk in foreign_keys))
+
 
 class TestModelsSyncSQLite(_ModelsMigrationsSync,
                            database.OpportunisticDBTestMixin,

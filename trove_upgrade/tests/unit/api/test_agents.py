@@ -69,7 +69,8 @@ class TestAgents(base.APITestCase):
 
     def test_bad_queries(self):
         for query, detail in (
-                ('?labels=x', "('labels' was unexpected)"),
+                ('?labels=xyz', "'xyz' does not match"),
+                ('?colour=red', "('colour' was unexpected)"),
                 ('?rpc_api_version=one', "'one' does not match"),
                 ('?state=', "'' should be non-empty (at $.state)"),
                 ('?limit=x', "limit must be a positive integer, not 'x'."),

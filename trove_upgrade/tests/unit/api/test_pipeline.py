@@ -54,7 +54,7 @@ class TestRouting(base.APITestCase):
 
     def test_unknown_paths_are_404(self):
         for path in ('/v2.0', '/v1.0/%s/mgmt' % self.project_id,
-                     self.mgmt + '/upgrades/a/b', self.mgmt + '/rollouts',
+                     self.mgmt + '/upgrades/a/b', self.mgmt + '/rollouts/a/b',
                      '/v1.0/%s/instances' % self.project_id):
             self.assertError(self.request('GET', path), 404,
                              'No resource at %s.' % path)

@@ -1,0 +1,132 @@
+"""Handlers of /v1.0/{tenant_id}/mgmt/rollouts."""
+
+import uuid
+
+from oslo_utils import timeutils
+from oslo_utils import uuidutils
+import webob
+import webob.exc
+
+from trove_upgrade.api.handlers import upgrades as upgrade_handlers
+from trove_upgrade.api.schemas import rollouts as schema
+from trove_upgrade.api import util
+from trove_upgrade.api import views
+from trove_upgrade.db import api as db_api
+from trove_upgrade import exception
+from trove_upgrade.policies import rollouts as policies
+from trove_upgrade import policy
+from trove_upgrade import rollouts
+
+# Defaults of the optional fields: one canary, one agent at a time, stop
+# at the first failure, no retry, an hour per agent.
+_DEFAULTS = {'canary': 1, 'max_in_flight': 1, 'max_failures': 0,
+             'per_agent_retries': 0, 'agent_deadline': 3600}
+
+
+def _rollout_id(req):
+    rollout_id = req.urlvars['rollout_id']
+    if not uuidutils.is_uuid_like(rollout_id):
+        raise exception.RolloutNotFound(rollout_id=rollout_id)
+    return rollout_id
+
+
+def _threshold(value):
+    """(number, kind) of a count or of a "10%" percent."""
+    if isinstance(value, str):
+        return int(value[:-1]), rollouts.PERCENT
+    return value, rollouts.COUNT
+
+
+def _start_at(value):
+    if value is None:
+        return None
+    try:
+        return timeutils.normalize_time(timeutils.parse_isotime(value))
+    except ValueError as e:
+        raise webob.exc.HTTPBadRequest(
+            'Invalid JSON body: start_at %r is not an ISO 8601 time: %s'
+            % (value, e))
+
+
+def _values(body):
+    values = dict(_DEFAULTS, **body['rollout'])
+    upgrade_handlers._check_version(values['instance_version'])
+    if 'instance_ids' in values['selector']:
+        values['selector'] = {'instance_ids': sorted(
+            str(uuid.UUID(i)) for i in values['selector']['instance_ids'])}
+    for name in ('max_in_flight', 'max_failures'):
+        values[name], values[name + '_kind'] = _threshold(values[name])
+    values['start_at'] = _start_at(values.get('start_at'))
+    return values
+
+
+def _view(req, rollout, with_agents=False):
+    plan = None
+    if with_agents:
+        plan = rollouts.plan_for(req.environ[util.CONTEXT_KEY], rollout)
+    return views.rollout(req, req.urlvars['tenant_id'], rollout, plan)
+
+
+@util.wsgify
+def create_rollout(req):
+    context = req.environ[util.CONTEXT_KEY]
+    policy.authorize(context, policies.CREATE)
+    util.require_json(req)
+    values = _values(util.extract_json(req.body, schema.POST_ROLLOUT))
+    rollout = rollouts.create_rollout(context, values)
+    tenant_id = req.urlvars['tenant_id']
+    return util.json_response(
+        {'rollout': _view(req, rollout, with_agents=True)}, status=201,
+        headers=[('Location',
+                  views.rollout_url(req, tenant_id, rollout['id']))])
+
+
+@util.wsgify
+def list_rollouts(req):
+    context = req.environ[util.CONTEXT_KEY]
+    policy.authorize(context, policies.LIST)
+    params = util.query_params(req, schema.LIST_ROLLOUTS_QUERY)
+    limit = util.get_limit(params, req.environ[util.CONF_KEY].api.max_limit)
+    filters = {name: params[name] for name in ('status', 'name')
+               if name in params}
+    found = db_api.list_rollouts(context, filters=filters, limit=limit,
+                                 marker=params.get('marker'))
+    items = [_view(req, r) for r in found]
+    return util.json_response(views.page(req, 'rollouts', items, limit,
+                                         'id'))
+
+
+@util.wsgify
+def show_rollout(req):
+    context = req.environ[util.CONTEXT_KEY]
+    policy.authorize(context, policies.SHOW)
+    rollout = db_api.get_rollout(context, _rollout_id(req))
+    return util.json_response(
+        {'rollout': _view(req, rollout, with_agents=True)})
+
+
+def _action(rule, function):
+    @util.wsgify
+    def handler(req):
+        context = req.environ[util.CONTEXT_KEY]
+        policy.authorize(context, rule)
+        if req.body:
+            raise webob.exc.HTTPBadRequest(
+                'This action takes no request body.')
+        rollout = function(context, _rollout_id(req))
+        return util.json_response(
+            {'rollout': _view(req, rollout, with_agents=True)})
+    return handler
+
+
+pause_rollout = _action(policies.PAUSE, rollouts.pause_rollout)
+resume_rollout = _action(policies.RESUME, rollouts.resume_rollout)
+abort_rollout = _action(policies.ABORT, rollouts.abort_rollout)
+
+
+@util.wsgify
+def delete_rollout(req):
+    context = req.environ[util.CONTEXT_KEY]
+    policy.authorize(context, policies.DELETE)
+    rollouts.delete_rollout(context, _rollout_id(req))
+    return webob.Response(status=204)

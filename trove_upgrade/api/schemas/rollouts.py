@@ -1,0 +1,81 @@
+"""Schemas of /v1.0/{tenant_id}/mgmt/rollouts."""
+
+from trove_upgrade.api.schemas import upgrades
+from trove_upgrade import rollout_states
+
+# A count, or a percent written "10%".
+_PERCENT = {'type': 'string', 'pattern': '^(100|[1-9]?[0-9])%$'}
+
+_LABEL_VALUE = {'type': 'string', 'minLength': 1, 'maxLength': 255,
+                'pattern': upgrades._TEXT_PATTERN}
+
+_SELECTOR = {
+    'type': 'object',
+    'properties': {
+        'group': _LABEL_VALUE,
+        'labels': {
+            'type': 'object', 'minProperties': 1, 'maxProperties': 16,
+            'propertyNames': {'minLength': 1, 'maxLength': 255,
+                              'pattern': upgrades._TEXT_PATTERN},
+            'additionalProperties': _LABEL_VALUE,
+        },
+        'instance_ids': {
+            'type': 'array', 'minItems': 1, 'maxItems': 10000,
+            'uniqueItems': True,
+            'items': {'type': 'string', 'format': 'uuid'},
+        },
+    },
+    'minProperties': 1,
+    'maxProperties': 1,
+    'additionalProperties': False,
+}
+
+_ROLLOUT = {
+    'type': 'object',
+    'properties': {
+        'name': {'type': 'string', 'minLength': 1, 'maxLength': 255,
+                 'pattern': upgrades._TEXT_PATTERN},
+        'instance_version': {'type': 'string', 'minLength': 1,
+                             'maxLength': 64, 'pattern': '^\\S+$'},
+        'strategy': {'type': 'string', 'enum': upgrades.STRATEGIES},
+        'location': {'type': 'string', 'minLength': 1, 'maxLength': 2048,
+                     'pattern': upgrades._TEXT_PATTERN},
+        'selector': _SELECTOR,
+        'canary': {'type': 'integer', 'minimum': 0, 'maximum': 10000},
+        'max_in_flight': {'oneOf': [
+            {'type': 'integer', 'minimum': 1, 'maximum': 100000},
+            dict(_PERCENT, pattern='^(100|[1-9][0-9]?)%$')]},
+        'max_failures': {'oneOf': [
+            {'type': 'integer', 'minimum': 0, 'maximum': 100000},
+            _PERCENT]},
+        'per_agent_retries': {'type': 'integer', 'minimum': 0,
+                              'maximum': 10},
+        'agent_deadline': {'type': 'integer', 'minimum': 1,
+                           'maximum': 604800},
+        'start_at': {'type': 'string', 'format': 'date-time'},
+    },
+    'required': ['name', 'instance_version', 'strategy', 'location',
+                 'selector'],
+    'additionalProperties': False,
+}
+
+POST_ROLLOUT = {
+    '$schema': 'https://json-schema.org/draft/2020-12/schema',
+    'type': 'object',
+    'properties': {'rollout': _ROLLOUT},
+    'required': ['rollout'],
+    'additionalProperties': False,
+}
+
+LIST_ROLLOUTS_QUERY = {
+    '$schema': 'https://json-schema.org/draft/2020-12/schema',
+    'type': 'object',
+    'properties': {
+        'status': {'type': 'string',
+                   'enum': sorted(rollout_states.ALL_STATES)},
+        'name': {'type': 'string', 'minLength': 1, 'maxLength': 255},
+        'limit': {'type': 'string'},
+        'marker': {'type': 'string', 'format': 'uuid'},
+    },
+    'additionalProperties': False,
+}

@@ -1,0 +1,135 @@
+"""The rollout reconciler: one stateless pass over the active rollouts.
+
+Each pass reads everything it needs from the database and remembers
+nothing between passes, so a conductor that was killed, or a second one
+running at the same time, decides the same way. A conductor acts on a
+rollout only while it holds the rollout's lease (``[conductor]
+rollout_lease_time``); every dispatch is recorded, in one transaction with
+its upgrade, under a unique (rollout, instance, attempt) and only while
+the lease is still this conductor's and the rollout still RUNNING. The
+upgrade is cast after that commit: a conductor killed in between leaves a
+PENDING upgrade its agent never got, which the rollout's
+``agent_deadline`` times out, as any silent agent's.
+"""
+
+import datetime
+import os
+import time
+
+from oslo_log import log as logging
+from oslo_utils import timeutils
+
+from trove_upgrade.agent import rpcapi as agent_rpcapi
+from trove_upgrade import conf
+from trove_upgrade.db import api as db_api
+from trove_upgrade import notifications
+from trove_upgrade import rollout_states as rs
+from trove_upgrade import rollouts
+from trove_upgrade import states
+
+CONF = conf.CONF
+LOG = logging.getLogger(__name__)
+
+
+class Reconciler:
+    """Brings each active rollout one step closer to its desired state."""
+
+    def __init__(self, host):
+        # The process id tells apart two conductors on one host, and a
+        # restarted conductor from the one it replaces.
+        self.owner = '%s:%d' % (host, os.getpid())
+        self.agent_api = agent_rpcapi.AgentAPI()
+
+    def run(self, context):
+        """One pass over every active rollout, oldest first."""
+        for rollout in db_api.list_rollouts_in(context, rs.ACTIVE_STATES):
+            try:
+                self.reconcile(context, rollout)
+            except Exception:
+                LOG.exception('Reconciling rollout %s failed; the next pass '
+                              'tries again.', rollout['id'])
+
+    def reconcile(self, context, rollout):
+        until = timeutils.utcnow() + datetime.timedelta(
+            seconds=CONF.conductor.rollout_lease_time)
+        if not db_api.acquire_rollout_lease(context, rollout['id'],
+                                            self.owner, until):
+            return
+        rollout = db_api.get_rollout(context, rollout['id'])
+        self._time_out(context, rollout)
+        if rollout['status'] == rs.PENDING:
+            rollout = self._start(context, rollout)
+        if rollout is None or rollout['status'] != rs.RUNNING:
+            return
+        plan = rollouts.plan_for(context, rollout)
+        if plan.action == rollouts.PAUSE:
+            if db_api.update_rollout(
+                    context, rollout['id'], {rs.RUNNING},
+                    {'status': rs.PAUSED, 'status_detail': plan.reason}):
+                LOG.warning('Rollout %(id)s paused: %(reason)s',
+                            {'id': rollout['id'], 'reason': plan.reason})
+        elif plan.action == rollouts.COMPLETE:
+            if db_api.update_rollout(
+                    context, rollout['id'], {rs.RUNNING},
+                    {'status': rs.COMPLETED, 'status_detail': plan.reason},
+                    finished=True):
+                LOG.info('Rollout %(id)s completed: %(reason)s',
+                         {'id': rollout['id'], 'reason': plan.reason})
+            db_api.release_rollout_lease(context, rollout['id'], self.owner)
+        elif plan.dispatch:
+            self.dispatch(context, rollout, plan.dispatch)
+
+    def _time_out(self, context, rollout):
+        created_before = timeutils.utcnow() - datetime.timedelta(
+            seconds=rollout['agent_deadline'])
+        for upgrade in db_api.timeout_rollout_upgrades(
+                context, rollout['id'], created_before):
+            LOG.warning('Upgrade %(id)s of rollout %(rollout)s timed out at '
+                        'instance %(instance)s.',
+                        {'id': upgrade['id'], 'rollout': rollout['id'],
+                         'instance': upgrade['instance_id']})
+            notifications.notify_final_state(context, upgrade)
+
+    def _start(self, context, rollout):
+        start_at = rollout['start_at']
+        if start_at is not None and start_at > timeutils.utcnow():
+            return None
+        return db_api.update_rollout(context, rollout['id'], {rs.PENDING},
+                                     {'status': rs.RUNNING})
+
+    def dispatch(self, context, rollout, targets):
+        """Record, cast and mark SENT the upgrades of ``targets``."""
+        started = time.monotonic()
+        created = db_api.create_rollout_upgrades(context, rollout, targets,
+                                                 self.owner)
+        sent = []
+        for upgrade in created:
+            notifications.notify_upgrade(context, notifications.CREATE,
+                                         upgrade)
+            try:
+                self.agent_api.upgrade(
+                    context, upgrade['instance_id'], upgrade['id'],
+                    upgrade['instance_version'], upgrade['strategy'],
+                    upgrade['location'], upgrade['metadata'],
+                    upgrade['allow_downgrade'])
+            # As in upgrades.create_upgrade: whatever stopped the cast,
+            # the upgrade was not sent and fails, counting as an attempt.
+            except Exception as e:
+                reason = '%s: %s' % (type(e).__name__, e)
+                LOG.error('Upgrade %(id)s of rollout %(rollout)s could not '
+                          'be sent: %(reason)s',
+                          {'id': upgrade['id'], 'rollout': rollout['id'],
+                           'reason': reason})
+                changed, failed = db_api.transition_upgrade(
+                    context, upgrade['id'], states.FAILED, 'conductor',
+                    detail='Could not be sent to the agent: %s' % reason)
+                if changed:
+                    notifications.notify_final_state(context, failed)
+            else:
+                sent.append(upgrade['id'])
+        db_api.mark_upgrades_sent(context, sent, 'conductor')
+        LOG.info('Rollout %(id)s dispatched %(count)d upgrade(s) in '
+                 '%(seconds).3f s.',
+                 {'id': rollout['id'], 'count': len(sent),
+                  'seconds': time.monotonic() - started})
+        return sent

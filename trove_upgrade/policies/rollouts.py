@@ -1,0 +1,45 @@
+"""Policies guarding /v1.0/{tenant_id}/mgmt/rollouts."""
+
+from oslo_policy import policy
+
+from trove_upgrade.policies import base
+
+PREFIX = 'trove_upgrade:rollouts:%s'
+CREATE = PREFIX % 'create'
+LIST = PREFIX % 'list'
+SHOW = PREFIX % 'show'
+PAUSE = PREFIX % 'pause'
+RESUME = PREFIX % 'resume'
+ABORT = PREFIX % 'abort'
+DELETE = PREFIX % 'delete'
+
+_COLLECTION = '/v1.0/{tenant_id}/mgmt/rollouts'
+_ROLLOUT = _COLLECTION + '/{rollout_id}'
+
+
+def _rule(name, description, method, path):
+    return policy.DocumentedRuleDefault(
+        name=name, check_str=base.ADMIN_API, description=description,
+        operations=[{'method': method, 'path': path}],
+        scope_types=['project'])
+
+
+rules = [
+    _rule(CREATE, 'Create a rollout of a version to a group of agents.',
+          'POST', _COLLECTION),
+    _rule(LIST, 'List rollouts.', 'GET', _COLLECTION),
+    _rule(SHOW, 'Show a rollout with its counters and agents.', 'GET',
+          _ROLLOUT),
+    _rule(PAUSE, 'Pause a rollout: nothing new is dispatched.', 'POST',
+          _ROLLOUT + '/pause'),
+    _rule(RESUME, 'Resume a paused rollout, acknowledging its failures.',
+          'POST', _ROLLOUT + '/resume'),
+    _rule(ABORT, 'Abort a rollout and cancel its unstarted upgrades.',
+          'POST', _ROLLOUT + '/abort'),
+    _rule(DELETE, 'Delete a completed or aborted rollout.', 'DELETE',
+          _ROLLOUT),
+]
+
+
+def list_rules():
+    return rules

@@ -1,0 +1,286 @@
+"""What a rollout is and what it should do next, whoever asks.
+
+The API creates rollouts and moves them between RUNNING and PAUSED or to
+ABORTED; the conductor's reconciler (``conductor/reconciler.py``) asks
+:func:`plan` on every pass what to dispatch and whether the rollout must
+pause or has completed. :func:`plan` is a pure function of what the
+database holds now (the rollout, the agents it selects and the upgrades it
+dispatched), so any conductor, restarted or not, reaches the same decision.
+
+The threshold arithmetic, documented in ``doc/source/admin/rollouts.rst``:
+
+* ``targets`` is the number of agents the selector picks on this pass
+  (agents already at the version included; agents owned by an older
+  active rollout excluded);
+* a percent ``max_in_flight`` allows ``ceil(percent * targets / 100)``
+  upgrades in flight, and never fewer than 1;
+* a percent ``max_failures`` tolerates ``floor(percent * targets / 100)``
+  failed agents; a count tolerates that many;
+* an agent has failed when its last attempt ended in FAILED, ROLLED_BACK,
+  TIMED_OUT or CANCELLED and it has no retry left;
+* the rollout pauses when the failed agents not yet acknowledged by a
+  resume *exceed* the tolerance: ``max_failures`` 2 pauses at the third;
+* until the first agent outside the canaries is dispatched the tolerance
+  is 0: any failed canary pauses the rollout.
+"""
+
+import collections
+
+from oslo_log import log as logging
+from oslo_utils import timeutils
+
+from trove_upgrade.db import api as db_api
+from trove_upgrade import exception
+from trove_upgrade import rollout_states as rs
+from trove_upgrade import states
+from trove_upgrade import upgrades
+
+LOG = logging.getLogger(__name__)
+
+COUNT = 'count'
+PERCENT = 'percent'
+
+# What a plan asks the reconciler to do with the rollout's status.
+PAUSE = 'pause'
+COMPLETE = 'complete'
+
+Plan = collections.namedtuple(
+    'Plan', ['agents', 'counters', 'dispatch', 'action', 'reason'])
+Plan.__doc__ = """A reconcile pass's decision.
+
+``agents`` maps each target instance to its state in the rollout,
+``counters`` counts them per state (plus ``targets``, ``in_flight`` and the
+computed ``in_flight_limit`` and ``failure_tolerance``), ``dispatch`` lists
+``(instance_id, attempt, canary)`` to send now, ``action`` is None, PAUSE
+or COMPLETE and ``reason`` says why.
+"""
+
+
+def in_flight_limit(rollout, targets):
+    """How many of the rollout's upgrades may be in flight at once."""
+    if rollout['max_in_flight_kind'] == PERCENT:
+        return max(1, -(-rollout['max_in_flight'] * targets // 100))
+    return rollout['max_in_flight']
+
+
+def failure_tolerance(rollout, targets):
+    """How many failed agents the rollout runs on with."""
+    if rollout['max_failures_kind'] == PERCENT:
+        return rollout['max_failures'] * targets // 100
+    return rollout['max_failures']
+
+
+def same_version(a, b):
+    """Versions equal but for an optional leading "v"."""
+    if a is None or b is None:
+        return False
+    return a.lstrip('vV') == b.lstrip('vV')
+
+
+def _agent_state(rollout, agent, attempts):
+    if attempts and attempts[-1]['status'] == states.SUCCESS:
+        return rs.AGENT_SUCCEEDED
+    if attempts and attempts[-1]['status'] not in states.FINAL_STATES:
+        return rs.AGENT_IN_PROGRESS
+    if same_version(agent['guest_version'], rollout['instance_version']):
+        return rs.AGENT_CURRENT
+    if not attempts:
+        return rs.AGENT_WAITING
+    if len(attempts) <= rollout['per_agent_retries']:
+        return rs.AGENT_RETRYING
+    return rs.AGENT_FAILED
+
+
+def plan(rollout, agents, dispatches, busy):
+    """Decide one pass of the reconciler; see the module docstring.
+
+    :param agents: the target agents, ordered by instance id.
+    :param dispatches: the rollout's attempts, as
+        ``db.api.list_rollout_dispatches`` returns them.
+    :param busy: instances with an unfinished upgrade of anyone's; none of
+        them is sent another.
+    """
+    attempts = collections.defaultdict(list)
+    for dispatch in dispatches:
+        attempts[dispatch['instance_id']].append(dispatch)
+    canaries = {d['instance_id'] for d in dispatches if d['canary']}
+    agent_states = {
+        a['instance_id']: _agent_state(rollout, a,
+                                       attempts[a['instance_id']])
+        for a in agents}
+    counters = collections.Counter(agent_states.values())
+    targets = len(agents)
+    in_flight = counters[rs.AGENT_IN_PROGRESS]
+    limit = in_flight_limit(rollout, targets)
+    canary_phase = rollout['canary'] > 0 and not any(
+        not d['canary'] for d in dispatches)
+    tolerance = 0 if canary_phase else failure_tolerance(rollout, targets)
+    summary = dict({s: counters[s] for s in rs.AGENT_STATES},
+                   targets=targets, in_flight=in_flight,
+                   in_flight_limit=limit, failure_tolerance=tolerance)
+    unacknowledged = (counters[rs.AGENT_FAILED]
+                      - rollout['failures_acknowledged'])
+
+    if unacknowledged > tolerance:
+        reason = ('%d failed agent(s) exceed the tolerance of %d'
+                  % (unacknowledged, tolerance))
+        if canary_phase:
+            reason += ' during the canary phase'
+        return Plan(agent_states, summary, [], PAUSE, reason + '.')
+    if all(s in rs.AGENT_SETTLED for s in agent_states.values()):
+        return Plan(agent_states, summary, [], COMPLETE,
+                    '%d agent(s) succeeded, %d already current, %d failed.'
+                    % (counters[rs.AGENT_SUCCEEDED],
+                       counters[rs.AGENT_CURRENT],
+                       counters[rs.AGENT_FAILED]))
+
+    room = limit - in_flight
+    dispatch = []
+    # Retries first, in instance order: they were started before the rest.
+    for instance_id, state in sorted(agent_states.items()):
+        if room <= len(dispatch):
+            break
+        if state == rs.AGENT_RETRYING and instance_id not in busy:
+            previous = attempts[instance_id][-1]
+            dispatch.append((instance_id, previous['attempt'] + 1,
+                             previous['canary']))
+    waiting = [i for i, s in sorted(agent_states.items())
+               if s == rs.AGENT_WAITING and i not in busy]
+    if canary_phase:
+        # Canaries are the first agents in instance order still waiting;
+        # nobody else is dispatched before every one of them settled.
+        wanted = rollout['canary'] - len(canaries)
+        if wanted > 0 and waiting:
+            new = waiting[:max(0, min(room - len(dispatch), wanted))]
+            dispatch.extend((i, 1, True) for i in new)
+            return Plan(agent_states, summary, dispatch, None, None)
+        if any(agent_states.get(i, rs.AGENT_SUCCEEDED)
+               not in rs.AGENT_SETTLED for i in canaries):
+            return Plan(agent_states, summary, dispatch, None, None)
+    for instance_id in waiting:
+        if room <= len(dispatch):
+            break
+        dispatch.append((instance_id, 1, False))
+    return Plan(agent_states, summary, dispatch, None, None)
+
+
+def _owned_elsewhere(context, rollout):
+    """Instances an older active rollout selects: it has precedence."""
+    owned = set()
+    for other in db_api.list_rollouts_in(context, rs.ACTIVE_STATES):
+        if other['id'] == rollout['id']:
+            break
+        owned.update(a['instance_id'] for a in
+                     db_api.list_selected_agents(context, other['selector']))
+    return owned
+
+
+def targets(context, rollout):
+    """The agents the rollout acts on now, ordered by instance id."""
+    owned = _owned_elsewhere(context, rollout)
+    return [a for a in db_api.list_selected_agents(context,
+                                                   rollout['selector'])
+            if a['instance_id'] not in owned]
+
+
+def plan_for(context, rollout):
+    """:func:`plan` of the rollout on what the database holds now."""
+    return plan(rollout, targets(context, rollout),
+                db_api.list_rollout_dispatches(context, rollout['id']),
+                db_api.list_busy_instances(context))
+
+
+def check_no_overlap(context, selector):
+    """Refuse a selector that picks agents of an active rollout: 409."""
+    selected = {a['instance_id']
+                for a in db_api.list_selected_agents(context, selector)}
+    for other in db_api.list_rollouts_in(context, rs.ACTIVE_STATES):
+        shared = selected & {
+            a['instance_id']
+            for a in db_api.list_selected_agents(context, other['selector'])}
+        if shared:
+            shown = sorted(shared)
+            raise exception.RolloutConflict(reason=(
+                'Active rollout %s (%s) already selects %d of these agents: '
+                '%s%s.' % (other['id'], other['name'], len(shown),
+                           ', '.join(shown[:5]),
+                           ', ...' if len(shown) > 5 else '')))
+
+
+def create_rollout(context, values):
+    """Record a rollout; PENDING while ``start_at`` is in the future.
+
+    :raises: RolloutConflict when an active rollout selects one of the
+        agents this one selects.
+    """
+    check_no_overlap(context, values['selector'])
+    start_at = values.get('start_at')
+    running = start_at is None or start_at <= timeutils.utcnow(
+        with_timezone=start_at.tzinfo is not None)
+    values = dict(values, status=rs.RUNNING if running else rs.PENDING)
+    rollout = db_api.create_rollout(context, values)
+    LOG.info('Rollout %(id)s (%(name)s) of version %(version)s created, '
+             '%(status)s.', {'id': rollout['id'], 'name': rollout['name'],
+                             'version': rollout['instance_version'],
+                             'status': rollout['status']})
+    return rollout
+
+
+def _move(context, rollout_id, from_states, action, values, finished=False):
+    rollout = db_api.update_rollout(context, rollout_id, from_states, values,
+                                    finished=finished)
+    if rollout is None:
+        current = db_api.get_rollout(context, rollout_id)
+        raise exception.InvalidRolloutState(
+            rollout_id=rollout_id, status=current['status'], action=action)
+    LOG.info('Rollout %(id)s %(action)s.', {'id': rollout_id,
+                                            'action': action})
+    return rollout
+
+
+def pause_rollout(context, rollout_id, reason='Paused by an operator.'):
+    """RUNNING or PENDING to PAUSED: nothing new is dispatched."""
+    return _move(context, rollout_id, {rs.RUNNING, rs.PENDING}, 'paused',
+                 {'status': rs.PAUSED, 'status_detail': reason})
+
+
+def resume_rollout(context, rollout_id):
+    """PAUSED to RUNNING; the failures seen so far are acknowledged.
+
+    Acknowledged failures no longer count against the tolerance, so a
+    rollout paused by its threshold goes on until as many new failures
+    exceed it again.
+    """
+    rollout = db_api.get_rollout(context, rollout_id)
+    if rollout['status'] != rs.PAUSED:
+        raise exception.InvalidRolloutState(
+            rollout_id=rollout_id, status=rollout['status'],
+            action='resumed')
+    failed = plan_for(context, rollout).counters[rs.AGENT_FAILED]
+    return _move(context, rollout_id, {rs.PAUSED}, 'resumed',
+                 {'status': rs.RUNNING, 'status_detail': None,
+                  'failures_acknowledged': failed})
+
+
+def abort_rollout(context, rollout_id):
+    """An active rollout to ABORTED; its unstarted upgrades are cancelled.
+
+    Upgrades its agents already claimed run to their end.
+    """
+    rollout = _move(context, rollout_id, rs.ACTIVE_STATES, 'aborted',
+                    {'status': rs.ABORTED,
+                     'status_detail': 'Aborted by an operator.'},
+                    finished=True)
+    for dispatch in db_api.list_rollout_dispatches(context, rollout_id):
+        if dispatch['status'] in states.CANCELLABLE_STATES:
+            try:
+                upgrades.cancel_upgrade(context, dispatch['upgrade_id'])
+            except exception.InvalidStateTransition:
+                LOG.info('Upgrade %s was claimed before the abort could '
+                         'cancel it.', dispatch['upgrade_id'])
+    return rollout
+
+
+def delete_rollout(context, rollout_id):
+    """Delete an ended rollout; its upgrades keep its id."""
+    db_api.delete_rollout(context, rollout_id, rs.FINISHED_STATES)
