@@ -176,6 +176,23 @@ class TestUnitFiles(UnitTestCase):
 
 class TestApiUnit(UnitTestCase):
 
+    def test_the_install_guide_shows_the_units_command(self):
+        guide = os.path.join(REPO, 'doc', 'source', 'install',
+                             'install-guide.rst')
+        with open(guide) as guide_file:
+            text = guide_file.read().replace('\\\n', ' ')
+        shown = [shlex.split(line.strip()[2:]) for line in text.splitlines()
+                 if 'gunicorn --bind' in line]
+        self.assertEqual(1, len(shown), shown)
+        environment = [word for word in shown[0] if '=' in word]
+        command = [word for word in shown[0] if '=' not in word]
+        service = read_unit('trove-upgrade-api.service')['Service']
+        unit_command = shlex.split(service['ExecStart'])
+        self.assertEqual(os.path.join(INSTALL_BIN, command[0]),
+                         unit_command[0])
+        self.assertEqual(command[1:], unit_command[1:])
+        self.assertEqual(environment, service['Environment'].split())
+
     def test_gunicorn_serves_the_api_with_the_units_configuration(self):
         self.db_sync()
         write_conf(os.path.join(self.etc, 'trove-upgrade.conf.d',
