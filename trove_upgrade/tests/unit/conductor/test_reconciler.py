@@ -1,0 +1,190 @@
+"""The reconciler on a real SQLite file and the in-memory transport."""
+
+import datetime
+from unittest import mock
+
+from oslo_messaging import exceptions as messaging_exc
+from oslo_utils import timeutils
+from oslo_utils import uuidutils
+
+from trove_upgrade.conductor import reconciler
+from trove_upgrade import context
+from trove_upgrade.db import api as db_api
+from trove_upgrade import rollout_states as rs
+from trove_upgrade import rollouts
+from trove_upgrade import states
+from trove_upgrade.tests import base
+from trove_upgrade.tests.fixtures import database
+from trove_upgrade.tests.fixtures import rpc as rpc_fixture
+
+
+class TestReconciler(base.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.useFixture(database.Database())
+        self.useFixture(rpc_fixture.FakeTransport())
+        self.ctx = context.get_admin_context()
+        self.ids = sorted(uuidutils.generate_uuid() for _ in range(6))
+        for instance_id in self.ids:
+            db_api.register_agent(self.ctx, instance_id, {
+                'guest_version': 'v1.0.0', 'labels': {'group': 'blue'}})
+        self.reconciler = reconciler.Reconciler('host-a')
+
+    def create(self, **overrides):
+        values = {
+            'name': 'r', 'instance_version': 'v2.0.0', 'strategy': 'http',
+            'location': 'https://repo/a.tar', 'selector': {'group': 'blue'},
+            'canary': 0, 'max_in_flight': 2, 'max_in_flight_kind': 'count',
+            'max_failures': 0, 'max_failures_kind': 'count',
+            'per_agent_retries': 0, 'agent_deadline': 60}
+        values.update(overrides)
+        return rollouts.create_rollout(self.ctx, values)
+
+    def upgrades(self, rollout_id):
+        return db_api.list_upgrades(self.ctx,
+                                    filters={'rollout_id': rollout_id})
+
+    def finish(self, rollout_id, status=states.SUCCESS):
+        for upgrade in self.upgrades(rollout_id):
+            if upgrade['status'] not in states.FINAL_STATES:
+                db_api.transition_upgrade(self.ctx, upgrade['id'], status,
+                                          'agent')
+
+    def test_dispatches_sent_tagged_upgrades_within_the_limit(self):
+        rollout = self.create()
+        self.reconciler.run(self.ctx)
+        self.reconciler.run(self.ctx)
+        found = self.upgrades(rollout['id'])
+        self.assertEqual(sorted(self.ids[:2]),
+                         sorted(u['instance_id'] for u in found))
+        for upgrade in found:
+            self.assertEqual((states.SENT, rollout['id'], 'v2.0.0'),
+                             (upgrade['status'], upgrade['rollout_id'],
+                              upgrade['instance_version']))
+
+    def test_runs_to_completion(self):
+        rollout = self.create()
+        for _ in range(4):
+            self.reconciler.run(self.ctx)
+            self.finish(rollout['id'])
+        self.reconciler.run(self.ctx)
+        done = db_api.get_rollout(self.ctx, rollout['id'])
+        self.assertEqual(rs.COMPLETED, done['status'])
+        self.assertIsNotNone(done['finished_at'])
+        self.assertEqual(6, len(self.upgrades(rollout['id'])))
+
+    def test_pauses_with_the_reason(self):
+        rollout = self.create(max_failures=1)
+        self.reconciler.run(self.ctx)
+        self.finish(rollout['id'], states.FAILED)
+        self.reconciler.run(self.ctx)
+        paused = db_api.get_rollout(self.ctx, rollout['id'])
+        self.assertEqual(
+            (rs.PAUSED, '2 failed agent(s) exceed the tolerance of 1.'),
+            (paused['status'], paused['status_detail']))
+        self.reconciler.run(self.ctx)
+        self.assertEqual(2, len(self.upgrades(rollout['id'])))
+
+    def test_another_conductor_waits_for_the_lease(self):
+        rollout = self.create()
+        other = reconciler.Reconciler('host-b')
+        self.reconciler.run(self.ctx)
+        self.finish(rollout['id'])
+        other.run(self.ctx)
+        self.assertEqual(2, len(self.upgrades(rollout['id'])))
+        # Once the lease expired, the other one takes over.
+        later = timeutils.utcnow() + datetime.timedelta(seconds=3600)
+        with mock.patch.object(timeutils, 'utcnow', return_value=later):
+            other.run(self.ctx)
+        self.assertEqual(4, len(self.upgrades(rollout['id'])))
+        # And the first one, its lease lost, dispatches nothing.
+        self.finish(rollout['id'])
+        self.reconciler.run(self.ctx)
+        self.assertEqual(4, len(self.upgrades(rollout['id'])))
+
+    def test_an_attempt_is_recorded_once(self):
+        rollout = self.create()
+        db_api.acquire_rollout_lease(self.ctx, rollout['id'],
+                                     self.reconciler.owner,
+                                     timeutils.utcnow() +
+                                     datetime.timedelta(seconds=60))
+        targets = [(self.ids[0], 1, False), (self.ids[1], 1, False)]
+        first = db_api.create_rollout_upgrades(self.ctx, rollout, targets,
+                                               self.reconciler.owner)
+        again = db_api.create_rollout_upgrades(
+            self.ctx, rollout, targets + [(self.ids[2], 1, False)],
+            self.reconciler.owner)
+        self.assertEqual(2, len(first))
+        self.assertEqual([self.ids[2]], [u['instance_id'] for u in again])
+        self.assertEqual(3, len(self.upgrades(rollout['id'])))
+
+    def test_nothing_is_recorded_once_paused_or_not_ours(self):
+        rollout = self.create()
+        targets = [(self.ids[0], 1, False)]
+        self.assertEqual([], db_api.create_rollout_upgrades(
+            self.ctx, rollout, targets, self.reconciler.owner))
+        db_api.acquire_rollout_lease(self.ctx, rollout['id'],
+                                     self.reconciler.owner,
+                                     timeutils.utcnow() +
+                                     datetime.timedelta(seconds=60))
+        rollouts.pause_rollout(self.ctx, rollout['id'])
+        self.assertEqual([], db_api.create_rollout_upgrades(
+            self.ctx, rollout, targets, self.reconciler.owner))
+        self.assertEqual([], self.upgrades(rollout['id']))
+
+    def test_agent_deadline_times_out_and_a_retry_follows(self):
+        rollout = self.create(per_agent_retries=1, max_in_flight=1)
+        self.reconciler.run(self.ctx)
+        later = timeutils.utcnow() + datetime.timedelta(seconds=61)
+        with mock.patch.object(timeutils, 'utcnow', return_value=later):
+            self.reconciler.run(self.ctx)
+        found = sorted(self.upgrades(rollout['id']),
+                       key=lambda u: u['created_at'])
+        self.assertEqual([(self.ids[0], states.TIMED_OUT),
+                          (self.ids[0], states.SENT)],
+                         [(u['instance_id'], u['status']) for u in found])
+        dispatches = db_api.list_rollout_dispatches(self.ctx, rollout['id'])
+        self.assertEqual([1, 2], [d['attempt'] for d in dispatches])
+
+    def test_waits_for_start_at(self):
+        start_at = timeutils.utcnow() + datetime.timedelta(seconds=600)
+        rollout = self.create(start_at=start_at)
+        self.assertEqual(rs.PENDING, rollout['status'])
+        self.reconciler.run(self.ctx)
+        self.assertEqual([], self.upgrades(rollout['id']))
+        later = start_at + datetime.timedelta(seconds=1)
+        with mock.patch.object(timeutils, 'utcnow', return_value=later):
+            self.reconciler.run(self.ctx)
+        self.assertEqual(rs.RUNNING,
+                         db_api.get_rollout(self.ctx, rollout['id'])[
+                             'status'])
+        self.assertEqual(2, len(self.upgrades(rollout['id'])))
+
+    def test_a_failed_cast_fails_the_attempt(self):
+        rollout = self.create(max_in_flight=1, max_failures=6)
+        with mock.patch.object(
+                self.reconciler.agent_api, 'upgrade',
+                side_effect=messaging_exc.MessageDeliveryFailure('down')):
+            self.reconciler.run(self.ctx)
+        upgrade, = self.upgrades(rollout['id'])
+        self.assertEqual(states.FAILED, upgrade['status'])
+        self.assertIn('MessageDeliveryFailure: down',
+                      upgrade['status_detail'])
+
+    def test_the_older_rollout_owns_a_late_agent(self):
+        first = self.create(selector={'group': 'blue'})
+        # No agent has the label yet: no conflict at creation.
+        second = self.create(selector={'labels': {'colour': 'green'}})
+        late = uuidutils.generate_uuid()
+        db_api.register_agent(self.ctx, late, {
+            'guest_version': 'v1.0.0',
+            'labels': {'group': 'blue', 'colour': 'green'}})
+        self.assertEqual([], rollouts.targets(self.ctx, db_api.get_rollout(
+            self.ctx, second['id'])))
+        self.assertIn(late, [a['instance_id'] for a in rollouts.targets(
+            self.ctx, db_api.get_rollout(self.ctx, first['id']))])
+        # Once the first ended, the second may have it.
+        rollouts.abort_rollout(self.ctx, first['id'])
+        self.assertEqual([late], [a['instance_id'] for a in rollouts.targets(
+            self.ctx, db_api.get_rollout(self.ctx, second['id']))])
