@@ -1,0 +1,185 @@
+"""Light simulated upgrade agents: real RPC consumers with a fake install.
+
+One process runs many of them. Each registers through the real
+ConductorAPI, serves its instance's ``guestagent_upgrade.<instance id>``
+topic with a real oslo.messaging RPC server, and answers an ``upgrade``
+cast as the real agent does on the wire: it claims the upgrade
+(``start_upgrade``), reports INSTALLING, then SUCCESS or FAILED, and on
+success heartbeats its new version. Installing takes no time.
+
+The rollout functional tests and ``tools/bench/rollout_scale.py`` start it
+as a subprocess::
+
+    python -m trove_upgrade.tests.functional.rollouts.simulated_agents \\
+        --config-file rabbit.conf --instances ids.txt --claims claims.log \\
+        [--fail-file failing.txt] [--labels group=blue,az=az1] \\
+        [--guest-version v1.0.0] [--heartbeat-interval 2]
+
+``--instances`` lists one instance id a line; ``--fail-file`` lists those
+whose install fails, read again at every upgrade so a test can change it;
+every claim answer is appended to ``--claims`` as ``<instance id>
+<upgrade id> <proceed>`` so that a test counts them. "READY <n>" on stdout
+says every agent registered and listens. SIGTERM ends the process.
+"""
+
+import argparse
+import os
+import signal
+import sys
+import threading
+
+# Selects oslo.service's threading backend before oslo.messaging loads.
+import trove_upgrade.cmd  # noqa: F401
+
+import oslo_messaging as messaging
+
+from trove_upgrade.agent import rpcapi as agent_rpcapi
+from trove_upgrade.conductor import rpcapi as conductor_rpcapi
+from trove_upgrade import conf
+from trove_upgrade import context as tu_context
+from trove_upgrade import rpc
+from trove_upgrade import states
+
+CONF = conf.CONF
+AGENT_VERSION = 'simulated-1.0'
+
+
+class SimulatedAgent:
+    """The RPC endpoint of one simulated agent."""
+
+    target = messaging.Target(version='1.0')
+
+    def __init__(self, fleet, instance_id):
+        self.fleet = fleet
+        self.instance_id = instance_id
+        self.guest_version = fleet.guest_version
+
+    def register(self):
+        self.fleet.conductor.register_agent(
+            self.fleet.context, self.instance_id, AGENT_VERSION,
+            self.guest_version, '1.0', 'RUNNING', self.fleet.labels,
+            'simulated')
+
+    def upgrade(self, context, upgrade_id, instance_id, instance_version,
+                strategy, location, metadata=None, allow_downgrade=False):
+        conductor = self.fleet.conductor
+        ctxt = self.fleet.context
+        answer = conductor.start_upgrade(ctxt, self.instance_id, upgrade_id,
+                                         self.guest_version)
+        self.fleet.record_claim(self.instance_id, upgrade_id,
+                                answer['proceed'])
+        if not answer['proceed']:
+            return
+        conductor.report_upgrade_state(
+            ctxt, self.instance_id, upgrade_id, states.INSTALLING, None,
+            self.guest_version, instance_version)
+        if self.instance_id in self.fleet.failing():
+            conductor.report_upgrade_state(
+                ctxt, self.instance_id, upgrade_id, states.FAILED,
+                'simulated install failure', self.guest_version,
+                instance_version)
+            return
+        from_version = self.guest_version
+        self.guest_version = instance_version
+        conductor.report_upgrade_state(
+            ctxt, self.instance_id, upgrade_id, states.SUCCESS, None,
+            from_version, instance_version)
+        conductor.heartbeat(ctxt, self.instance_id, AGENT_VERSION,
+                            self.guest_version, '1.0', 'RUNNING',
+                            self.fleet.labels, 'simulated')
+
+
+class Fleet:
+    """Every simulated agent of this process."""
+
+    def __init__(self, instance_ids, labels, guest_version, fail_file,
+                 claims_path):
+        self.context = tu_context.RequestContext(request_id='req-simulated')
+        self.conductor = conductor_rpcapi.ConductorAPI()
+        self.labels = labels
+        self.guest_version = guest_version
+        self.fail_file = fail_file
+        self.claims = open(claims_path, 'a', buffering=1)
+        self.lock = threading.Lock()
+        self.agents = [SimulatedAgent(self, i) for i in instance_ids]
+        self.servers = []
+
+    def failing(self):
+        if not self.fail_file or not os.path.exists(self.fail_file):
+            return set()
+        with open(self.fail_file) as f:
+            return {line.strip() for line in f if line.strip()}
+
+    def record_claim(self, instance_id, upgrade_id, proceed):
+        with self.lock:
+            self.claims.write('%s %s %s\n' % (instance_id, upgrade_id,
+                                              proceed))
+
+    def heartbeat_forever(self, interval, stopping):
+        """Every agent heartbeats its version, as real agents do.
+
+        A conductor killed after it took a report from the queue loses
+        it; the next heartbeat still tells the version the agent runs.
+        """
+        while not stopping.wait(interval):
+            for agent in self.agents:
+                self.conductor.heartbeat(
+                    self.context, agent.instance_id, AGENT_VERSION,
+                    agent.guest_version, '1.0', 'RUNNING', self.labels,
+                    'simulated')
+
+    def start(self):
+        for agent in self.agents:
+            target = messaging.Target(
+                topic=agent_rpcapi.topic_for(agent.instance_id),
+                server='simulated')
+            server = rpc.get_rpc_server(target, [agent])
+            server.start()
+            self.servers.append(server)
+            agent.register()
+
+    def stop(self):
+        """Keep the claims; the queues are the starter's to delete.
+
+        Stopping hundreds of RPC servers one by one takes a poll timeout
+        each, so the process just ends once its log is safe.
+        """
+        with self.lock:
+            self.claims.close()
+
+
+def _labels(text):
+    return dict(pair.split('=', 1) for pair in text.split(',') if pair)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    parser.add_argument('--instances', required=True)
+    parser.add_argument('--claims', required=True)
+    parser.add_argument('--fail-file')
+    parser.add_argument('--labels', default='group=simulated')
+    parser.add_argument('--guest-version', default='v1.0.0')
+    parser.add_argument('--heartbeat-interval', type=float, default=0,
+                        help='seconds between heartbeats; 0: none')
+    args, rest = parser.parse_known_args()
+    CONF(rest, project='trove-upgrade')
+    with open(args.instances) as f:
+        instance_ids = [line.strip() for line in f if line.strip()]
+    fleet = Fleet(instance_ids, _labels(args.labels), args.guest_version,
+                  args.fail_file, args.claims)
+    stopping = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stopping.set())
+    fleet.start()
+    print('READY %d' % len(instance_ids), flush=True)
+    if args.heartbeat_interval:
+        threading.Thread(target=fleet.heartbeat_forever,
+                         args=(args.heartbeat_interval, stopping),
+                         daemon=True).start()
+    stopping.wait()
+    fleet.stop()
+    sys.stdout.flush()
+    os._exit(0)
+
+
+if __name__ == '__main__':
+    sys.exit(main())

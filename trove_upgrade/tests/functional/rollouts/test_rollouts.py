@@ -1,0 +1,261 @@
+"""Rollouts end to end: real conductors, RabbitMQ, simulated agents.
+
+Each test runs real ``trove-upgrade-conductor`` processes with short
+reconcile intervals, 50 or more simulated agents (real RPC consumers in
+two or three processes) and creates rollouts through the business layer,
+then checks what the database recorded and what the agents saw: every
+granted claim is logged by the simulators, so an agent upgraded twice
+shows there and as two upgrades in the database.
+"""
+
+import collections
+import os
+import time
+
+import fixtures
+from testtools import content
+
+from trove_upgrade import context
+from trove_upgrade.db import api as db_api
+from trove_upgrade import rollout_states as rs
+from trove_upgrade import rollouts
+from trove_upgrade import states
+from trove_upgrade.tests import base
+from trove_upgrade.tests.fixtures import database
+from trove_upgrade.tests.functional import rabbit
+from trove_upgrade.tests.functional.rollouts import fleet as fleet_fixture
+
+WAIT_TIMEOUT = 150
+
+
+def wait_until(predicate, what, timeout=WAIT_TIMEOUT):
+    deadline = time.monotonic() + timeout
+    while True:
+        result = predicate()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise AssertionError('timed out waiting for %s' % what)
+        time.sleep(0.2)
+
+
+class RolloutTestCase(base.TestCase):
+
+    conductor_options = {'rollout_interval': '0.3',
+                         'rollout_lease_time': '3'}
+
+    def setUp(self):
+        super().setUp()
+        self.tmp = self.useFixture(fixtures.TempDir()).path
+        self.database = self.useFixture(database.Database())
+        self.rabbit = self.useFixture(rabbit.RabbitMQ())
+        self.fleet = self.useFixture(fleet_fixture.Fleet(
+            self.tmp, self.rabbit.options, self.database.url,
+            self.conductor_options, heartbeat_interval=2))
+        self.addCleanup(lambda: self.addDetail(
+            'conductor-logs', content.text_content(self.fleet.logs())))
+        self.admin = context.get_admin_context()
+        self.fail_file = os.path.join(self.tmp, 'failing.txt')
+
+    def fail(self, instance_ids):
+        with open(self.fail_file, 'w') as f:
+            f.write('\n'.join(instance_ids) + '\n')
+
+    def create(self, **values):
+        defaults = {
+            'name': 'test', 'instance_version': 'v2.0.0',
+            'strategy': 'http', 'location': 'https://repo/agent.tar',
+            'selector': {'group': 'blue'}, 'canary': 0,
+            'max_in_flight': 10, 'max_in_flight_kind': 'count',
+            'max_failures': 0, 'max_failures_kind': 'count',
+            'per_agent_retries': 0, 'agent_deadline': 120}
+        return rollouts.create_rollout(self.admin, dict(defaults, **values))
+
+    def rollout(self, rollout_id):
+        return db_api.get_rollout(self.admin, rollout_id)
+
+    def wait_for_status(self, rollout_id, *statuses):
+        return wait_until(
+            lambda: (lambda r: r if r['status'] in statuses else None)(
+                self.rollout(rollout_id)),
+            'rollout %s to be %s' % (rollout_id, ' or '.join(statuses)))
+
+    def upgrades(self, rollout_id):
+        found = db_api.list_upgrades(self.admin,
+                                     filters={'rollout_id': rollout_id})
+        return sorted(found, key=lambda u: u['created_at'])
+
+    def assertUpgradedOnce(self, rollout_id, instance_ids):
+        """One granted claim and one upgrade per agent, all SUCCESS."""
+        claims = self.fleet.claims()
+        self.assertEqual({i: 1 for i in instance_ids},
+                         {i: claims[i] for i in instance_ids})
+        per_instance = collections.defaultdict(list)
+        for upgrade in self.upgrades(rollout_id):
+            per_instance[upgrade['instance_id']].append(upgrade['status'])
+        self.assertEqual({i: [states.SUCCESS] for i in instance_ids},
+                         {i: per_instance[i] for i in instance_ids})
+
+    def claimed(self, rollout_id):
+        """Instance ids of the rollout's upgrades an agent claimed."""
+        found = []
+        for upgrade in self.upgrades(rollout_id):
+            events = db_api.get_upgrade(self.admin, upgrade['id'],
+                                        with_events=True)['events']
+            if any(e['to_state'] == states.DOWNLOADING for e in events):
+                found.append(upgrade['instance_id'])
+        return sorted(found)
+
+    def assertInFlightAtMost(self, rollout_id, limit):
+        """At no recorded instant were more upgrades unfinished."""
+        edges = []
+        for upgrade in self.upgrades(rollout_id):
+            edges.append((upgrade['created_at'], 1))
+            edges.append((upgrade['finished_at'], -1))
+        in_flight = peak = 0
+        # At equal times an end comes before a start (-1 sorts first).
+        for _when, step in sorted(edges):
+            in_flight += step
+            peak = max(peak, in_flight)
+        self.assertLessEqual(peak, limit)
+        return peak
+
+
+class TestRollouts(RolloutTestCase):
+
+    def test_completes_with_canaries_and_a_late_agent(self):
+        self.fleet.start_conductor()
+        blue = (self.fleet.start_agents(25) + self.fleet.start_agents(25))
+        current = self.fleet.start_agents(3, guest_version='2.0.0')
+        rollout = self.create(canary=3, max_in_flight=8)
+        wait_until(lambda: len(self.upgrades(rollout['id'])) >= 20,
+                   'twenty upgrades to be dispatched')
+        late = self.fleet.start_agents(2)
+        done = self.wait_for_status(rollout['id'], rs.COMPLETED)
+
+        self.assertUpgradedOnce(rollout['id'], blue + late)
+        self.assertEqual(0, sum(self.fleet.claims()[i] for i in current))
+        self.assertEqual('52 agent(s) succeeded, 3 already current, '
+                         '0 failed.', done['status_detail'])
+        self.assertInFlightAtMost(rollout['id'], 8)
+        # The three canaries, first in instance order, ended before any
+        # other upgrade was created.
+        dispatches = db_api.list_rollout_dispatches(self.admin,
+                                                    rollout['id'])
+        canaries = sorted(d['instance_id'] for d in dispatches
+                          if d['canary'])
+        self.assertEqual(sorted(blue)[:3], canaries)
+        upgrades = {u['instance_id']: u for u in self.upgrades(
+            rollout['id'])}
+        last_canary_end = max(upgrades[i]['finished_at'] for i in canaries)
+        first_other = min(u['created_at'] for i, u in upgrades.items()
+                          if i not in canaries)
+        self.assertLessEqual(last_canary_end, first_other)
+        # Each upgrade carries the rollout's tag and ends with the agent's
+        # own final report.
+        for upgrade in upgrades.values():
+            self.assertEqual(rollout['id'], upgrade['rollout_id'])
+        plan = rollouts.plan_for(self.admin, done)
+        self.assertEqual((52, 3), (plan.counters[rs.AGENT_SUCCEEDED],
+                                   plan.counters[rs.AGENT_CURRENT]))
+
+    def test_failures_pause_exactly_past_the_tolerance(self):
+        self.fleet.start_conductor()
+        blue = (self.fleet.start_agents(25, fail_file=self.fail_file)
+                + self.fleet.start_agents(25, fail_file=self.fail_file))
+        failing = sorted(blue)[:3]
+        self.fail(failing)
+        # A tolerance of 3 runs on through 3 failed agents...
+        tolerant = self.create(max_failures=3, max_in_flight=5)
+        done = self.wait_for_status(tolerant['id'], rs.COMPLETED,
+                                    rs.PAUSED)
+        self.assertEqual(
+            (rs.COMPLETED, '47 agent(s) succeeded, 0 already current, '
+                           '3 failed.'),
+            (done['status'], done['status_detail']))
+
+        # ...a tolerance of 2 pauses at the third.
+        strict = self.create(max_failures=2, max_in_flight=5,
+                             instance_version='v3.0.0')
+        paused = self.wait_for_status(strict['id'], rs.PAUSED)
+        self.assertEqual('3 failed agent(s) exceed the tolerance of 2.',
+                         paused['status_detail'])
+        # Nothing more is dispatched: what was in flight ends, the rest
+        # waits.
+        wait_until(lambda: all(u['status'] in states.FINAL_STATES
+                               for u in self.upgrades(strict['id'])),
+                   'the upgrades in flight to end')
+        plan = rollouts.plan_for(self.admin, self.rollout(strict['id']))
+        self.assertEqual(3, plan.counters[rs.AGENT_FAILED])
+        self.assertGreater(plan.counters[rs.AGENT_WAITING], 0)
+        dispatched = len(self.upgrades(strict['id']))
+        self.assertEqual(50 - plan.counters[rs.AGENT_WAITING], dispatched)
+        self.assertLessEqual(
+            max(u['created_at'] for u in self.upgrades(strict['id'])),
+            paused['updated_at'])
+
+        # Resuming acknowledges the three: the rest completes.
+        self.fail([])
+        rollouts.resume_rollout(self.admin, strict['id'])
+        done = self.wait_for_status(strict['id'], rs.COMPLETED, rs.PAUSED)
+        self.assertEqual(
+            (rs.COMPLETED, 3, '47 agent(s) succeeded, 0 already current, '
+                              '3 failed.'),
+            (done['status'], done['failures_acknowledged'],
+             done['status_detail']))
+        self.assertInFlightAtMost(strict['id'], 5)
+
+    def test_abort_stops_new_dispatch(self):
+        self.fleet.start_conductor()
+        blue = self.fleet.start_agents(25) + self.fleet.start_agents(25)
+        rollout = self.create(max_in_flight=2)
+        wait_until(lambda: len(self.upgrades(rollout['id'])) >= 6,
+                   'six upgrades to be dispatched')
+        aborted = rollouts.abort_rollout(self.admin, rollout['id'])
+        wait_until(lambda: all(u['status'] in states.FINAL_STATES
+                               for u in self.upgrades(rollout['id'])),
+                   'the upgrades in flight to end')
+        upgrades = self.upgrades(rollout['id'])
+        self.assertLess(len(upgrades), len(blue))
+        self.assertLessEqual(max(u['created_at'] for u in upgrades),
+                             aborted['finished_at'])
+        self.assertEqual(rs.ABORTED, self.rollout(rollout['id'])['status'])
+        # Even another conductor finds nothing to do for it.
+        self.fleet.start_conductor()
+        self.assertEqual(len(upgrades), len(self.upgrades(rollout['id'])))
+
+
+class TestConductorFailures(RolloutTestCase):
+
+    def test_killed_conductor_resumes_without_double_dispatch(self):
+        first = self.fleet.start_conductor()
+        blue = self.fleet.start_agents(25) + self.fleet.start_agents(25)
+        # A report the killed conductor had taken from the queue is lost
+        # with it: the deadline closes that upgrade, and the agent's
+        # heartbeat (or a retry, when its claim was lost) settles it.
+        rollout = self.create(max_in_flight=5, per_agent_retries=1,
+                              agent_deadline=20)
+        wait_until(lambda: len(self.upgrades(rollout['id'])) >= 15,
+                   'fifteen upgrades to be dispatched')
+        self.fleet.kill_conductor(first)
+        self.fleet.start_conductor()
+        done = self.wait_for_status(rollout['id'], rs.COMPLETED)
+        claims = self.fleet.claims()
+        self.assertEqual({i: 1 for i in blue}, {i: claims[i] for i in blue})
+        self.assertEqual(sorted(blue), self.claimed(rollout['id']))
+        plan = rollouts.plan_for(self.admin, done)
+        self.assertEqual(
+            (50, 0), (plan.counters[rs.AGENT_SUCCEEDED]
+                      + plan.counters[rs.AGENT_CURRENT],
+                      plan.counters[rs.AGENT_FAILED]))
+        self.assertInFlightAtMost(rollout['id'], 5)
+
+    def test_two_conductors_dispatch_each_agent_once(self):
+        self.fleet.start_conductor()
+        self.fleet.start_conductor()
+        blue = (self.fleet.start_agents(20) + self.fleet.start_agents(20)
+                + self.fleet.start_agents(20))
+        rollout = self.create(max_in_flight=10)
+        self.wait_for_status(rollout['id'], rs.COMPLETED)
+        self.assertUpgradedOnce(rollout['id'], blue)
+        self.assertInFlightAtMost(rollout['id'], 10)
