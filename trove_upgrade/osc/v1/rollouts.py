@@ -1,0 +1,283 @@
+"""``openstack database rollout create|list|show|pause|resume|abort|delete``.
+
+The calls go through the plugin's client session
+(``client_manager.guest_upgrade``); :class:`RolloutCalls` names the
+rollout URLs on top of its request and paging helpers.
+"""
+
+import argparse
+import sys
+import time
+from urllib import parse
+
+from osc_lib.cli import format_columns
+from osc_lib.cli import parseractions
+from osc_lib.command import command
+from osc_lib import exceptions
+from osc_lib import utils
+
+from trove_upgrade import rollout_states as rs
+
+STRATEGIES = ('swift', 'http', 'local', 'rsync')
+
+LIST_COLUMNS = ('ID', 'Name', 'Instance Version', 'Status', 'Created At')
+LONG_COLUMNS = LIST_COLUMNS + ('Selector', 'Max In Flight', 'Max Failures',
+                               'Status Detail', 'Finished At')
+
+# Hypermedia for programs, not for people.
+HIDDEN_FIELDS = ('links',)
+
+FORMATTERS = {
+    'selector': format_columns.DictColumn,
+    'Selector': format_columns.DictColumn,
+    'counters': format_columns.DictColumn,
+    'agents': format_columns.ListDictColumn,
+}
+
+
+class RolloutCalls:
+    """The rollout calls of the management API."""
+
+    def __init__(self, client):
+        self._client = client
+
+    @staticmethod
+    def _path(rollout_id, action=''):
+        return '/rollouts/%s%s' % (parse.quote(str(rollout_id), safe=''),
+                                   action)
+
+    def create(self, body):
+        return self._client._request('POST', '/rollouts',
+                                     json={'rollout': body})['rollout']
+
+    def list(self, status=None, name=None, limit=None, marker=None):
+        return self._client._list('/rollouts', 'rollouts', 'id',
+                                  {'status': status, 'name': name}, limit,
+                                  marker)
+
+    def get(self, rollout_id):
+        return self._client._request('GET', self._path(rollout_id))[
+            'rollout']
+
+    def act(self, rollout_id, action):
+        return self._client._request(
+            'POST', self._path(rollout_id, '/' + action))['rollout']
+
+    def delete(self, rollout_id):
+        self._client._request('DELETE', self._path(rollout_id))
+
+
+def _calls(app):
+    return RolloutCalls(app.client_manager.guest_upgrade)
+
+
+def _threshold(value):
+    """A count ("10") or a percent ("10%"), as the API takes them."""
+    if value.endswith('%') and value[:-1].isdigit():
+        return value
+    if value.isdigit():
+        return int(value)
+    raise argparse.ArgumentTypeError(
+        '%r is neither a count nor a percent like 10%%' % value)
+
+
+def _show(rollout):
+    names = sorted(set(rollout) - set(HIDDEN_FIELDS))
+    return names, utils.get_dict_properties(rollout, names,
+                                            formatters=FORMATTERS)
+
+
+def progress(rollout):
+    """One line saying how far a rollout got."""
+    counters = rollout.get('counters') or {}
+    settled = sum(counters.get(s, 0) for s in ('succeeded', 'current',
+                                               'failed'))
+    return ('%s: %d/%d settled (%d succeeded, %d current, %d failed), '
+            '%d in flight' % (
+                rollout['status'], settled, counters.get('targets', 0),
+                counters.get('succeeded', 0), counters.get('current', 0),
+                counters.get('failed', 0), counters.get('in_flight', 0)))
+
+
+class CreateRollout(command.ShowOne):
+    """Roll a guest agent version out to a group of agents."""
+
+    def get_parser(self, prog_name):
+        parser = super().get_parser(prog_name)
+        parser.add_argument('name', metavar='<name>',
+                            help='Name of the rollout')
+        parser.add_argument('--instance-version', metavar='<version>',
+                            required=True,
+                            dest='instance_version',
+                            help='Guest agent version to roll out')
+        parser.add_argument('--strategy', metavar='<strategy>',
+                            required=True, choices=STRATEGIES,
+                            help='Download strategy: %s'
+                                 % ', '.join(STRATEGIES))
+        parser.add_argument('--location', metavar='<location>',
+                            required=True,
+                            help='Where the agents find the package')
+        selector = parser.add_mutually_exclusive_group(required=True)
+        selector.add_argument('--group', metavar='<group>',
+                              help='Agents whose "group" label is this')
+        selector.add_argument('--label', metavar='<key=value>',
+                              action=parseractions.KeyValueAction,
+                              help='Agents with this label (repeat for '
+                                   'several, all must match)')
+        selector.add_argument('--instance', metavar='<instance>',
+                              action='append', dest='instances',
+                              help='This instance\'s agent (repeat for '
+                                   'several)')
+        parser.add_argument('--canary', metavar='<count>', type=int,
+                            help='Agents upgraded first (default 1)')
+        parser.add_argument('--max-in-flight', metavar='<count|percent%>',
+                            type=_threshold,
+                            help='Upgrades in flight at once (default 1)')
+        parser.add_argument('--max-failures', metavar='<count|percent%>',
+                            type=_threshold,
+                            help='Failed agents tolerated; one more pauses '
+                                 'the rollout (default 0)')
+        parser.add_argument('--per-agent-retries', metavar='<count>',
+                            type=int,
+                            help='Retries of an agent\'s failed upgrade '
+                                 '(default 0)')
+        parser.add_argument('--agent-deadline', metavar='<seconds>',
+                            type=int,
+                            help='Seconds an upgrade may take before it '
+                                 'times out (default 3600)')
+        parser.add_argument('--start-at', metavar='<ISO 8601 time>',
+                            help='Do not start before this time')
+        return parser
+
+    def take_action(self, parsed_args):
+        if parsed_args.group:
+            selector = {'group': parsed_args.group}
+        elif parsed_args.label:
+            selector = {'labels': parsed_args.label}
+        else:
+            selector = {'instance_ids': parsed_args.instances}
+        body = {'name': parsed_args.name,
+                'instance_version': parsed_args.instance_version,
+                'strategy': parsed_args.strategy,
+                'location': parsed_args.location,
+                'selector': selector}
+        for name in ('canary', 'max_in_flight', 'max_failures',
+                     'per_agent_retries', 'agent_deadline', 'start_at'):
+            value = getattr(parsed_args, name)
+            if value is not None:
+                body[name] = value
+        return _show(_calls(self.app).create(body))
+
+
+class ListRollouts(command.Lister):
+    """List rollouts, newest first."""
+
+    def get_parser(self, prog_name):
+        parser = super().get_parser(prog_name)
+        parser.add_argument('--status', metavar='<status>',
+                            type=str.upper,
+                            choices=sorted(rs.ALL_STATES),
+                            help='Only rollouts in this status')
+        parser.add_argument('--name', metavar='<name>',
+                            help='Only rollouts of this name')
+        parser.add_argument('--limit', metavar='<limit>', type=int,
+                            help='At most this many rollouts (default: '
+                                 'all)')
+        parser.add_argument('--marker', metavar='<rollout>',
+                            help='Start after this rollout ID')
+        parser.add_argument('--long', action='store_true',
+                            help='Also show selector, thresholds and '
+                                 'detail')
+        return parser
+
+    def take_action(self, parsed_args):
+        found = _calls(self.app).list(
+            status=parsed_args.status, name=parsed_args.name,
+            limit=parsed_args.limit, marker=parsed_args.marker)
+        names = LONG_COLUMNS if parsed_args.long else LIST_COLUMNS
+        return names, (utils.get_dict_properties(r, names,
+                                                 formatters=FORMATTERS)
+                       for r in found)
+
+
+class ShowRollout(command.ShowOne):
+    """Show a rollout with its counters and each agent's state."""
+
+    def get_parser(self, prog_name):
+        parser = super().get_parser(prog_name)
+        parser.add_argument('rollout', metavar='<rollout>',
+                            help='ID of the rollout')
+        parser.add_argument('--wait', action='store_true',
+                            help='Print progress until the rollout is '
+                                 'no longer PENDING or RUNNING')
+        parser.add_argument('--interval', metavar='<seconds>', type=float,
+                            default=5.0,
+                            help='Seconds between two looks under --wait '
+                                 '(default 5)')
+        parser.add_argument('--timeout', metavar='<seconds>', type=float,
+                            default=86400.0,
+                            help='Give up waiting after this long '
+                                 '(default one day)')
+        return parser
+
+    def take_action(self, parsed_args):
+        calls = _calls(self.app)
+        rollout = calls.get(parsed_args.rollout)
+        if parsed_args.wait:
+            rollout = self._wait(calls, rollout, parsed_args)
+        return _show(rollout)
+
+    @staticmethod
+    def _wait(calls, rollout, parsed_args):
+        deadline = time.monotonic() + parsed_args.timeout
+        last = None
+        while True:
+            line = progress(rollout)
+            if line != last:
+                sys.stderr.write(line + '\n')
+                sys.stderr.flush()
+                last = line
+            if rollout['status'] not in (rs.PENDING, rs.RUNNING):
+                return rollout
+            if time.monotonic() >= deadline:
+                raise exceptions.CommandError(
+                    'Rollout %s is still %s after %s seconds.'
+                    % (rollout['id'], rollout['status'],
+                       parsed_args.timeout))
+            time.sleep(parsed_args.interval)
+            rollout = calls.get(rollout['id'])
+
+
+def _action(action, doc):
+    class RolloutAction(command.ShowOne):
+        __doc__ = doc
+
+        def get_parser(self, prog_name):
+            parser = super().get_parser(prog_name)
+            parser.add_argument('rollout', metavar='<rollout>',
+                                help='ID of the rollout')
+            return parser
+
+        def take_action(self, parsed_args):
+            return _show(_calls(self.app).act(parsed_args.rollout, action))
+    return RolloutAction
+
+
+PauseRollout = _action('pause', 'Pause a rollout: nothing new is sent.')
+ResumeRollout = _action('resume', 'Resume a paused rollout, acknowledging '
+                                  'its failures.')
+AbortRollout = _action('abort', 'Abort a rollout and cancel its unstarted '
+                                'upgrades.')
+
+
+class DeleteRollout(command.Command):
+    """Delete a completed or aborted rollout; its upgrades stay."""
+
+    def get_parser(self, prog_name):
+        parser = super().get_parser(prog_name)
+        parser.add_argument('rollout', metavar='<rollout>',
+                            help='ID of the rollout')
+        return parser
+
+    def take_action(self, parsed_args):
+        _calls(self.app).delete(parsed_args.rollout)

@@ -1,0 +1,119 @@
+"""``openstack database rollout ...`` against a faked API."""
+
+import json
+
+from trove_upgrade.tests.unit.osc import base
+
+ROLLOUTS = base.MGMT + '/rollouts'
+ROLLOUT_ID = '3c1d2e4f-5a6b-4c7d-8e9f-0a1b2c3d4e5f'
+
+
+def rollout(**overrides):
+    body = {
+        'id': ROLLOUT_ID, 'name': 'blue', 'instance_version': 'v2.0.0',
+        'strategy': 'http', 'location': 'https://repo/a.tar',
+        'selector': {'group': 'blue'}, 'canary': 1, 'max_in_flight': '10%',
+        'max_failures': 2, 'per_agent_retries': 0, 'agent_deadline': 3600,
+        'start_at': None, 'status': 'RUNNING', 'status_detail': None,
+        'failures_acknowledged': 0, 'project_id': base.PROJECT_ID,
+        'user_id': 'admin', 'created_at': '2026-11-29T18:00:00Z',
+        'updated_at': '2026-11-29T18:00:00Z', 'finished_at': None,
+        'links': [{'rel': 'self', 'href': ROLLOUTS + '/' + ROLLOUT_ID}],
+        'counters': {'targets': 4, 'waiting': 1, 'in_progress': 1,
+                     'retrying': 0, 'succeeded': 1, 'current': 1,
+                     'failed': 0, 'in_flight': 1, 'in_flight_limit': 1,
+                     'failure_tolerance': 0},
+        'agents': [{'instance_id': base.INSTANCE_ID, 'state': 'succeeded'}],
+    }
+    body.update(overrides)
+    return body
+
+
+class TestRolloutCommands(base.OSCTestCase):
+
+    def test_create_sends_the_selector_and_thresholds(self):
+        self.requests.post(ROLLOUTS, json={'rollout': rollout()},
+                           status_code=201)
+        code, out, err = self.openstack(
+            'database', 'rollout', 'create', 'blue',
+            '--instance-version', 'v2.0.0',
+            '--strategy', 'http', '--location', 'https://repo/a.tar',
+            '--label', 'group=blue', '--label', 'az=nova',
+            '--max-in-flight', '10%', '--max-failures', '2',
+            '--canary', '1', '-f', 'json')
+        self.assertEqual(0, code, err)
+        (request,) = self.api_requests()
+        self.assertEqual({'rollout': {
+            'name': 'blue', 'instance_version': 'v2.0.0',
+            'strategy': 'http', 'location': 'https://repo/a.tar',
+            'selector': {'labels': {'group': 'blue', 'az': 'nova'}},
+            'canary': 1, 'max_in_flight': '10%', 'max_failures': 2}},
+            request.json())
+        self.assertEqual(ROLLOUT_ID, json.loads(out)['id'])
+
+    def test_create_refuses_a_bad_threshold_before_any_request(self):
+        code, _out, err = self.openstack(
+            'database', 'rollout', 'create', 'blue',
+            '--instance-version', 'v2.0.0',
+            '--strategy', 'http', '--location', 'x', '--group', 'blue',
+            '--max-in-flight', 'ten')
+        self.assertEqual(2, code)
+        self.assertIn('neither a count nor a percent', err)
+        self.assertEqual([], self.api_requests())
+
+    def test_conflict_is_reported_with_the_api_message(self):
+        self.requests.post(ROLLOUTS, status_code=409, json=base.error(
+            409, 'Conflict', 'Active rollout X (blue) already selects 1 of '
+                             'these agents: Y.'))
+        code, _out, err = self.openstack(
+            'database', 'rollout', 'create', 'b',
+            '--instance-version', 'v2.0.0',
+            '--strategy', 'http', '--location', 'x', '--instance',
+            base.INSTANCE_ID)
+        self.assertEqual(1, code)
+        self.assertIn('Active rollout X (blue) already selects', err)
+        self.assertIn('(HTTP 409)', err)
+
+    def test_list(self):
+        self.requests.get(ROLLOUTS, json={'rollouts': [rollout()]})
+        code, out, err = self.openstack('database', 'rollout', 'list',
+                                        '--status', 'running', '-f', 'json')
+        self.assertEqual(0, code, err)
+        (request,) = self.api_requests()
+        self.assertEqual({'status': ['running']}, request.qs)
+        self.assertEqual([{'ID': ROLLOUT_ID, 'Name': 'blue',
+                           'Instance Version': 'v2.0.0',
+                           'Status': 'RUNNING',
+                           'Created At': '2026-11-29T18:00:00Z'}],
+                         json.loads(out))
+
+    def test_show_wait_prints_progress_until_it_ends(self):
+        done = rollout(status='COMPLETED', counters=dict(
+            rollout()['counters'], waiting=0, in_progress=0, succeeded=3,
+            in_flight=0))
+        self.requests.get(ROLLOUTS + '/' + ROLLOUT_ID,
+                          [{'json': {'rollout': rollout()}},
+                           {'json': {'rollout': done}}])
+        code, out, err = self.openstack(
+            'database', 'rollout', 'show', ROLLOUT_ID, '--wait',
+            '--interval', '0', '-f', 'json')
+        self.assertEqual(0, code, err)
+        self.assertIn('RUNNING: 2/4 settled (1 succeeded, 1 current, '
+                      '0 failed), 1 in flight', err)
+        self.assertIn('COMPLETED: 4/4 settled', err)
+        self.assertEqual('COMPLETED', json.loads(out)['status'])
+
+    def test_actions_and_delete(self):
+        for action in ('pause', 'resume', 'abort'):
+            self.requests.post(ROLLOUTS + '/%s/%s' % (ROLLOUT_ID, action),
+                               json={'rollout': rollout()})
+            code, _out, err = self.openstack('database', 'rollout', action,
+                                             ROLLOUT_ID)
+            self.assertEqual(0, code, err)
+        self.requests.delete(ROLLOUTS + '/' + ROLLOUT_ID, status_code=204)
+        code, _out, err = self.openstack('database', 'rollout', 'delete',
+                                         ROLLOUT_ID)
+        self.assertEqual(0, code, err)
+        self.assertEqual(
+            ['POST', 'POST', 'POST', 'DELETE'],
+            [r.method for r in self.api_requests()])
