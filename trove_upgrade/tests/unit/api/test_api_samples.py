@@ -183,3 +183,25 @@ class TestAPISamples(base.APITestCase):
         resp = self.request('POST', self.mgmt + '/upgrades', body)
         self.assertEqual(400, resp.status_int)
         self.assertSample('error-response.json', resp)
+
+    def test_rollouts(self):
+        for number, instance_id in enumerate(INSTANCES):
+            db_api.register_agent(self.ctx, instance_id, {
+                'agent_version': '1.0.1',
+                'guest_version': 'v1.0.1' if number else 'v1.1.0',
+                'rpc_api_version': '1.0', 'state': 'RUNNING',
+                'labels': {'group': 'blue', 'datastore': 'mysql'},
+                'host': 'trove-guest-%d' % number})
+        resp = self.request('POST', self.mgmt + '/rollouts',
+                            self._request_sample(
+                                'rollout-create-request.json'))
+        self.assertEqual(201, resp.status_int, resp.text)
+        self.assertSample('rollout-create-response.json', resp)
+        rollout_id = resp.json['rollout']['id']
+        url = self.mgmt + '/rollouts/' + rollout_id
+        self.assertSample('rollout-pause-response.json',
+                          self.request('POST', url + '/pause'))
+        self.assertSample('rollout-show-response.json',
+                          self.request('GET', url))
+        self.assertSample('rollouts-list-response.json', self.request(
+            'GET', self.mgmt + '/rollouts?status=PAUSED'))
