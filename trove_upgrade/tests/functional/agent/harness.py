@@ -219,7 +219,11 @@ class AgentTestCase(base.TestCase):
         self.tmp = os.path.realpath(self.useFixture(fixtures.TempDir()).path)
         self.install_root = os.path.join(self.tmp, 'root')
         self.instance_id = uuidutils.generate_uuid()
-        self.exchange = 'trove_upgrade_test_%s' % uuid.uuid4().hex[:12]
+        # Queue names are global in RabbitMQ, whatever the exchange: a
+        # topic of its own keeps other tests' conductors off this one's.
+        unique = uuid.uuid4().hex[:12]
+        self.exchange = 'trove_upgrade_test_%s' % unique
+        self.conductor_topic = 'trove_upgrade_conductor_test_%s' % unique
         self.context = tu_context.get_admin_context()
         self.db = self.useFixture(database.Database())
         messaging_conf = self.useFixture(conffixture.ConfFixture(self.conf))
@@ -265,6 +269,7 @@ class AgentTestCase(base.TestCase):
                         'control_exchange': self.exchange,
                         'state_path': self.tmp},
             'database': {'connection': self.db.url},
+            'conductor': {'topic': self.conductor_topic},
         })
         return self._spawn('conductor', [
             os.path.join(BIN, 'trove-upgrade-conductor'),
@@ -303,6 +308,7 @@ class AgentTestCase(base.TestCase):
                         'control_exchange': self.exchange,
                         'state_path': self.tmp},
             'agent': self.agent_conf(**overrides),
+            'conductor': {'topic': self.conductor_topic},
         })
         env = {'TROVE_UPGRADE_AGENT_TEST_PAUSE': pause_at or ''}
         proc = self._spawn('agent', [
