@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# The demo: the whole story of trove-upgrade on one machine (tools/demo.py).
+# From a fresh Debian machine as root: makes sure RabbitMQ answers on
+# loopback (installing or starting it when needed), builds a virtualenv with
+# trove-upgrade and the openstack CLI in .venv, and runs the demo. It leaves
+# nothing running.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if ! python3 -c 'import venv, ensurepip' 2>/dev/null || ! command -v git >/dev/null; then
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv git >/dev/null
+fi
+tools/start-services.sh rabbitmq
+
+if [ ! -x .venv/bin/trove-upgrade-agent ] || [ ! -x .venv/bin/openstack ]; then
+    echo "Installing trove-upgrade and python-openstackclient into .venv ..."
+    python3 -m venv .venv
+    .venv/bin/pip install -q -U pip
+    .venv/bin/pip install -q -e . python-openstackclient
+fi
+exec .venv/bin/python tools/demo.py "$@"
