@@ -1,6 +1,7 @@
 """Upgrades end to end: RabbitMQ, the conductor, the agent, real installs."""
 
 import os
+import signal
 
 from trove_upgrade.agent import rpcapi as agent_rpcapi
 from trove_upgrade import states
@@ -55,6 +56,16 @@ class TestUpgrade(harness.AgentTestCase):
         self.set_guest_state('backup')
         agent = self.wait_for(lambda: self._agent_row(state='backup'),
                               'a heartbeat reporting the guest busy')
+
+    def test_dead_guest_agent_is_restarted(self):
+        self.start_agent()
+        self.wait_for_guest('1.0.0')
+        pid = self.guest_status()['pid']
+        os.kill(pid, signal.SIGKILL)
+        self.wait_for(
+            lambda: (self.guest_status() or {}).get('pid') not in (None, pid),
+            'the agent to start the guest agent again')
+        self.assertEqual('1.0.0', self.running_guest_version())
 
     def _agent_row(self, **expected):
         from trove_upgrade.db import api as db_api
