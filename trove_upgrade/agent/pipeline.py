@@ -142,6 +142,8 @@ class UpgradePipeline:
     def recover(self):
         """Finish what a killed agent left; make sure a guest agent runs."""
         self.installs.remove_incomplete()
+        self.supervisor.adopt()
+        self.supervisor.sweep_orphans()
         upgrade = self.journal.read()['current_upgrade']
         if upgrade is None:
             self._clean_work_root()

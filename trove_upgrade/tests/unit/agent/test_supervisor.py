@@ -2,6 +2,7 @@
 
 import os
 import signal
+import subprocess
 
 import fixtures
 
@@ -84,6 +85,19 @@ class TestGuestSupervisor(base.TestCase):
         record['start_time'] += 1
         self.sup._write_pidfile(record)
         self.assertFalse(self._supervisor().adopt())
+
+    def test_sweep_kills_orphans_but_not_the_guest(self):
+        self._install('1.0.0')
+        self.sup.restart(self.health, 0.1, 10, 1)
+        orphan = subprocess.Popen(['sleep', '60'],
+                                  cwd=self.installs.path('1.0.0'))
+        self.addCleanup(orphan.kill)
+        elsewhere = subprocess.Popen(['sleep', '60'], cwd=self.root)
+        self.addCleanup(elsewhere.kill)
+        self.assertEqual([orphan.pid], self.sup.sweep_orphans())
+        self.assertEqual(-signal.SIGKILL, orphan.wait(10))
+        self.assertIsNone(elsewhere.poll())
+        self.assertTrue(self.sup.is_running())
 
     def test_stop_kills_a_guest_ignoring_sigterm(self):
         self._install('1.0.0')
