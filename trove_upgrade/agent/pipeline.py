@@ -186,6 +186,9 @@ class UpgradePipeline:
                        'downloading %s with strategy %s'
                        % (location, upgrade['strategy']))
         self._checkpoint('downloading')
+        if self.verifier is None:
+            raise UpgradeFailed('no trusted keys are configured: set [agent] '
+                                'trusted_key_files and decryption_key_files')
         try:
             strategy = self.load_strategy(upgrade['strategy'])
             strategy.fetch(location + MANIFEST_SUFFIX, manifest_path,

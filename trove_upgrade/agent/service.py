@@ -54,6 +54,18 @@ def check_conf(conf):
     if missing:
         raise AgentConfigError('[agent] %s must be set'
                                % ' and '.join(missing))
+    if conf.agent.guest_automatic_updates and not (
+            conf.agent.trusted_key_files and conf.agent.decryption_key_files):
+        raise AgentConfigError(
+            '[agent] guest_automatic_updates needs trusted_key_files and '
+            'decryption_key_files: packages cannot be verified without them')
+
+
+def build_verifier(conf):
+    """The package verifier, or None when no keys are configured."""
+    if not conf.agent.trusted_key_files:
+        return None
+    return verifier_mod.PackageVerifier.from_conf(conf)
 
 
 class AgentService(service.Service):
@@ -67,6 +79,8 @@ class AgentService(service.Service):
         agent = conf.agent
         self.instance_id = agent.instance_id
         self.journal = journal_mod.UpgradeJournal(agent.install_root)
+        # An unreadable journal stops the agent here, before it acts.
+        self.journal.read()
         self._owner_fd = self._own_install_root(agent.install_root)
         self.installs = install.InstallRoot(agent.install_root,
                                             self.journal.lock)
@@ -75,7 +89,7 @@ class AgentService(service.Service):
         self.state_provider = guest_state.load(conf)
         self.pipeline = pipeline_mod.UpgradePipeline(
             conf, self.journal, self.installs, self.supervisor,
-            verifier_mod.PackageVerifier.from_conf(conf))
+            build_verifier(conf))
         self.context = tu_context.get_admin_context()
         self.conductor_api = None
         self.manager = None

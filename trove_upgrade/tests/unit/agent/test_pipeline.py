@@ -142,6 +142,15 @@ class TestUpgradePipeline(base.TestCase):
         self.assertIn('connection refused', detail)
         self.assertEqual('1.0.0', self.sup.running_version())
 
+    def test_no_keys_fails_before_anything_is_fetched(self):
+        self.pipeline.verifier = None
+        result = self.pipeline.run(self._entry(self._package('2.0.0'),
+                                               '2.0.0'))
+        self.assertEqual(states.FAILED, result)
+        self.assertIn('no trusted keys are configured',
+                      self._reports()[-1][1])
+        self.assertEqual([], self.strategy.fetched)
+
     def test_broken_install_fails_its_preflight_before_the_switch(self):
         result = self.pipeline.run(self._entry(
             self._package('2.0.0', 'broken'), '2.0.0'))

@@ -1,0 +1,76 @@
+"""The agent refuses to start with a configuration that cannot work."""
+
+import os
+import subprocess
+import sys
+
+import fixtures
+
+from trove_upgrade.agent import service
+from trove_upgrade.tests import base
+
+AGENT = os.path.join(os.path.dirname(sys.executable), 'trove-upgrade-agent')
+
+
+class TestAgentStart(base.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.tmp = self.useFixture(fixtures.TempDir()).path
+
+    def test_instance_id_and_guest_command_are_required(self):
+        e = self.assertRaises(service.AgentConfigError, service.check_conf,
+                              self.conf)
+        self.assertIn('instance_id and guest_command must be set', str(e))
+
+    def test_automatic_updates_need_keys(self):
+        self.flags(group='agent', instance_id='i', guest_command='bin/g',
+                   guest_automatic_updates=True)
+        e = self.assertRaises(service.AgentConfigError, service.check_conf,
+                              self.conf)
+        self.assertIn('needs trusted_key_files and decryption_key_files',
+                      str(e))
+
+    def test_no_verifier_without_keys(self):
+        self.assertIsNone(service.build_verifier(self.conf))
+
+    def test_one_agent_per_install_root(self):
+        fd = service.AgentService._own_install_root(self.tmp)
+        self.addCleanup(os.close, fd)
+        e = self.assertRaises(service.AgentConfigError,
+                              service.AgentService._own_install_root,
+                              self.tmp, wait=0.2)
+        self.assertIn('another trove-upgrade-agent still runs', str(e))
+
+    def _run(self, **agent):
+        path = os.path.join(self.tmp, 'agent.conf')
+        agent.setdefault('instance_id',
+                         '2b7f9a4e-8c1d-4e3f-9a0b-1c2d3e4f5a6b')
+        agent.setdefault('guest_command', 'bin/guest')
+        with open(path, 'w') as f:
+            f.write('[DEFAULT]\nstate_path = %s\n[agent]\n' % self.tmp)
+            for key, value in agent.items():
+                f.write('%s = %s\n' % (key, value))
+        return subprocess.run([AGENT, '--config-file', path],
+                              stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, timeout=60)
+
+    def test_missing_key_file_stops_the_agent_with_the_reason(self):
+        proc = self._run(trusted_key_files='/nonexistent/release.pub')
+        self.assertEqual(2, proc.returncode)
+        self.assertIn(b'cannot start: cannot read key file '
+                      b'/nonexistent/release.pub', proc.stdout)
+
+    def test_unknown_guest_state_provider_stops_the_agent(self):
+        proc = self._run(guest_state_provider='bogus')
+        self.assertEqual(2, proc.returncode)
+        self.assertIn(b"unknown guest state provider 'bogus'", proc.stdout)
+
+    def test_corrupt_journal_stops_the_agent(self):
+        root = os.path.join(self.tmp, 'agent')
+        os.makedirs(root)
+        with open(os.path.join(root, 'journal.json'), 'w') as f:
+            f.write('{not json')
+        proc = self._run(install_root=root)
+        self.assertEqual(2, proc.returncode)
+        self.assertIn(b'cannot read the agent journal', proc.stdout)
