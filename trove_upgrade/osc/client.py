@@ -75,12 +75,10 @@ class Client:
     """The ``/v1.0/{project}/mgmt`` calls, one method each."""
 
     def __init__(self, session, interface=None, region_name=None,
-                 endpoint_override=None, service_type=SERVICE_TYPE,
-                 noauth=False):
+                 endpoint_override=None, noauth=False):
         self._adapter = adapter.Adapter(
-            session, service_type=service_type, interface=interface,
+            session, service_type=SERVICE_TYPE, interface=interface,
             region_name=region_name, endpoint_override=endpoint_override)
-        self._service_type = service_type
         self._noauth = noauth
         self._mgmt_url = None
         self._headers = {'Accept': 'application/json'}
@@ -101,7 +99,7 @@ class Client:
                 'service catalog; register one or pass '
                 '--os-guest-upgrade-url.' % {
                     'interface': self._adapter.interface or 'public',
-                    'type': self._service_type})
+                    'type': SERVICE_TYPE})
         endpoint = endpoint.rstrip('/')
         scoped = _PROJECT_SCOPED.search(endpoint)
         if scoped:
