@@ -15,6 +15,7 @@ atomically: a new symlink is made under a temporary name and renamed over
 it, so a crash leaves the old link or the new one.
 """
 
+import json
 import os
 import re
 import shlex
@@ -33,7 +34,7 @@ LOG = logging.getLogger(__name__)
 VERSIONS_DIR = 'versions'
 CURRENT_LINK = 'current'
 MARKER = '.trove-upgrade-installed'
-HEALTH_FILE = '.trove-upgrade-health-command'
+HEALTH_FILE = '.trove-upgrade-health-check'
 PHASE_ENV = 'TROVE_UPGRADE_PHASE'
 HEALTH_TIMED_OUT = 'health command timed out'
 PREFLIGHT = 'preflight'
@@ -123,13 +124,14 @@ class InstallRoot:
     def is_installed(self, version):
         return os.path.exists(os.path.join(self.path(version), MARKER))
 
-    def health_command(self, version):
-        """The health command recorded with an install, or None."""
+    def health_check(self, version):
+        """``(command, timeout)`` recorded with an install; Nones if none."""
         try:
             with open(os.path.join(self.path(version), HEALTH_FILE)) as f:
-                return f.read().strip() or None
-        except FileNotFoundError:
-            return None
+                check = json.load(f)
+            return check['command'], check['timeout']
+        except (OSError, ValueError, KeyError, TypeError):
+            return None, None
 
     def current_version(self):
         """The version ``current`` points at, or None."""
@@ -169,6 +171,9 @@ class InstallRoot:
                 health_timeout=30.0):
         """Build and check ``versions/<version>``; return its path.
 
+        The health command and its timeout are recorded with the install,
+        so that a rollback checks a version with its own command.
+
         Raises InstallError, leaving no directory behind, when the
         virtualenv, pip or a check fails.
         """
@@ -191,7 +196,8 @@ class InstallRoot:
                             health_timeout)
                 if health_command:
                     with open(os.path.join(dest, HEALTH_FILE), 'w') as f:
-                        f.write(health_command)
+                        json.dump({'command': health_command,
+                                   'timeout': health_timeout}, f)
                 marker = os.path.join(dest, MARKER)
                 with open(marker, 'w') as f:
                     f.write('%s\n' % version)

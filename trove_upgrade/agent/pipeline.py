@@ -117,9 +117,15 @@ class UpgradePipeline:
     def _work_dir(self, upgrade):
         return os.path.join(self.work_root, upgrade['id'])
 
-    def _health_command(self, version):
-        return (self.installs.health_command(version)
-                or self.conf.agent.health_command)
+    def _health(self, version):
+        """``(command, timeout)`` checking ``version``.
+
+        The package's own health check, recorded at install, comes first;
+        ``[agent] health_command`` and ``health_timeout`` fill the gaps.
+        """
+        command, timeout = self.installs.health_check(version)
+        return (command or self.conf.agent.health_command,
+                timeout or self.conf.agent.health_timeout)
 
     # Entry points.
 
@@ -133,11 +139,11 @@ class UpgradePipeline:
                          last_known_good=to_version)
             return states.SUCCESS
         try:
-            wheels, health_command = self._before_switch(upgrade)
+            self._before_switch(upgrade)
         except UpgradeFailed as e:
             self._fail_before_switch(upgrade, str(e))
             return states.FAILED
-        return self._after_switch(upgrade, health_command)
+        return self._after_switch(upgrade)
 
     def recover(self):
         """Finish what a killed agent left; make sure a guest agent runs."""
@@ -168,8 +174,7 @@ class UpgradePipeline:
             return self._roll_back(upgrade, upgrade.get('detail') or reason)
         if too_many:
             return self._roll_back(upgrade, reason)
-        return self._after_switch(upgrade,
-                                  self._health_command(upgrade['to_version']))
+        return self._after_switch(upgrade)
 
     # Before the switch: nothing the guest agent uses is touched.
 
@@ -220,21 +225,20 @@ class UpgradePipeline:
             raise UpgradeFailed('package rejected: %s: %s'
                                 % (type(e).__name__, e))
         os.unlink(payload_path)
-        health_command = self.verifier.health_command(manifest)
+        command, timeout = self.verifier.health_check(manifest)
 
-        health_command = health_command or self.conf.agent.health_command
+        command = command or self.conf.agent.health_command
+        timeout = timeout or self.conf.agent.health_timeout
         self._set_step(upgrade, INSTALLING, states.INSTALLING,
                        'installing %d wheel(s) into a new virtualenv'
                        % len(wheels))
         self._checkpoint('installing')
         try:
             self.installs.install(upgrade['to_version'], wheels,
-                                  health_command=health_command,
-                                  health_timeout=self.conf.agent
-                                  .health_timeout)
+                                  health_command=command,
+                                  health_timeout=timeout)
         except install.InstallError as e:
             raise UpgradeFailed('install failed: %s' % e)
-        return wheels, health_command
 
     def _fail_before_switch(self, upgrade, reason):
         version = upgrade['to_version']
@@ -249,7 +253,7 @@ class UpgradePipeline:
 
     # The switch and after: failures roll back.
 
-    def _after_switch(self, upgrade, health_command):
+    def _after_switch(self, upgrade):
         to_version = upgrade['to_version']
         self._set_step(upgrade, SWITCHING)
         self._checkpoint('switching')
@@ -262,7 +266,7 @@ class UpgradePipeline:
                        'restarting the guest agent on %s' % to_version)
         self._checkpoint('restarting')
         try:
-            self._restart(health_command, upgrading=True)
+            self._restart(to_version, upgrading=True)
         except supervisor_mod.GuestStartError as e:
             return self._roll_back(upgrade, str(e))
         self._finish(upgrade, states.SUCCESS,
@@ -271,14 +275,16 @@ class UpgradePipeline:
         self._prune()
         return states.SUCCESS
 
-    def _restart(self, health_command, upgrading=False):
+    def _restart(self, version, upgrading=False):
+        """Restart the guest agent of ``current`` and check ``version``."""
         agent = self.conf.agent
+        command, timeout = self._health(version)
         on_started = None
         if upgrading:
             on_started = functools.partial(self._checkpoint, 'health-check')
         return self.supervisor.restart(
-            health_command, agent.health_grace, agent.health_timeout,
-            agent.restart_retries, on_started=on_started)
+            command, agent.health_grace, timeout, agent.restart_retries,
+            on_started=on_started)
 
     def _roll_back(self, upgrade, reason):
         self._set_step(upgrade, ROLLING_BACK, detail=reason)
@@ -291,7 +297,7 @@ class UpgradePipeline:
             return states.FAILED
         try:
             self.installs.switch(good)
-            self._restart(self._health_command(good))
+            self._restart(good)
         except (install.InstallError, supervisor_mod.GuestStartError) as e:
             self._finish(upgrade, states.FAILED,
                          '%s; rolling back to %s failed too: %s'
@@ -325,7 +331,7 @@ class UpgradePipeline:
             healthy = True
         else:
             try:
-                self._restart(self._health_command(version))
+                self._restart(version)
                 healthy = True
             except supervisor_mod.GuestStartError as e:
                 LOG.error('The guest agent %s does not start: %s',

@@ -46,8 +46,9 @@ class PackageVerifier:
                                          max_payload_size=max_payload_size)
 
     @staticmethod
-    def health_command(manifest):
-        """The manifest's health command as a command line, or None."""
+    def health_check(manifest):
+        """The manifest's ``(command line, timeout)``, or ``(None, None)``."""
         if manifest.health_check is None:
-            return None
-        return shlex.join(manifest.health_check.command)
+            return None, None
+        return (shlex.join(manifest.health_check.command),
+                manifest.health_check.timeout)

@@ -49,7 +49,8 @@ agent_opts = [
                  default=30.0,
                  min=0.1,
                  help='Seconds, after the grace period, within which the '
-                      'health command must pass.'),
+                      'health command must pass, when the package manifest '
+                      'sets no timeout of its own.'),
     cfg.FloatOpt('stop_timeout',
                  default=10.0,
                  min=0.1,

@@ -208,7 +208,7 @@ class AgentTestCase(base.TestCase):
             '--signing-key', cls.signing_key,
             '--encryption-key', cls.encryption_key,
             '--health-check', sample_guest.health_command(GUEST_STATE_DIR),
-            '--health-check-timeout', '10')
+            '--health-check-timeout', '5')
         if not wait:
             return proc
         _wait_tool(proc)

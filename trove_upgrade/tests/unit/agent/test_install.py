@@ -34,7 +34,8 @@ class TestInstallRoot(base.TestCase):
         self.assertTrue(os.path.exists(
             os.path.join(path, 'bin', 'sample-guest-agent')))
         self.assertTrue(self.installs.is_installed('1.0.0'))
-        self.assertEqual(self.health, self.installs.health_command('1.0.0'))
+        self.assertEqual((self.health, 30.0),
+                         self.installs.health_check('1.0.0'))
         self.installs.switch('1.0.0')
         self.assertEqual('1.0.0', self.installs.current_version())
         self.assertEqual('versions/1.0.0',

@@ -119,8 +119,8 @@ class TestUpgradePipeline(base.TestCase):
         self.assertIsNone(data['current_upgrade'])
         self.assertEqual('2.0.0', self.sup.running_version())
         self.assertEqual(
-            sample_guest.health_command(STATE_DIR),
-            self.installs.health_command('2.0.0'))
+            (sample_guest.health_command(STATE_DIR), 10),
+            self.installs.health_check('2.0.0'))
 
     def test_wrong_version_is_rejected_before_the_switch(self):
         pid = self.sup._record['pid']
