@@ -16,7 +16,8 @@ upgrade the journal says was in progress; the table in
 ``doc/source/admin/agent.rst`` lists, step by step, where it converges.
 
 Test hook: when the environment variable ``TROVE_UPGRADE_AGENT_TEST_PAUSE``
-names a checkpoint (see ``CHECKPOINTS``), the agent writes
+names a checkpoint (``downloading``, ``verifying``, ``installing``,
+``switching``, ``restarting`` or ``health-check``), the agent writes
 ``<install_root>/test-paused-at-<checkpoint>`` on reaching it and then
 sleeps until killed. The crash tests use it to ``kill -9`` the agent at a
 known step; nothing sets it outside the tests.
@@ -48,11 +49,7 @@ RESTARTING = 'restarting'
 ROLLING_BACK = 'rolling_back'
 
 BEFORE_SWITCH = (ACCEPTED, DOWNLOADING, VERIFYING, INSTALLING)
-AFTER_SWITCH = (SWITCHING, RESTARTING)
 
-# Where the test hook can stop the agent, in pipeline order.
-CHECKPOINTS = ('downloading', 'verifying', 'installing', 'switching',
-               'restarting', 'health-check')
 PAUSE_ENV = 'TROVE_UPGRADE_AGENT_TEST_PAUSE'
 
 WORK_DIR = 'work'
