@@ -1,0 +1,129 @@
+"""A rollout over real agents and simulated ones together.
+
+Three real ``trove-upgrade-agent`` processes (the agent tests' harness:
+signed and encrypted packages, side-by-side pip installs, a supervised
+sample guest agent) and twenty simulated agents share one group; one real
+conductor rolls version 2.0.0 out to all of them.
+"""
+
+import json
+import os
+
+from oslo_utils import uuidutils
+
+from trove_upgrade.db import api as db_api
+from trove_upgrade import rollout_states as rs
+from trove_upgrade import rollouts
+from trove_upgrade import states
+from trove_upgrade.tests.functional.agent import harness
+from trove_upgrade.tests.functional.rollouts import fleet as fleet_fixture
+
+
+class TestRolloutWithRealAgents(harness.AgentTestCase):
+
+    packages = {'2.0.0': 'ok'}
+
+    def start_conductor(self):
+        # A conductor topic of this test's own (see functional/rabbit.py),
+        # and a short reconcile interval.
+        self.conductor_topic = ('trove_upgrade_conductor_test_%s'
+                                % uuidutils.generate_uuid(dashed=False)[:12])
+        path = os.path.join(self.tmp, 'conductor.conf')
+        harness.write_conf(path, {
+            'DEFAULT': {'transport_url': harness.RABBIT_URL,
+                        'control_exchange': self.exchange,
+                        'state_path': self.tmp},
+            'database': {'connection': self.db.url},
+            'conductor': {'topic': self.conductor_topic,
+                          'rollout_interval': 0.5},
+        })
+        return self._spawn('conductor', [
+            os.path.join(harness.BIN, 'trove-upgrade-conductor'),
+            '--config-file', path])
+
+    def start_real_agent(self, number):
+        """One more real agent, with an install root of its own."""
+        instance_id = uuidutils.generate_uuid()
+        root = os.path.join(self.tmp, 'root-%d' % number)
+        installs = self.provision_into(root)
+        self.addCleanup(self._stop_guest_of, root)
+        path = os.path.join(self.tmp, 'agent-%d.conf' % number)
+        harness.write_conf(path, {
+            'DEFAULT': {'transport_url': harness.RABBIT_URL,
+                        'control_exchange': self.exchange,
+                        'state_path': self.tmp},
+            'conductor': {'topic': self.conductor_topic},
+            'agent': self.agent_conf(
+                instance_id=instance_id, install_root=root,
+                guest_state_file=os.path.join(
+                    self.tmp, 'guest-state-%d' % number)),
+        })
+        self._spawn('agent-%d' % number, [
+            os.path.join(harness.BIN, 'trove-upgrade-agent'),
+            '--config-file', path])
+        return instance_id, installs
+
+    def provision_into(self, root):
+        saved, self.install_root = self.install_root, root
+        try:
+            return self.provision(self.initial_version)
+        finally:
+            self.install_root = saved
+
+    @staticmethod
+    def _guest_version(root):
+        try:
+            with open(os.path.join(root, 'guest-run', 'status.json')) as f:
+                return json.load(f).get('version')
+        except (OSError, ValueError):
+            return None
+
+    def _stop_guest_of(self, root):
+        saved, self.install_root = self.install_root, root
+        try:
+            self.stop_guest()
+        finally:
+            self.install_root = saved
+
+    def test_rollout_reaches_real_and_simulated_agents(self):
+        real = [self.start_real_agent(n)[0] for n in range(3)]
+        fleet = self.useFixture(fleet_fixture.Fleet(
+            self.tmp,
+            {'DEFAULT': {'transport_url': harness.RABBIT_URL,
+                         'control_exchange': self.exchange},
+             'conductor': {'topic': self.conductor_topic}},
+            self.db.url, heartbeat_interval=2))
+        simulated = fleet.start_agents(20, labels='group=blue')
+        self.wait_for(
+            lambda: len(db_api.list_agents(
+                self.context, filters={'labels': {'group': 'blue'}})) == 23,
+            'the real agents to register')
+
+        rollout = rollouts.create_rollout(self.context, {
+            'name': 'real', 'instance_version': '2.0.0',
+            'strategy': 'local',
+            'location': os.path.join(self.repo, 'guest-2.0.0.pkg'),
+            'selector': {'group': 'blue'}, 'canary': 1,
+            'max_in_flight': 5, 'max_in_flight_kind': 'count',
+            'max_failures': 0, 'max_failures_kind': 'count',
+            'per_agent_retries': 0, 'agent_deadline': 300})
+        done = self.wait_for(
+            lambda: (lambda r: r if r['status'] in rs.FINISHED_STATES
+                     or r['status'] == rs.PAUSED else None)(
+                db_api.get_rollout(self.context, rollout['id'])),
+            'the rollout to end', timeout=240)
+        self.assertEqual(
+            (rs.COMPLETED, '23 agent(s) succeeded, 0 already current, '
+                           '0 failed.'),
+            (done['status'], done['status_detail']))
+        upgrades = db_api.list_upgrades(
+            self.context, filters={'rollout_id': rollout['id']})
+        self.assertEqual(sorted(real + simulated),
+                         sorted(u['instance_id'] for u in upgrades))
+        self.assertEqual({states.SUCCESS}, {u['status'] for u in upgrades})
+        claims = fleet.claims()
+        self.assertEqual({i: 1 for i in simulated},
+                         {i: claims[i] for i in simulated})
+        for number in range(3):
+            self.assertEqual('2.0.0', self._guest_version(
+                os.path.join(self.tmp, 'root-%d' % number)))
