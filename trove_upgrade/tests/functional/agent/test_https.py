@@ -1,0 +1,36 @@
+"""An upgrade downloaded over HTTPS from a server with its own CA.
+
+The transfer of the payload is broken once halfway: the ``http`` strategy
+resumes it with ``Range`` and the agent installs what it verified.
+"""
+
+import os
+
+from trove_upgrade import states
+from trove_upgrade.tests.functional.agent import harness
+from trove_upgrade.tests.functional import servers
+
+
+class TestHttpsUpgrade(harness.AgentTestCase):
+
+    def test_upgrade_over_https_with_a_broken_transfer(self):
+        ca = servers.CertificateAuthority(self.tmp)
+        server = self.useFixture(servers.HttpsFileServer(self.repo, ca=ca))
+        servers.write_strategy_conf(self.strategy_dir, 'http',
+                                    {'ca_file': ca.cert_file})
+        size = os.path.getsize(os.path.join(self.repo, 'guest-2.0.0.pkg'))
+        # The fault counts requests: the agent's HEAD (the reachability
+        # check) takes the first, the first GET the second.
+        server.drop_after('guest-2.0.0.pkg', size // 2, times=2)
+        self.start_agent(allowed_strategies=['http', 'local'],
+                         download_retries=2, download_retry_delay=0)
+        self.wait_for_guest('1.0.0')
+        upgrade = self.create_upgrade(
+            '2.0.0', location=server.url('guest-2.0.0.pkg'), strategy='http')
+        done = self.wait_for_status(upgrade['id'], states.FINAL_STATES)
+        self.assertEqual(states.SUCCESS, done['status'], done['events'])
+        self.assertEqual('2.0.0', self.running_guest_version())
+        ranges = [r for m, name, r in server.requests
+                  if m == 'GET' and name == 'guest-2.0.0.pkg']
+        self.assertEqual([None, 'bytes=%d-' % (size // 2)], ranges,
+                         server.requests)
