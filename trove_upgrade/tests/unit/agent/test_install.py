@@ -102,6 +102,11 @@ class TestInstallRoot(base.TestCase):
         self.assertEqual(['1.0.0', '4.0.0'],
                          sorted(self.installs.installed_versions()))
 
+    def test_sample_guest_refuses_an_unknown_behaviour(self):
+        e = self.assertRaises(ValueError, sample_guest.build_wheel,
+                              self.wheels, '1.0.0', 'flaky')
+        self.assertIn("unknown behaviour 'flaky'", str(e))
+
     def test_top_level_modules(self):
         self.assertEqual([sample_guest.DIST], install.top_level_modules(
             [self._wheel('1.0.0')]))
