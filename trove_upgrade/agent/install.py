@@ -141,10 +141,6 @@ class InstallRoot:
             return None
         return os.path.basename(target.rstrip('/'))
 
-    def current_path(self):
-        version = self.current_version()
-        return self.path(version) if version else None
-
     def installed_versions(self):
         """Complete installs, oldest first."""
         found = []
