@@ -2,24 +2,19 @@
 
 A report is written to the journal's outbox in the same transaction as the
 state change it describes, so a crash cannot lose it, and is removed only
-after the conductor's topic accepted it. Reports of one upgrade are sent in
-the order they were made; the conductor ignores duplicates and stale ones,
-so a report resent after a crash between sending and removal is harmless.
-
-Reports are casts, and the conductor may dispatch two casts that arrive
-together on two threads, recording the later stage first and then ignoring
-the earlier one as stale. Consecutive reports are therefore spaced by
-``SPACING`` seconds, which keeps every stage in the upgrade's history.
+after the conductor answered the call that carries it: the conductor, not
+just the broker, has handled it. Reports are sent one at a time, in the
+order they were made, each only after the previous one was answered, so the
+conductor records every stage in order. It ignores duplicates and stale
+reports, so a report resent after a crash between sending and removal is
+harmless.
 """
 
 import threading
-import time
 
 from oslo_log import log as logging
 
 LOG = logging.getLogger(__name__)
-
-SPACING = 0.2
 
 
 class Outbox:
@@ -44,8 +39,6 @@ class Outbox:
         with self._flush_lock:
             sent = 0
             for report in self.pending():
-                if sent:
-                    time.sleep(SPACING)
                 try:
                     self.conductor_api.report_upgrade_state(
                         self.context, self.instance_id,

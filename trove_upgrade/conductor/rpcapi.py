@@ -78,15 +78,23 @@ class ConductorAPI:
 
     def report_upgrade_state(self, context, instance_id, upgrade_id,
                              to_state, detail, from_version, to_version):
-        """Report a state the upgrade reached (cast).
+        """Report a state the upgrade reached (call).
 
         DEFERRED (the agent is busy and will start later), each stage from
         VERIFYING on, and the final SUCCESS, FAILED or ROLLED_BACK all go
-        through here. Resending a report is harmless: the conductor ignores
+        through here. A call, not a cast: its answer tells the agent's
+        outbox that the conductor has handled the report, so the outbox
+        drops it only then and sends the next one only after it. Casts
+        handled by several conductor threads at once could be recorded out
+        of order, the later stage first and the earlier one then ignored as
+        stale. Resending a report is harmless: the conductor ignores
         duplicate and stale ones.
+
+        :returns: ``{'recorded': bool, 'status': ..., 'reason': ...}``, the
+            outcome the conductor recorded (see ``upgrades.record_report``).
         """
         cctxt = self.client.prepare(version='1.0')
-        cctxt.cast(context, 'report_upgrade_state',
-                   instance_id=instance_id, upgrade_id=upgrade_id,
-                   to_state=to_state, detail=detail,
-                   from_version=from_version, to_version=to_version)
+        return cctxt.call(context, 'report_upgrade_state',
+                          instance_id=instance_id, upgrade_id=upgrade_id,
+                          to_state=to_state, detail=detail,
+                          from_version=from_version, to_version=to_version)

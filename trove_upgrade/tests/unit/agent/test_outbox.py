@@ -25,7 +25,6 @@ class TestOutbox(base.TestCase):
 
     def setUp(self):
         super().setUp()
-        self.useFixture(fixtures.MockPatchObject(outbox, 'SPACING', 0))
         self.root = self.useFixture(fixtures.TempDir()).path
         self.journal = journal_mod.UpgradeJournal(self.root)
         self.conductor = FlakyConductor()

@@ -79,11 +79,13 @@ class TestConductorAPI(base.TestCase):
                           'upgrade_id': upgrade['id'],
                           'from_version': 'v1'}, message.args)
 
-    def test_report_is_a_cast(self):
+    def test_report_is_a_call_answered_with_its_outcome(self):
         upgrade = self.create_upgrade()
-        self.api.report_upgrade_state(self.context, INSTANCE, upgrade['id'],
-                                      states.DEFERRED, 'guest is busy',
-                                      None, None)
+        outcome = self.api.report_upgrade_state(
+            self.context, INSTANCE, upgrade['id'], states.DEFERRED,
+            'guest is busy', None, None)
+        self.assertTrue(outcome['recorded'], outcome)
+        self.assertEqual(states.DEFERRED, outcome['status'])
         [message] = self.server.wait_for(1)
         self.assertEqual(('report_upgrade_state', '1.0'),
                          (message.method, message.version))
