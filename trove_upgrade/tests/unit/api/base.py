@@ -1,17 +1,15 @@
 """The API in process, on noauth2, a fresh SQLite and the fake transport."""
 
-from oslo_messaging import conffixture
 from oslo_serialization import jsonutils
 from oslo_utils import uuidutils
 import sqlalchemy as sa
 import webob
 
 from trove_upgrade.api import deploy
-from trove_upgrade import conf
 from trove_upgrade.db import models
-from trove_upgrade import rpc
 from trove_upgrade.tests import base
 from trove_upgrade.tests.fixtures import database
+from trove_upgrade.tests.fixtures import rpc as rpc_fixture
 
 INSTANCE_ID = '6a9b1d1e-3c4f-4f51-9d62-1a2b3c4d5e6f'
 
@@ -35,9 +33,9 @@ class APITestCase(base.TestCase):
     def setUp(self):
         super().setUp()
         self.database = self.useFixture(database.Database())
-        self.useFixture(conffixture.ConfFixture(conf.CONF))
-        rpc.cleanup()
-        self.addCleanup(rpc.cleanup)
+        # Explicitly the in-memory driver: in a run that mixes unit and
+        # functional tests, an earlier test may have left another URL.
+        self.useFixture(rpc_fixture.FakeTransport())
         # The policy enforcer looks for its file through the parsed config.
         self.conf([], default_config_files=[], default_config_dirs=[])
         self.flags(group='api', auth_strategy=self.auth_strategy)
