@@ -17,7 +17,10 @@ The threshold arithmetic, documented in ``doc/source/admin/rollouts.rst``:
 * a percent ``max_failures`` tolerates ``floor(percent * targets / 100)``
   failed agents; a count tolerates that many;
 * an agent has failed when its last attempt ended in FAILED, ROLLED_BACK,
-  TIMED_OUT or CANCELLED and it has no retry left;
+  TIMED_OUT or CANCELLED and it has no retry left; a TIMED_OUT attempt is
+  judged (retried or failed) only once the agent heartbeats after the
+  timeout, or stays silent for ``[conductor] agent_down_time``: until
+  then it counts as in flight;
 * the rollout pauses when the failed agents not yet acknowledged by a
   resume *exceed* the tolerance: ``max_failures`` 2 pauses at the third;
 * until the first agent outside the canaries is dispatched the tolerance
@@ -29,12 +32,14 @@ import collections
 from oslo_log import log as logging
 from oslo_utils import timeutils
 
+from trove_upgrade import conf
 from trove_upgrade.db import api as db_api
 from trove_upgrade import exception
 from trove_upgrade import rollout_states as rs
 from trove_upgrade import states
 from trove_upgrade import upgrades
 
+CONF = conf.CONF
 LOG = logging.getLogger(__name__)
 
 COUNT = 'count'
@@ -77,7 +82,25 @@ def same_version(a, b):
     return a.lstrip('vV') == b.lstrip('vV')
 
 
-def _agent_state(rollout, agent, attempts):
+def _unheard_since_timeout(agent, attempt, now, down_time):
+    """The attempt timed out and the agent has not spoken since.
+
+    The deadline closes the transaction, but the agent may have been
+    working on it all along (its reports lost with a killed conductor):
+    until its next heartbeat says which version it runs, retrying could
+    upgrade it twice. An agent silent for ``down_time`` after the timeout
+    is unreachable, and judged without its word.
+    """
+    if attempt['status'] != states.TIMED_OUT:
+        return False
+    timed_out_at = attempt['finished_at']
+    heard = agent.get('last_heartbeat_at')
+    if heard is not None and heard > timed_out_at:
+        return False
+    return (now - timed_out_at).total_seconds() <= down_time
+
+
+def _agent_state(rollout, agent, attempts, now, down_time):
     if attempts and attempts[-1]['status'] == states.SUCCESS:
         return rs.AGENT_SUCCEEDED
     if attempts and attempts[-1]['status'] not in states.FINAL_STATES:
@@ -86,12 +109,14 @@ def _agent_state(rollout, agent, attempts):
         return rs.AGENT_CURRENT
     if not attempts:
         return rs.AGENT_WAITING
+    if _unheard_since_timeout(agent, attempts[-1], now, down_time):
+        return rs.AGENT_IN_PROGRESS
     if len(attempts) <= rollout['per_agent_retries']:
         return rs.AGENT_RETRYING
     return rs.AGENT_FAILED
 
 
-def plan(rollout, agents, dispatches, busy):
+def plan(rollout, agents, dispatches, busy, now=None, down_time=None):
     """Decide one pass of the reconciler; see the module docstring.
 
     :param agents: the target agents, ordered by instance id.
@@ -99,14 +124,21 @@ def plan(rollout, agents, dispatches, busy):
         ``db.api.list_rollout_dispatches`` returns them.
     :param busy: instances with an unfinished upgrade of anyone's; none of
         them is sent another.
+    :param now: the time of the pass (default: now).
+    :param down_time: seconds without a heartbeat after which an agent is
+        unreachable (default: ``[conductor] agent_down_time``).
     """
+    now = now or timeutils.utcnow()
+    if down_time is None:
+        down_time = CONF.conductor.agent_down_time
     attempts = collections.defaultdict(list)
     for dispatch in dispatches:
         attempts[dispatch['instance_id']].append(dispatch)
     canaries = {d['instance_id'] for d in dispatches if d['canary']}
     agent_states = {
         a['instance_id']: _agent_state(rollout, a,
-                                       attempts[a['instance_id']])
+                                       attempts[a['instance_id']], now,
+                                       down_time)
         for a in agents}
     counters = collections.Counter(agent_states.values())
     targets = len(agents)

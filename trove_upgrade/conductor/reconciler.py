@@ -13,7 +13,10 @@ PENDING upgrade its agent never got, which the rollout's
 """
 
 import datetime
+import multiprocessing
 import os
+import signal
+import threading
 import time
 
 from oslo_log import log as logging
@@ -21,10 +24,12 @@ from oslo_utils import timeutils
 
 from trove_upgrade.agent import rpcapi as agent_rpcapi
 from trove_upgrade import conf
+from trove_upgrade import context as tu_context
 from trove_upgrade.db import api as db_api
 from trove_upgrade import notifications
 from trove_upgrade import rollout_states as rs
 from trove_upgrade import rollouts
+from trove_upgrade import rpc
 from trove_upgrade import states
 
 CONF = conf.CONF
@@ -133,3 +138,43 @@ class Reconciler:
                  {'id': rollout['id'], 'count': len(sent),
                   'seconds': time.monotonic() - started})
         return sent
+
+
+def _run_forever(host):
+    """The reconciler process: a pass every ``rollout_interval`` seconds.
+
+    SIGTERM (sent by the conductor service when it stops) ends it after the
+    pass in hand.
+    """
+    stopping = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stopping.set())
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    reconciler = Reconciler(host)
+    context = tu_context.get_admin_context()
+    LOG.info('Rollout reconciler %s started.', reconciler.owner)
+    while not stopping.wait(CONF.conductor.rollout_interval):
+        try:
+            reconciler.run(context)
+        except Exception:
+            LOG.exception('A reconcile pass failed; the next one tries '
+                          'again.')
+    rpc.cleanup()
+    LOG.info('Rollout reconciler %s stopped.', reconciler.owner)
+
+
+def start_process(host):
+    """Fork the reconciler process; call before opening any connection."""
+    process = multiprocessing.get_context('fork').Process(
+        target=_run_forever, args=(host,), name='rollout-reconciler',
+        daemon=True)
+    process.start()
+    return process
+
+
+def stop_process(process, timeout=30):
+    """SIGTERM the reconciler process; SIGKILL it if it does not end."""
+    process.terminate()
+    process.join(timeout)
+    if process.is_alive():
+        process.kill()
+        process.join()

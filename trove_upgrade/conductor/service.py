@@ -30,19 +30,18 @@ class ConductorService(service.Service):
         self.host = host or socket.gethostname()
         self.manager = manager.ConductorManager()
         self.rpcserver = None
+        self.reconciler = None
 
     def start(self):
         super().start()
+        # Forked first, while this process holds no connection yet.
+        self.reconciler = reconciler.start_process(self.host)
         target = messaging.Target(topic=CONF.conductor.topic,
                                   server=self.host)
         self.rpcserver = rpc.get_rpc_server(target, [self.manager])
         self.rpcserver.start()
         self.tg.add_timer_args(CONF.conductor.periodic_interval,
                                self.time_out_upgrades,
-                               stop_on_exception=False)
-        self.reconciler = reconciler.Reconciler(self.host)
-        self.tg.add_timer_args(CONF.conductor.rollout_interval,
-                               self.reconcile_rollouts,
                                stop_on_exception=False)
         LOG.info('Conductor %(host)s listening on topic %(topic)s, '
                  'exchange %(exchange)s.',
@@ -53,11 +52,10 @@ class ConductorService(service.Service):
         """The periodic task; the timer logs its failures and runs on."""
         upgrades.time_out_upgrades(tu_context.get_admin_context())
 
-    def reconcile_rollouts(self):
-        """The rollout reconciler's pass, on its own timer."""
-        self.reconciler.run(tu_context.get_admin_context())
-
     def stop(self, graceful=True):
+        if self.reconciler is not None:
+            reconciler.stop_process(self.reconciler)
+            self.reconciler = None
         if self.rpcserver is not None:
             self.rpcserver.stop()
             self.rpcserver.wait()

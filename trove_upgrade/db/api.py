@@ -802,39 +802,49 @@ def list_rollout_dispatches(context, rollout_id):
         rows = session.execute(
             sa.select(dispatch.instance_id, dispatch.attempt,
                       dispatch.canary, dispatch.upgrade_id,
-                      models.Upgrade.status, models.Upgrade.created_at)
+                      models.Upgrade.status, models.Upgrade.created_at,
+                      models.Upgrade.finished_at)
             .join(models.Upgrade, models.Upgrade.id == dispatch.upgrade_id)
             .where(dispatch.rollout_id == rollout_id)
             .order_by(dispatch.instance_id, dispatch.attempt)).all()
     return [{'instance_id': r[0], 'attempt': r[1], 'canary': r[2],
-             'upgrade_id': r[3], 'status': r[4], 'created_at': r[5]}
+             'upgrade_id': r[3], 'status': r[4], 'created_at': r[5],
+             'finished_at': r[6]}
             for r in rows]
 
 
-def _add_rollout_upgrade(session, context, rollout, target, now):
-    instance_id, attempt, canary = target
-    upgrade = models.Upgrade(
-        id=uuidutils.generate_uuid(), instance_id=instance_id,
-        instance_version=rollout['instance_version'],
-        strategy=rollout['strategy'], location=rollout['location'],
-        upgrade_metadata={}, allow_downgrade=False,
-        rollout_id=rollout['id'], status=states.PENDING,
-        project_id=context.project_id, user_id=context.user_id,
-        request_id=context.request_id, created_at=now, updated_at=now)
-    session.add(upgrade)
-    # No relationship orders the inserts: the upgrade must exist first.
-    session.flush()
-    session.add(models.RolloutDispatch(
-        rollout_id=rollout['id'], instance_id=instance_id, attempt=attempt,
-        canary=canary, upgrade_id=upgrade.id, created_at=now))
-    session.add(_new_event(context, upgrade.id, now, 'conductor', None,
-                           states.PENDING, None))
-    return upgrade
+def _rollout_upgrade_rows(context, rollout, targets, now):
+    """Rows of the upgrades, their first events and their dispatches."""
+    upgrades, events, dispatches = [], [], []
+    for instance_id, attempt, canary in targets:
+        upgrade_id = uuidutils.generate_uuid()
+        upgrades.append({
+            'id': upgrade_id, 'instance_id': instance_id,
+            'instance_version': rollout['instance_version'],
+            'from_version': None, 'strategy': rollout['strategy'],
+            'location': rollout['location'], 'metadata': {},
+            'allow_downgrade': False, 'status': states.PENDING,
+            'status_detail': None, 'project_id': context.project_id,
+            'user_id': context.user_id, 'request_id': context.request_id,
+            'rollout_id': rollout['id'], 'created_at': now,
+            'updated_at': now, 'finished_at': None})
+        events.append({
+            'upgrade_id': upgrade_id, 'created_at': now,
+            'source': 'conductor', 'from_state': None,
+            'to_state': states.PENDING, 'detail': None,
+            'request_id': context.request_id})
+        dispatches.append({
+            'rollout_id': rollout['id'], 'instance_id': instance_id,
+            'attempt': attempt, 'canary': canary, 'upgrade_id': upgrade_id,
+            'created_at': now})
+    return upgrades, events, dispatches
 
 
 @_retry_on_deadlock
 def _create_rollout_upgrades(context, rollout, targets, owner):
     now = timeutils.utcnow()
+    upgrades, events, dispatches = _rollout_upgrade_rows(
+        context, rollout, targets, now)
     with context_manager.writer.using(context) as session:
         # First statement, so SQLite takes the write lock here: from now
         # on nobody pauses, aborts or takes over the rollout until commit.
@@ -847,10 +857,15 @@ def _create_rollout_upgrades(context, rollout, targets, owner):
             .execution_options(synchronize_session=False)).rowcount
         if not still_ours:
             return None
-        created = [_add_rollout_upgrade(session, context, rollout, t, now)
-                   for t in targets]
-        session.flush()
-        return [_upgrade_dict(u) for u in created]
+        # One statement per table for the whole batch: a rollout
+        # dispatches hundreds at a time.
+        session.execute(sa.insert(models.Upgrade.__table__), upgrades)
+        session.execute(sa.insert(models.UpgradeEvent.__table__), events)
+        session.execute(sa.insert(models.RolloutDispatch.__table__),
+                        dispatches)
+    for upgrade in upgrades:
+        upgrade['metadata'] = {}
+    return upgrades
 
 
 def create_rollout_upgrades(context, rollout, targets, owner):
@@ -954,16 +969,19 @@ def list_selected_agents(context, selector):
         raise exception.Invalid(
             reason='a selector has exactly one of instance_ids, group and '
                    'labels')
+    # Plain rows rather than ORM objects: a reconcile pass reads the
+    # whole fleet every few seconds.
+    query = sa.select(*models.Agent.__table__.c).order_by(
+        models.Agent.instance_id)
     if 'instance_ids' in selector:
-        with context_manager.reader.using(context) as session:
-            rows = session.scalars(
-                sa.select(models.Agent)
-                .where(models.Agent.instance_id.in_(
-                    selector['instance_ids']))
-                .order_by(models.Agent.instance_id)).all()
-            return [_agent_dict(row) for row in rows]
+        query = query.where(models.Agent.instance_id.in_(
+            selector['instance_ids']))
+    with context_manager.reader.using(context) as session:
+        agents = [_agent_dict(row) for row in session.execute(query)]
+    if 'instance_ids' in selector:
+        return agents
     labels = selector.get('labels') or {'group': selector.get('group')}
-    return list_agents(context, filters={'labels': labels})
+    return [a for a in agents if _labels_match(a['labels'], labels)]
 
 
 def list_agents_by_health(context, reachable, heartbeat_since, filters=None,

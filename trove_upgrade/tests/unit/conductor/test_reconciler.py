@@ -139,6 +139,13 @@ class TestReconciler(base.TestCase):
         later = timeutils.utcnow() + datetime.timedelta(seconds=61)
         with mock.patch.object(timeutils, 'utcnow', return_value=later):
             self.reconciler.run(self.ctx)
+        # No retry before the agent says which version it runs.
+        self.assertEqual(1, len(self.upgrades(rollout['id'])))
+        heard = later + datetime.timedelta(seconds=1)
+        with mock.patch.object(timeutils, 'utcnow', return_value=heard):
+            db_api.register_agent(self.ctx, self.ids[0],
+                                  {'guest_version': 'v1.0.0'})
+            self.reconciler.run(self.ctx)
         found = sorted(self.upgrades(rollout['id']),
                        key=lambda u: u['created_at'])
         self.assertEqual([(self.ids[0], states.TIMED_OUT),

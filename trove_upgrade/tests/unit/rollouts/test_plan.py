@@ -1,11 +1,17 @@
 """The rollout rules as a pure function: thresholds, canaries, retries."""
 
+import datetime
+
 from trove_upgrade import rollout_states as rs
 from trove_upgrade import rollouts
 from trove_upgrade import states
 from trove_upgrade.tests import base
 
 IDS = ['%08d-0000-0000-0000-000000000000' % n for n in range(10)]
+T0 = datetime.datetime(2026, 11, 29, 18, 0, 0)
+# Every agent heartbeated after the attempts below ended, unless a test
+# says otherwise.
+HEARD = T0 + datetime.timedelta(seconds=1)
 
 
 def rollout(**overrides):
@@ -18,13 +24,13 @@ def rollout(**overrides):
 
 
 def agents(count, version='v1.0.0'):
-    return [{'instance_id': i, 'guest_version': version}
-            for i in IDS[:count]]
+    return [{'instance_id': i, 'guest_version': version,
+             'last_heartbeat_at': HEARD} for i in IDS[:count]]
 
 
 def dispatch(instance_id, status, attempt=1, canary=False):
     return {'instance_id': instance_id, 'attempt': attempt,
-            'canary': canary, 'status': status}
+            'canary': canary, 'status': status, 'finished_at': T0}
 
 
 class TestThresholds(base.TestCase):
@@ -81,7 +87,8 @@ class TestThresholds(base.TestCase):
             plan = rollouts.plan(
                 rollout(max_failures=10, max_failures_kind='percent'),
                 agents(10) + [{'instance_id': 'z%d' % i,
-                               'guest_version': 'v1.0.0'}
+                               'guest_version': 'v1.0.0',
+                               'last_heartbeat_at': HEARD}
                               for i in range(10)],
                 [dispatch(IDS[i], states.FAILED) for i in range(failures)],
                 set())
@@ -127,7 +134,8 @@ class TestDispatch(base.TestCase):
 
     def test_agents_at_the_version_are_done_without_an_upgrade(self):
         fleet = agents(2) + [{'instance_id': IDS[2],
-                              'guest_version': '2.0.0'}]
+                              'guest_version': '2.0.0',
+                              'last_heartbeat_at': HEARD}]
         plan = rollouts.plan(rollout(), fleet, [], set())
         self.assertEqual([(IDS[0], 1, False), (IDS[1], 1, False)],
                          plan.dispatch)
@@ -153,6 +161,38 @@ class TestDispatch(base.TestCase):
         self.assertEqual(rs.AGENT_FAILED, plan.agents[IDS[4]])
         self.assertEqual([(IDS[3], 2, False), (IDS[0], 1, False),
                           (IDS[1], 1, False)], plan.dispatch)
+
+    def test_a_timeout_waits_for_the_agents_word(self):
+        fleet = agents(2)
+        fleet[0]['last_heartbeat_at'] = T0 - datetime.timedelta(seconds=1)
+        history = [dispatch(IDS[0], states.TIMED_OUT)]
+        soon = T0 + datetime.timedelta(seconds=10)
+        plan = rollouts.plan(rollout(per_agent_retries=1), fleet, history,
+                             set(), now=soon, down_time=60)
+        # Maybe it is still at work: in flight, neither retried nor failed.
+        self.assertEqual(rs.AGENT_IN_PROGRESS, plan.agents[IDS[0]])
+        self.assertEqual([(IDS[1], 1, False)], plan.dispatch)
+        # Its heartbeat says it runs the old version: retried.
+        fleet[0]['last_heartbeat_at'] = T0 + datetime.timedelta(seconds=2)
+        plan = rollouts.plan(rollout(per_agent_retries=1), fleet, history,
+                             set(), now=soon, down_time=60)
+        self.assertEqual(rs.AGENT_RETRYING, plan.agents[IDS[0]])
+        # Its heartbeat says it runs the new one: done, not retried.
+        fleet[0]['guest_version'] = 'v2.0.0'
+        plan = rollouts.plan(rollout(per_agent_retries=1), fleet, history,
+                             set(), now=soon, down_time=60)
+        self.assertEqual(rs.AGENT_CURRENT, plan.agents[IDS[0]])
+
+    def test_a_silent_agent_is_judged_after_the_down_time(self):
+        fleet = agents(1)
+        fleet[0]['last_heartbeat_at'] = None
+        history = [dispatch(IDS[0], states.TIMED_OUT)]
+        for seconds, state in ((60, rs.AGENT_IN_PROGRESS),
+                               (61, rs.AGENT_FAILED)):
+            plan = rollouts.plan(
+                rollout(), fleet, history, set(),
+                now=T0 + datetime.timedelta(seconds=seconds), down_time=60)
+            self.assertEqual(state, plan.agents[IDS[0]], seconds)
 
     def test_success_after_a_retry(self):
         history = [dispatch(IDS[0], states.FAILED),
