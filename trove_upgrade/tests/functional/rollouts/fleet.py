@@ -65,8 +65,10 @@ class Fleet(fixtures.Fixture):
     """
 
     def __init__(self, workdir, rabbit_options, database_url,
-                 conductor_options=None, heartbeat_interval=0):
+                 conductor_options=None, heartbeat_interval=0,
+                 conductor_defaults=None):
         super().__init__()
+        self.conductor_defaults = conductor_defaults or {}
         self.heartbeat_interval = heartbeat_interval
         self.workdir = workdir
         self.rabbit_options = rabbit_options
@@ -102,7 +104,9 @@ class Fleet(fixtures.Fixture):
         """Start one more conductor; return its process once it listens."""
         base = self._next('conductor')
         config = base + '.conf'
-        write_conf(config, self._options())
+        options = self._options()
+        options['DEFAULT'].update(self.conductor_defaults)
+        write_conf(config, options)
         log_path = base + '.log'
         with open(log_path, 'wb') as log:
             process = subprocess.Popen(
@@ -127,7 +131,8 @@ class Fleet(fixtures.Fixture):
         _stop(process, signal.SIGKILL)
 
     def start_agents(self, count, labels='group=blue',
-                     guest_version='v1.0.0', fail_file=None):
+                     guest_version='v1.0.0', fail_file=None,
+                     multiplex=False):
         """Start ``count`` simulated agents in one process; their ids.
 
         Ids are sorted, so the first ones are the first in instance order.
@@ -145,6 +150,8 @@ class Fleet(fixtures.Fixture):
                    '--heartbeat-interval', str(self.heartbeat_interval)]
         if fail_file:
             command += ['--fail-file', fail_file]
+        if multiplex:
+            command.append('--multiplex')
         log = open(base + '.log', 'wb')
         process = subprocess.Popen(command, stdout=subprocess.PIPE,
                                    stderr=log, stdin=subprocess.DEVNULL,
@@ -176,11 +183,24 @@ class Fleet(fixtures.Fixture):
                         granted[instance_id] += 1
         return granted
 
+    def claim_lines(self):
+        """Every simulator's claim log, for a failing test's details."""
+        lines = []
+        for path in sorted(glob.glob(os.path.join(self.workdir,
+                                                  '*.claims'))):
+            with open(path) as f:
+                lines.append(f.read())
+        return ''.join(lines)
+
     def logs(self):
-        """Every conductor's log, for a failing test's details."""
+        """Every conductor's and simulator's log, for a test's details."""
         texts = []
         for process in self.conductors:
             with open(process.log_path) as f:
+                texts.append(f.read())
+        for path in sorted(glob.glob(os.path.join(self.workdir,
+                                                  'agents-*.log'))):
+            with open(path) as f:
                 texts.append(f.read())
         return '\n'.join(texts)
 

@@ -13,7 +13,15 @@ as a subprocess::
     python -m trove_upgrade.tests.functional.rollouts.simulated_agents \\
         --config-file rabbit.conf --instances ids.txt --claims claims.log \\
         [--fail-file failing.txt] [--labels group=blue,az=az1] \\
-        [--guest-version v1.0.0] [--heartbeat-interval 2]
+        [--guest-version v1.0.0] [--heartbeat-interval 2] [--multiplex]
+
+With ``--multiplex`` the process instead consumes every agent's topic
+queue (declared as oslo.messaging declares it) on one AMQP connection and
+hands each ``upgrade`` message to the same endpoint through a small thread
+pool: RabbitMQ here accepts fewer than a thousand connections, so the
+2,000 agents of ``tools/bench/rollout_scale.py`` cannot each have one.
+The messages, their envelope and everything the agents send back are the
+same.
 
 ``--instances`` lists one instance id a line; ``--fail-file`` lists those
 whose install fails, read again at every upgrade so a test can change it;
@@ -23,14 +31,18 @@ says every agent registered and listens. SIGTERM ends the process.
 """
 
 import argparse
+import concurrent.futures
+import json
 import os
 import signal
+import socket
 import sys
 import threading
 
 # Selects oslo.service's threading backend before oslo.messaging loads.
 import trove_upgrade.cmd  # noqa: F401
 
+import kombu
 import oslo_messaging as messaging
 
 from trove_upgrade.agent import rpcapi as agent_rpcapi
@@ -64,6 +76,13 @@ class SimulatedAgent:
                 strategy, location, metadata=None, allow_downgrade=False):
         conductor = self.fleet.conductor
         ctxt = self.fleet.context
+        if self.guest_version == instance_version:
+            # As the real agent: already there, SUCCESS without a claim.
+            conductor.report_upgrade_state(
+                ctxt, self.instance_id, upgrade_id, states.SUCCESS,
+                'already at %s' % instance_version, self.guest_version,
+                instance_version)
+            return
         answer = conductor.start_upgrade(ctxt, self.instance_id, upgrade_id,
                                          self.guest_version)
         self.fleet.record_claim(self.instance_id, upgrade_id,
@@ -138,6 +157,54 @@ class Fleet:
             self.servers.append(server)
             agent.register()
 
+    def start_multiplexed(self, stopping, workers=16):
+        """Consume every agent's topic on one connection until stopping."""
+        pool = concurrent.futures.ThreadPoolExecutor(workers)
+        serializer = rpc.RequestContextSerializer()
+        agents = {agent_rpcapi.topic_for(a.instance_id): a
+                  for a in self.agents}
+        rabbit = CONF.oslo_messaging_rabbit
+        exchange = kombu.Exchange(
+            CONF.control_exchange, type='topic',
+            durable=rabbit.amqp_durable_queues,
+            auto_delete=rabbit.amqp_auto_delete)
+        queues = [kombu.Queue(topic, exchange, routing_key=topic,
+                              durable=rabbit.amqp_durable_queues,
+                              auto_delete=rabbit.amqp_auto_delete)
+                  for topic in agents]
+
+        def handle(agent, message):
+            try:
+                ctxt = serializer.deserialize_context(
+                    {k[len('_context_'):]: v for k, v in message.items()
+                     if k.startswith('_context_')})
+                if message.get('method') == 'upgrade':
+                    agent.upgrade(ctxt, **message['args'])
+            except Exception as e:
+                sys.stderr.write('%s: %s\n' % (agent.instance_id, e))
+
+        def on_message(body, amqp_message):
+            amqp_message.ack()
+            topic = amqp_message.delivery_info['routing_key']
+            payload = json.loads(body['oslo.message'])
+            pool.submit(handle, agents[topic], payload)
+
+        url = CONF.transport_url.replace('rabbit://', 'amqp://', 1)
+        connection = kombu.Connection(url)
+        consumer = kombu.Consumer(connection.channel(), queues,
+                                  callbacks=[on_message])
+        consumer.consume()
+        for agent in self.agents:
+            agent.register()
+
+        def drain():
+            while not stopping.is_set():
+                try:
+                    connection.drain_events(timeout=1)
+                except socket.timeout:
+                    continue
+        threading.Thread(target=drain, daemon=True).start()
+
     def stop(self):
         """Keep the claims; the queues are the starter's to delete.
 
@@ -159,6 +226,8 @@ def main():
     parser.add_argument('--fail-file')
     parser.add_argument('--labels', default='group=simulated')
     parser.add_argument('--guest-version', default='v1.0.0')
+    parser.add_argument('--multiplex', action='store_true',
+                        help='one AMQP connection for every agent')
     parser.add_argument('--heartbeat-interval', type=float, default=0,
                         help='seconds between heartbeats; 0: none')
     args, rest = parser.parse_known_args()
@@ -169,7 +238,10 @@ def main():
                   args.fail_file, args.claims)
     stopping = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stopping.set())
-    fleet.start()
+    if args.multiplex:
+        fleet.start_multiplexed(stopping)
+    else:
+        fleet.start()
     print('READY %d' % len(instance_ids), flush=True)
     if args.heartbeat_interval:
         threading.Thread(target=fleet.heartbeat_forever,

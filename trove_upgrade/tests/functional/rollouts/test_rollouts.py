@@ -230,24 +230,40 @@ class TestConductorFailures(RolloutTestCase):
     def test_killed_conductor_resumes_without_double_dispatch(self):
         first = self.fleet.start_conductor()
         blue = self.fleet.start_agents(25) + self.fleet.start_agents(25)
-        # A report the killed conductor had taken from the queue is lost
-        # with it: the deadline closes that upgrade, and the agent's
-        # heartbeat (or a retry, when its claim was lost) settles it.
-        rollout = self.create(max_in_flight=5, per_agent_retries=1,
+        # Messages the killed conductor had taken from its queue (claims,
+        # reports) are lost with it: the deadline closes those upgrades.
+        # No retries here, so any second upgrade of an agent could only
+        # be a double dispatch by the restarted conductor.
+        rollout = self.create(max_in_flight=5, max_failures=5,
                               agent_deadline=20)
         wait_until(lambda: len(self.upgrades(rollout['id'])) >= 15,
                    'fifteen upgrades to be dispatched')
         self.fleet.kill_conductor(first)
         self.fleet.start_conductor()
-        done = self.wait_for_status(rollout['id'], rs.COMPLETED)
+        done = self.wait_for_status(rollout['id'], rs.COMPLETED, rs.PAUSED)
+        self.addDetail('upgrades', content.text_content('\n'.join(
+            '%s %s %s' % (u['instance_id'], u['id'], [
+                (e['created_at'].time().isoformat(), e['source'],
+                 e['to_state']) for e in db_api.get_upgrade(
+                    self.admin, u['id'], with_events=True)['events']])
+            for u in self.upgrades(rollout['id']))))
+        self.addDetail('claims', content.text_content(
+            self.fleet.claim_lines()))
+        self.assertEqual(rs.COMPLETED, done['status'])
+        # Every agent got exactly one upgrade, and none was granted two
+        # claims. (A claim the killed conductor took along is never
+        # granted: that agent's upgrade timed out, unclaimed.)
+        per_instance = collections.Counter(
+            u['instance_id'] for u in self.upgrades(rollout['id']))
+        self.assertEqual({i: 1 for i in blue}, dict(per_instance))
         claims = self.fleet.claims()
-        self.assertEqual({i: 1 for i in blue}, {i: claims[i] for i in blue})
-        self.assertEqual(sorted(blue), self.claimed(rollout['id']))
+        self.assertEqual([], [i for i in blue if claims[i] > 1])
+        self.assertTrue(set(claims).issubset(self.claimed(rollout['id'])))
         plan = rollouts.plan_for(self.admin, done)
-        self.assertEqual(
-            (50, 0), (plan.counters[rs.AGENT_SUCCEEDED]
-                      + plan.counters[rs.AGENT_CURRENT],
-                      plan.counters[rs.AGENT_FAILED]))
+        self.assertEqual(50, plan.counters[rs.AGENT_SUCCEEDED]
+                         + plan.counters[rs.AGENT_CURRENT]
+                         + plan.counters[rs.AGENT_FAILED])
+        self.assertLessEqual(plan.counters[rs.AGENT_FAILED], 5)
         self.assertInFlightAtMost(rollout['id'], 5)
 
     def test_two_conductors_dispatch_each_agent_once(self):
