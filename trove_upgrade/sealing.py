@@ -1,0 +1,310 @@
+"""Sealed RPC messages: who may order an upgrade or report one.
+
+Anyone who can publish on the message bus could otherwise order an upgrade
+(or a downgrade) or report a fake SUCCESS. Like upstream Trove's guest RPC,
+every upgrade message (control plane to agent) and every registration,
+heartbeat, claim and report (agent to conductor) is sealed with a key of the
+instance it concerns, which only that instance's agent and the control
+plane's database hold.
+
+A seal is AES-256-GCM over the canonical JSON of the message's arguments.
+Its associated data binds the method name, the instance id, the RPC version,
+the direction, the key id, the timestamp and the message id, so none of
+them can be changed or the seal moved to another message. The receiver
+refuses, each with its own exception: no seal where one is required, a key
+id it does not hold, a bad tag, a seal for another instance, a timestamp
+older than the maximum age (or as far in the future), and a message id seen
+before within that age (a replay).
+
+This module is pure: keys come in as :class:`Keyring` objects and seen
+message ids go through a :class:`ReplayCache`, so both sides and the tests
+share it.
+"""
+
+import abc
+import base64
+import binascii
+import json
+import os
+import threading
+import time
+import uuid
+
+from cryptography.hazmat.primitives.ciphers import aead
+
+FORMAT = 1
+KEY_SIZE = 32
+NONCE_SIZE = 12
+
+TO_AGENT = 'to_agent'
+TO_CONDUCTOR = 'to_conductor'
+DIRECTIONS = (TO_AGENT, TO_CONDUCTOR)
+
+_ENVELOPE_FIELDS = ('format', 'instance_id', 'key_id', 'nonce', 'timestamp',
+                    'message_id', 'version', 'ciphertext')
+
+
+class SealError(Exception):
+    """A message cannot be trusted; the receiver must not act on it."""
+
+
+class Unsealed(SealError):
+    """The message carries no seal where one is required."""
+
+
+class MalformedSeal(SealError):
+    """The seal is not a seal of this format."""
+
+
+class UnknownKey(SealError):
+    """The seal names a key the receiver does not hold."""
+
+
+class BadSeal(SealError):
+    """The tag does not verify: forged, or modified on the way."""
+
+
+class InstanceMismatch(SealError):
+    """The seal was made for another instance than the message's."""
+
+
+class StaleMessage(SealError):
+    """The seal is older (or newer) than the maximum age allows."""
+
+
+class ReplayedMessage(SealError):
+    """A message with this id was already accepted."""
+
+
+class KeyFileError(Exception):
+    """An instance key file cannot be read or written."""
+
+
+def generate_key():
+    """32 random bytes: a new AES-256 instance key."""
+    return os.urandom(KEY_SIZE)
+
+
+def new_key_id():
+    return uuid.uuid4().hex
+
+
+def canonical_json(value):
+    """The one JSON text of ``value`` both sides compute identically."""
+    return json.dumps(value, sort_keys=True, separators=(',', ':'),
+                      ensure_ascii=False).encode('utf-8')
+
+
+def _b64(data):
+    return base64.b64encode(data).decode('ascii')
+
+
+def _unb64(text, what):
+    try:
+        return base64.b64decode(text.encode('ascii'), validate=True)
+    except (AttributeError, UnicodeEncodeError, binascii.Error):
+        raise MalformedSeal('the %s is not base64' % what)
+
+
+class Keyring:
+    """The keys of one instance, newest first.
+
+    The newest key seals; every key of the ring opens, so messages sealed
+    just before a rotation still open while both keys are held.
+    """
+
+    def __init__(self, instance_id, keys):
+        self.instance_id = instance_id
+        self.keys = list(keys)
+        for key_id, material in self.keys:
+            if len(material) != KEY_SIZE:
+                raise ValueError('key %s is %d bytes, not %d'
+                                 % (key_id, len(material), KEY_SIZE))
+
+    def __bool__(self):
+        return bool(self.keys)
+
+    def sealing_key(self):
+        return self.keys[0]
+
+    def get(self, key_id):
+        for candidate, material in self.keys:
+            if candidate == key_id:
+                return material
+        return None
+
+
+def _aad(method, direction, envelope):
+    return canonical_json({
+        'method': method, 'direction': direction,
+        'instance_id': envelope['instance_id'],
+        'version': envelope['version'], 'key_id': envelope['key_id'],
+        'timestamp': envelope['timestamp'],
+        'message_id': envelope['message_id'], 'format': envelope['format']})
+
+
+def seal(keyring, method, version, direction, args, now=None):
+    """The seal of a ``method`` message with ``args``, a JSON dict."""
+    key_id, material = keyring.sealing_key()
+    nonce = os.urandom(NONCE_SIZE)
+    envelope = {'format': FORMAT, 'instance_id': keyring.instance_id,
+                'key_id': key_id, 'nonce': _b64(nonce),
+                'timestamp': time.time() if now is None else now,
+                'message_id': uuid.uuid4().hex, 'version': version}
+    ciphertext = aead.AESGCM(material).encrypt(
+        nonce, canonical_json(args), _aad(method, direction, envelope))
+    envelope['ciphertext'] = _b64(ciphertext)
+    return envelope
+
+
+def _check_envelope(envelope):
+    if not isinstance(envelope, dict) or set(envelope) != set(
+            _ENVELOPE_FIELDS):
+        raise MalformedSeal('the seal must have exactly the fields %s'
+                            % ', '.join(sorted(_ENVELOPE_FIELDS)))
+    if envelope['format'] != FORMAT:
+        raise MalformedSeal('unknown seal format %r' % (envelope['format'],))
+    for name in ('instance_id', 'key_id', 'message_id', 'version'):
+        if not isinstance(envelope[name], str) or not envelope[name]:
+            raise MalformedSeal('the seal %s must be a string' % name)
+    timestamp = envelope['timestamp']
+    if isinstance(timestamp, bool) or not isinstance(timestamp,
+                                                     (int, float)):
+        raise MalformedSeal('the seal timestamp must be a number')
+
+
+def open_sealed(keyring, envelope, method, direction, args, max_age,
+                replay_cache, now=None):
+    """Check the seal of a received message; return normally if it holds.
+
+    ``keyring`` holds the keys of the instance the message claims to
+    concern; ``args`` are the arguments as received, which must be exactly
+    the ones sealed. The message id is remembered in ``replay_cache`` only
+    once everything else verified, so forged messages cannot fill it.
+
+    :raises: a :class:`SealError` subclass saying why not.
+    """
+    if direction not in DIRECTIONS:
+        raise ValueError('unknown direction %r' % (direction,))
+    if envelope is None:
+        raise Unsealed('the %s message is not sealed' % method)
+    _check_envelope(envelope)
+    if envelope['instance_id'] != keyring.instance_id:
+        raise InstanceMismatch(
+            'the seal is for instance %s, the message for %s'
+            % (envelope['instance_id'], keyring.instance_id))
+    now = time.time() if now is None else now
+    if abs(now - envelope['timestamp']) > max_age:
+        raise StaleMessage('the seal is %.0f s old; at most %s s accepted'
+                           % (now - envelope['timestamp'], max_age))
+    material = keyring.get(envelope['key_id'])
+    if material is None:
+        raise UnknownKey('no key %s for instance %s'
+                         % (envelope['key_id'], keyring.instance_id))
+    nonce = _unb64(envelope['nonce'], 'nonce')
+    ciphertext = _unb64(envelope['ciphertext'], 'ciphertext')
+    if len(nonce) != NONCE_SIZE:
+        raise MalformedSeal('the nonce must be %d bytes' % NONCE_SIZE)
+    try:
+        plaintext = aead.AESGCM(material).decrypt(
+            nonce, ciphertext, _aad(method, direction, envelope))
+    except Exception:
+        raise BadSeal('the %s message does not verify with key %s: forged '
+                      'or modified' % (method, envelope['key_id']))
+    if plaintext != canonical_json(args):
+        raise BadSeal('the %s message arguments differ from the sealed '
+                      'ones' % method)
+    replay_cache.add(envelope['message_id'],
+                     envelope['timestamp'] + max_age, now)
+
+
+class ReplayCache(abc.ABC):
+    """Message ids accepted and not yet too old to be accepted again."""
+
+    @abc.abstractmethod
+    def add(self, message_id, expires_at, now):
+        """Remember ``message_id`` until ``expires_at``.
+
+        :raises: ReplayedMessage when it is remembered already.
+        """
+
+
+class MemoryReplayCache(ReplayCache):
+    """A replay cache in this process's memory, bounded by the max age."""
+
+    def __init__(self):
+        self._seen = {}
+        self._lock = threading.Lock()
+
+    def add(self, message_id, expires_at, now):
+        with self._lock:
+            prune(self._seen, now)
+            if message_id in self._seen:
+                raise ReplayedMessage('message %s was already accepted'
+                                      % message_id)
+            self._seen[message_id] = expires_at
+
+
+def prune(seen, now):
+    """Forget the ids of ``seen`` ({id: expiry}) that expired by ``now``."""
+    for message_id in [m for m, expiry in seen.items() if expiry < now]:
+        del seen[message_id]
+
+
+def wrap_key(master_key, instance_id, key_id, material):
+    """``material`` encrypted with ``master_key`` for storage at rest."""
+    nonce = os.urandom(NONCE_SIZE)
+    aad = canonical_json({'instance_id': instance_id, 'key_id': key_id})
+    return nonce + aead.AESGCM(master_key).encrypt(nonce, material, aad)
+
+
+def unwrap_key(master_key, instance_id, key_id, wrapped):
+    aad = canonical_json({'instance_id': instance_id, 'key_id': key_id})
+    try:
+        return aead.AESGCM(master_key).decrypt(
+            wrapped[:NONCE_SIZE], wrapped[NONCE_SIZE:], aad)
+    except Exception:
+        raise KeyFileError('key %s of instance %s does not open with the '
+                           'master key' % (key_id, instance_id))
+
+
+def dump_key_file(path, keyring):
+    """Write ``keyring`` to ``path``, readable by its owner only."""
+    data = {'instance_id': keyring.instance_id,
+            'keys': [{'key_id': k, 'key': _b64(m)} for k, m in keyring.keys]}
+    tmp = '%s.tmp-%d' % (path, os.getpid())
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, 'w', encoding='utf-8') as f:
+        json.dump(data, f, indent=1)
+        f.write('\n')
+    os.replace(tmp, path)
+
+
+def load_key_file(path, instance_id=None):
+    """The keyring in ``path``; it must be for ``instance_id`` if given.
+
+    :raises: KeyFileError when the file is missing, readable by others,
+        malformed or for another instance.
+    """
+    try:
+        mode = os.stat(path).st_mode
+        if mode & 0o077:
+            raise KeyFileError('instance key file %s is readable by others '
+                               '(mode %o); it must be 0600'
+                               % (path, mode & 0o777))
+        with open(path, encoding='utf-8') as f:
+            data = json.load(f)
+        keys = [(k['key_id'], _unb64(k['key'], 'key'))
+                for k in data['keys']]
+        keyring = Keyring(data['instance_id'], keys)
+    except KeyFileError:
+        raise
+    except (OSError, ValueError, KeyError, TypeError, MalformedSeal) as e:
+        raise KeyFileError('cannot read instance key file %s: %s'
+                           % (path, e))
+    if not keyring:
+        raise KeyFileError('instance key file %s holds no key' % path)
+    if instance_id is not None and keyring.instance_id != instance_id:
+        raise KeyFileError('instance key file %s is for instance %s, not %s'
+                           % (path, keyring.instance_id, instance_id))
+    return keyring

@@ -1,0 +1,200 @@
+import os
+import stat
+
+import fixtures
+
+from trove_upgrade import sealing
+from trove_upgrade.tests import base
+
+INSTANCE = '5d3c7e4a-2f1b-4a57-9b0c-0a6f1e2d3c4b'
+ARGS = {'upgrade_id': 'u-1', 'instance_id': INSTANCE,
+        'instance_version': '2.0.0', 'metadata': {'b': [1, 2], 'a': None}}
+NOW = 1_000_000.0
+MAX_AGE = 300
+
+
+def keyring(*key_ids, instance_id=INSTANCE):
+    return sealing.Keyring(instance_id, [(k, sealing.generate_key())
+                                         for k in key_ids or ('k1',)])
+
+
+class TestSealing(base.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.keys = keyring()
+        self.cache = sealing.MemoryReplayCache()
+
+    def seal(self, keys=None, method='upgrade', version='1.1',
+             direction=sealing.TO_AGENT, args=ARGS, now=NOW):
+        return sealing.seal(keys or self.keys, method, version, direction,
+                            args, now=now)
+
+    def open(self, envelope, keys=None, method='upgrade',
+             direction=sealing.TO_AGENT, args=ARGS, now=NOW, cache=None):
+        sealing.open_sealed(keys or self.keys, envelope, method, direction,
+                            args, MAX_AGE, cache or self.cache, now=now)
+
+    def test_round_trip(self):
+        envelope = self.seal()
+        self.assertEqual('k1', envelope['key_id'])
+        self.assertEqual(INSTANCE, envelope['instance_id'])
+        self.assertNotIn(b'2.0.0', envelope['ciphertext'].encode())
+        self.open(envelope)
+
+    def test_argument_order_does_not_matter(self):
+        envelope = self.seal()
+        self.open(envelope, args=dict(reversed(list(ARGS.items()))))
+
+    def test_two_seals_differ(self):
+        first, second = self.seal(), self.seal()
+        self.assertNotEqual(first['nonce'], second['nonce'])
+        self.assertNotEqual(first['message_id'], second['message_id'])
+
+    def test_unsealed(self):
+        self.assertRaises(sealing.Unsealed, self.open, None)
+
+    def test_wrong_key_same_id(self):
+        forged = self.seal(keys=keyring('k1'))
+        self.assertRaises(sealing.BadSeal, self.open, forged)
+
+    def test_unknown_key_id(self):
+        forged = self.seal(keys=keyring('other'))
+        self.assertRaises(sealing.UnknownKey, self.open, forged)
+
+    def test_modified_argument(self):
+        envelope = self.seal()
+        changed = dict(ARGS, instance_version='1.0.0')
+        self.assertRaises(sealing.BadSeal, self.open, envelope, args=changed)
+
+    def test_modified_ciphertext(self):
+        envelope = self.seal()
+        raw = bytearray(sealing._unb64(envelope['ciphertext'], 'x'))
+        raw[0] ^= 1
+        envelope['ciphertext'] = sealing._b64(bytes(raw))
+        self.assertRaises(sealing.BadSeal, self.open, envelope)
+
+    def test_bound_fields(self):
+        for field, value in (('message_id', 'other'), ('version', '1.2'),
+                             ('timestamp', NOW + 1)):
+            envelope = dict(self.seal(), **{field: value})
+            self.assertRaises(sealing.BadSeal, self.open, envelope)
+
+    def test_other_method(self):
+        envelope = self.seal(method='report_upgrade_state')
+        self.assertRaises(sealing.BadSeal, self.open, envelope)
+
+    def test_other_direction(self):
+        envelope = self.seal(direction=sealing.TO_CONDUCTOR)
+        self.assertRaises(sealing.BadSeal, self.open, envelope)
+
+    def test_instance_mismatch(self):
+        other = sealing.Keyring('other-instance', self.keys.keys)
+        envelope = self.seal(keys=other)
+        self.assertRaises(sealing.InstanceMismatch, self.open, envelope)
+
+    def test_malformed(self):
+        envelope = self.seal()
+        for broken in ('x', {}, dict(envelope, format=2),
+                       dict(envelope, extra=1), dict(envelope, nonce='%%'),
+                       dict(envelope, timestamp='now'),
+                       dict(envelope, key_id=7)):
+            self.assertRaises(sealing.MalformedSeal, self.open, broken)
+
+    def test_replay(self):
+        envelope = self.seal()
+        self.open(envelope)
+        self.assertRaises(sealing.ReplayedMessage, self.open, envelope,
+                          now=NOW + 1)
+
+    def test_replay_after_max_age_is_stale(self):
+        envelope = self.seal()
+        self.open(envelope)
+        self.assertRaises(sealing.StaleMessage, self.open, envelope,
+                          now=NOW + MAX_AGE + 1)
+
+    def test_stale_and_future(self):
+        self.assertRaises(sealing.StaleMessage, self.open,
+                          self.seal(now=NOW - MAX_AGE - 1))
+        self.assertRaises(sealing.StaleMessage, self.open,
+                          self.seal(now=NOW + MAX_AGE + 1))
+        self.open(self.seal(now=NOW - MAX_AGE + 1))
+
+    def test_refused_message_is_not_remembered(self):
+        envelope = self.seal()
+        self.assertRaises(sealing.BadSeal, self.open, envelope,
+                          args=dict(ARGS, upgrade_id='u-2'))
+        self.open(envelope)
+
+    def test_cache_forgets_expired_ids(self):
+        self.cache.add('m', NOW, NOW)
+        self.assertRaises(sealing.ReplayedMessage, self.cache.add, 'm',
+                          NOW + 5, NOW)
+        self.cache.add('m', NOW + 10, NOW + 1)
+
+    def test_rotation(self):
+        old = keyring('old')
+        rotated = sealing.Keyring(INSTANCE, [('new', sealing.generate_key())]
+                                  + old.keys)
+        self.assertEqual('new', self.seal(keys=rotated)['key_id'])
+        self.open(self.seal(keys=old), keys=rotated)
+        self.open(self.seal(keys=rotated), keys=rotated)
+        retired = sealing.Keyring(INSTANCE, rotated.keys[:1])
+        self.assertRaises(sealing.UnknownKey, self.open,
+                          self.seal(keys=old), keys=retired)
+
+    def test_key_size(self):
+        self.assertRaises(ValueError, sealing.Keyring, INSTANCE,
+                          [('k', b'short')])
+
+
+class TestKeyFiles(base.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.path = os.path.join(self.useFixture(
+            fixtures.TempDir()).path, 'instance.key')
+
+    def test_round_trip_0600(self):
+        keys = keyring('a', 'b')
+        sealing.dump_key_file(self.path, keys)
+        self.assertEqual(0o600, stat.S_IMODE(os.stat(self.path).st_mode))
+        loaded = sealing.load_key_file(self.path, INSTANCE)
+        self.assertEqual(keys.keys, loaded.keys)
+
+    def test_refuses_other_instance(self):
+        sealing.dump_key_file(self.path, keyring())
+        self.assertRaisesRegex(sealing.KeyFileError, 'for instance',
+                               sealing.load_key_file, self.path, 'other')
+
+    def test_refuses_open_mode(self):
+        sealing.dump_key_file(self.path, keyring())
+        os.chmod(self.path, 0o644)
+        self.assertRaisesRegex(sealing.KeyFileError, 'must be 0600',
+                               sealing.load_key_file, self.path)
+
+    def test_refuses_missing_and_garbage(self):
+        self.assertRaises(sealing.KeyFileError, sealing.load_key_file,
+                          self.path)
+        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o600)
+        os.write(fd, b'{"instance_id": "x", "keys": [{"key": "AA=="}]}')
+        os.close(fd)
+        self.assertRaises(sealing.KeyFileError, sealing.load_key_file,
+                          self.path)
+
+    def test_refuses_empty(self):
+        sealing.dump_key_file(self.path, sealing.Keyring(INSTANCE, []))
+        self.assertRaisesRegex(sealing.KeyFileError, 'no key',
+                               sealing.load_key_file, self.path)
+
+    def test_wrap_unwrap(self):
+        master = sealing.generate_key()
+        material = sealing.generate_key()
+        wrapped = sealing.wrap_key(master, INSTANCE, 'k', material)
+        self.assertNotIn(material, wrapped)
+        self.assertEqual(material,
+                         sealing.unwrap_key(master, INSTANCE, 'k', wrapped))
+        self.assertRaises(sealing.KeyFileError, sealing.unwrap_key,
+                          master, INSTANCE, 'other', wrapped)
+        self.assertRaises(sealing.KeyFileError, sealing.unwrap_key,
+                          sealing.generate_key(), INSTANCE, 'k', wrapped)
