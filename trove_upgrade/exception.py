@@ -82,3 +82,17 @@ class RolloutConflict(Conflict):
 class InvalidRolloutState(Conflict):
     msg_fmt = ('Rollout %(rollout_id)s is %(status)s: it cannot be '
                '%(action)s.')
+
+
+class MessageNotAuthenticated(Forbidden):
+    msg_fmt = ('Message %(method)s of instance %(instance_id)s refused: '
+               '%(reason)s')
+
+
+class SealingUnavailable(Conflict):
+    msg_fmt = ('Cannot seal the %(method)s message for instance '
+               '%(instance_id)s: %(reason)s')
+
+
+class InstanceKeyError(Invalid):
+    msg_fmt = 'Instance key error: %(reason)s'

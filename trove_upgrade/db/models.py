@@ -193,3 +193,26 @@ class RolloutDispatch(Base):
         sa.ForeignKey('upgrades.id',
                       name='rollout_dispatches_upgrade_id_fkey'))
     created_at: orm.Mapped[datetime.datetime] = orm.mapped_column(DateTime)
+
+
+class InstanceKey(Base):
+    """A key sealing the RPC messages of one instance (see ``sealing``).
+
+    The newest unexpired key of an instance seals; all its unexpired keys
+    open. ``wrapped`` says whether ``key_material`` is encrypted with the
+    ``[conductor] instance_key_master_key_file`` key.
+    """
+
+    __tablename__ = 'instance_keys'
+    __table_args__ = (
+        sa.Index('instance_keys_instance_id_idx', 'instance_id'),
+        TABLE_ARGS)
+
+    key_id: orm.Mapped[str] = orm.mapped_column(
+        sa.String(32), primary_key=True)
+    instance_id: orm.Mapped[str] = orm.mapped_column(sa.String(36))
+    key_material: orm.Mapped[str] = orm.mapped_column(sa.String(255))
+    wrapped: orm.Mapped[bool] = orm.mapped_column(sa.Boolean)
+    created_at: orm.Mapped[datetime.datetime] = orm.mapped_column(DateTime)
+    expires_at: orm.Mapped[datetime.datetime | None] = orm.mapped_column(
+        DateTime)

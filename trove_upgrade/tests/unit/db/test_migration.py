@@ -40,8 +40,8 @@ class TestMigration(base.TestCase):
         migration.upgrade(engine=engine)
         self.assertEqual(_head(), migration.version(engine=engine))
         self.assertEqual(
-            ['agents', 'alembic_version', 'rollout_dispatches', 'rollouts',
-             'upgrade_events', 'upgrades'],
+            ['agents', 'alembic_version', 'instance_keys',
+             'rollout_dispatches', 'rollouts', 'upgrade_events', 'upgrades'],
             sorted(sa.inspect(engine).get_table_names()))
 
     def test_fixtures_are_isolated(self):

@@ -1,0 +1,79 @@
+"""Database API of the per-instance keys that seal RPC messages.
+
+Kept apart from ``db.api`` because nothing else touches this table; it
+uses the same enginefacade context manager and returns plain dicts.
+"""
+
+from oslo_utils import timeutils
+import sqlalchemy as sa
+
+from trove_upgrade.db import api as db_api
+from trove_upgrade.db import models
+
+
+def _key_dict(row, with_material=True):
+    key = {'key_id': row.key_id, 'instance_id': row.instance_id,
+           'wrapped': row.wrapped, 'created_at': row.created_at,
+           'expires_at': row.expires_at}
+    if with_material:
+        key['key_material'] = row.key_material
+    return key
+
+
+def _unexpired(now):
+    return sa.or_(models.InstanceKey.expires_at.is_(None),
+                  models.InstanceKey.expires_at > now)
+
+
+def add_instance_key(context, instance_id, key_id, key_material, wrapped,
+                     expire_others_at=None):
+    """Store a new key of ``instance_id``; it becomes the sealing key.
+
+    With ``expire_others_at``, the instance's other keys that would
+    outlive that time expire then (a rotation's grace period).
+    """
+    db_api._check_strings(models.InstanceKey, {
+        'instance_id': instance_id, 'key_id': key_id,
+        'key_material': key_material}, ['instance_id', 'key_id',
+                                        'key_material'])
+    now = timeutils.utcnow()
+    with db_api.context_manager.writer.using(context) as session:
+        if expire_others_at is not None:
+            session.execute(
+                sa.update(models.InstanceKey)
+                .where(models.InstanceKey.instance_id == instance_id,
+                       _unexpired(expire_others_at))
+                .values(expires_at=expire_others_at)
+                .execution_options(synchronize_session=False))
+        row = models.InstanceKey(
+            key_id=key_id, instance_id=instance_id,
+            key_material=key_material, wrapped=wrapped, created_at=now,
+            expires_at=None)
+        session.add(row)
+        session.flush()
+        return _key_dict(row, with_material=False)
+
+
+def get_instance_keys(context, instance_id):
+    """The unexpired keys of ``instance_id`` with material, newest first."""
+    now = timeutils.utcnow()
+    with db_api.context_manager.reader.using(context) as session:
+        rows = session.scalars(
+            sa.select(models.InstanceKey)
+            .where(models.InstanceKey.instance_id == instance_id,
+                   _unexpired(now))
+            .order_by(models.InstanceKey.created_at.desc(),
+                      models.InstanceKey.key_id))
+        return [_key_dict(row) for row in rows]
+
+
+def list_instance_keys(context, instance_id=None):
+    """Every key (expired ones too) without material, oldest first."""
+    query = sa.select(models.InstanceKey).order_by(
+        models.InstanceKey.instance_id, models.InstanceKey.created_at,
+        models.InstanceKey.key_id)
+    if instance_id is not None:
+        query = query.where(models.InstanceKey.instance_id == instance_id)
+    with db_api.context_manager.reader.using(context) as session:
+        return [_key_dict(row, with_material=False)
+                for row in session.scalars(query)]
