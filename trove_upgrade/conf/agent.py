@@ -114,6 +114,27 @@ agent_opts = [
                 default=[],
                 help='Payload decryption key files, selected by the key id '
                      'the manifest names; list several to rotate keys.'),
+    cfg.StrOpt('instance_key_file',
+               help='File (mode 0600) holding the keys of this instance '
+                    'that seal RPC messages, as written by '
+                    '"trove-upgrade-manage instance-key set|rotate". When '
+                    'set, the agent seals everything it sends to the '
+                    'conductor and refuses every upgrade message not '
+                    'sealed with one of these keys.'),
+    cfg.BoolOpt('require_sealed',
+                default=False,
+                help='Refuse to start without instance_key_file, so that '
+                     'this agent never accepts an unsealed upgrade '
+                     'message. Set it once keys are provisioned; the '
+                     'default keeps agents without keys working during a '
+                     'rolling upgrade.'),
+    cfg.IntOpt('seal_max_age',
+               default=300,
+               min=1,
+               help='Seconds a sealed upgrade message stays acceptable; '
+                    'older ones (or ones this far in the future) are '
+                    'refused as stale. Accepted message ids are kept in '
+                    'the journal this long to refuse replays.'),
     cfg.StrOpt('guest_state_provider',
                default='file',
                help='Where the guest state comes from: "file" reads '

@@ -42,6 +42,25 @@ conductor_opts = [
                     'rollout keeps the sole right to reconcile it. Another '
                     'conductor (or this one, restarted) takes a rollout '
                     'over once its lease expired.'),
+    cfg.BoolOpt('require_sealed',
+                default=False,
+                help='Refuse registrations, heartbeats, claims and reports '
+                     'of instances that have no key, and refuse to send '
+                     'upgrades to them. Messages of an instance with a key '
+                     'must be sealed with it whatever this says.'),
+    cfg.IntOpt('seal_max_age',
+               default=300,
+               min=1,
+               help='Seconds a sealed agent message stays acceptable; '
+                    'older ones are refused as stale. Accepted message '
+                    'ids are kept in each conductor\'s memory this long '
+                    'to refuse replays.'),
+    cfg.StrOpt('instance_key_master_key_file',
+               help='File holding a base64 AES-256 key that encrypts the '
+                    'instance keys in the database. Needed by every '
+                    'process that seals or opens messages (the API, the '
+                    'conductors, trove-upgrade-manage) once set; without '
+                    'it keys are stored unencrypted.'),
 ]
 
 
