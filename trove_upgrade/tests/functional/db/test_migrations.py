@@ -106,6 +106,18 @@ class _MigrationsWalk:
             sorted((fk['constrained_columns'], fk['referred_table'],
                     fk['referred_columns']) for fk in foreign_keys))
 
+    def _check_3e8d5f2a6b91(self, connection):
+        inspector = sa.inspect(connection)
+        self.assertIn('instance_keys', inspector.get_table_names())
+        self.assertEqual(['key_id'], inspector.get_pk_constraint(
+            'instance_keys')['constrained_columns'])
+        self.assertEqual({'instance_keys_instance_id_idx': ['instance_id']},
+                         self._indexes(inspector, 'instance_keys'))
+        columns = {c['name']: c for c in
+                   inspector.get_columns('instance_keys')}
+        self.assertTrue(columns['expires_at']['nullable'])
+        self.assertFalse(columns['key_material']['nullable'])
+
 
 class TestModelsSyncSQLite(_ModelsMigrationsSync,
                            database.OpportunisticDBTestMixin,
