@@ -44,8 +44,9 @@ def _master_key():
 def keyring(context, instance_id):
     """The unexpired keys of ``instance_id``; empty when it has none."""
     rows = db_keys.get_instance_keys(context, instance_id)
-    master = _master_key() if any(r['wrapped'] for r in rows) else None
-    if master is None and any(r['wrapped'] for r in rows):
+    wrapped = any(r['wrapped'] for r in rows)
+    master = _master_key() if wrapped else None
+    if wrapped and master is None:
         raise exception.InstanceKeyError(
             reason='the keys of instance %s are encrypted and no '
             '[conductor] instance_key_master_key_file is set' % instance_id)

@@ -20,8 +20,8 @@ RELEASE_MAPPING = {
         'conductor': '1.0',
     },
     'master': {
-        'agent': '1.0',
-        'conductor': '1.0',
+        'agent': '1.1',
+        'conductor': '1.1',
     },
 }
 

@@ -3,8 +3,9 @@
 Everything the agent must not forget across a ``kill -9`` lives here: the
 upgrade in progress and the last step it reached, the last known good
 version, the upgrades waiting to run, the ids of upgrades already handled
-(so a message delivered twice runs once) and the outbox of reports the
-conductor has not received yet.
+(so a message delivered twice runs once), the ids of sealed messages
+accepted recently (so a replayed one is refused) and the outbox of reports
+the conductor has not received yet.
 
 A write goes to a temporary file that is fsynced, renamed over the journal
 with ``os.replace`` and followed by an fsync of the directory, so a crash
@@ -77,6 +78,7 @@ def _empty():
         'processed': {},
         'outbox': [],
         'next_report_seq': 1,
+        'seen_messages': {},
     }
 
 

@@ -14,6 +14,14 @@ reported DEFERRED once and waits, across agent restarts too. Before the
 work starts the runner claims the upgrade from the conductor, which says
 no when the upgrade was cancelled meanwhile; a conductor that cannot be
 reached leaves the upgrade queued for the next try.
+
+An agent holding its instance's keys (``[agent] instance_key_file``)
+first opens the message's seal (RPC API 1.1, ``trove_upgrade.sealing``):
+an unsealed, forged, modified, stale or replayed message is logged and
+dropped before anything else, and nothing is recorded or reported under
+its upgrade id, since nobody can tell whether that id is genuine. The ids
+of accepted messages stay in the journal for ``[agent] seal_max_age``
+seconds, across restarts, to refuse replays.
 """
 
 import threading
@@ -23,13 +31,31 @@ import oslo_messaging as messaging
 
 from trove_upgrade.agent import guest_state
 from trove_upgrade.agent import install
+from trove_upgrade.agent import journal as journal_mod
 from trove_upgrade.agent import strategies
 from trove_upgrade.agent.strategies import exceptions as strategy_exc
+from trove_upgrade import sealing
 from trove_upgrade import states
 
 LOG = logging.getLogger(__name__)
 
-RPC_API_VERSION = '1.0'
+RPC_API_VERSION = '1.1'
+
+
+class JournalReplayCache(sealing.ReplayCache):
+    """Accepted message ids, in the journal so a restart keeps them."""
+
+    def __init__(self, journal):
+        self.journal = journal
+
+    def add(self, message_id, expires_at, now):
+        with self.journal.update() as data:
+            seen = data['seen_messages']
+            sealing.prune(seen, now)
+            if message_id in seen:
+                raise sealing.ReplayedMessage(
+                    'message %s was already accepted' % message_id)
+            seen[message_id] = expires_at
 
 
 class AgentManager:
@@ -40,8 +66,11 @@ class AgentManager:
     target = messaging.Target(version=RPC_API_VERSION)
 
     def __init__(self, conf, journal, pipeline, state_provider,
-                 conductor_api, admin_context, load_strategy=None):
+                 conductor_api, admin_context, load_strategy=None,
+                 keyring=None):
         self.conf = conf
+        self.keyring = keyring
+        self.replay_cache = JournalReplayCache(journal)
         self.journal = journal
         self.pipeline = pipeline
         self.state_provider = state_provider
@@ -55,8 +84,24 @@ class AgentManager:
     # RPC.
 
     def upgrade(self, context, upgrade_id, instance_id, instance_version,
-                strategy, location, metadata=None, allow_downgrade=False):
+                strategy, location, metadata=None, allow_downgrade=False,
+                sealed=None):
         """Validate and queue an upgrade; the runner carries it out."""
+        if self.keyring is not None:
+            args = dict(upgrade_id=upgrade_id, instance_id=instance_id,
+                        instance_version=instance_version,
+                        strategy=strategy, location=location,
+                        metadata=metadata, allow_downgrade=allow_downgrade)
+            try:
+                sealing.open_sealed(self.keyring, sealed, 'upgrade',
+                                    sealing.TO_AGENT, args,
+                                    self.conf.agent.seal_max_age,
+                                    self.replay_cache)
+            except (sealing.SealError, journal_mod.JournalError) as e:
+                LOG.warning('Refused upgrade message (upgrade id %s, '
+                            'instance %s): %s: %s', upgrade_id, instance_id,
+                            type(e).__name__, e)
+                return
         upgrade = {'id': upgrade_id, 'instance_version': instance_version,
                    'strategy': strategy, 'location': location,
                    'metadata': metadata or {},

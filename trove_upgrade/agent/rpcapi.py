@@ -30,8 +30,11 @@ import oslo_messaging as messaging
 
 from trove_upgrade import conf
 from trove_upgrade.db import api as db_api
+from trove_upgrade import exception
+from trove_upgrade import instance_keys
 from trove_upgrade import release_mappings
 from trove_upgrade import rpc
+from trove_upgrade import sealing
 
 CONF = conf.CONF
 
@@ -49,9 +52,11 @@ class AgentAPI:
     API version history:
 
     | 1.0 - Initial version: upgrade().
+    | 1.1 - upgrade() takes ``sealed``, the seal of its arguments made
+    |       with the instance's key (``trove_upgrade.sealing``).
     """
 
-    RPC_API_VERSION = '1.0'
+    RPC_API_VERSION = '1.1'
 
     def __init__(self):
         # Resolved once here, without asking the database, so that a bad
@@ -85,16 +90,40 @@ class AgentAPI:
         claims the upgrade from the conductor before it starts, so a
         cancelled upgrade is skipped.
 
-        :raises: RPCVersionCapError when the cap is below 1.0; an
-            oslo.messaging or driver connection error when the messaging
-            server stays unreachable through ``[DEFAULT] rpc_send_retries``.
+        The message is sealed with the instance's newest key when it has
+        one; that needs version 1.1, which every agent holding a key
+        speaks.
+
+        :raises: RPCVersionCapError when the cap is below 1.0;
+            SealingUnavailable when the instance has a key but the cap is
+            below 1.1, or has none while ``[conductor] require_sealed`` is
+            set; an oslo.messaging or driver connection error when the
+            messaging server stays unreachable through
+            ``[DEFAULT] rpc_send_retries``.
         """
-        cctxt = self._prepare(context, instance_id).prepare(version='1.0')
-        cctxt.cast(context, 'upgrade',
-                   upgrade_id=upgrade_id,
-                   instance_id=instance_id,
-                   instance_version=instance_version,
-                   strategy=strategy,
-                   location=location,
-                   metadata=metadata,
-                   allow_downgrade=allow_downgrade)
+        cctxt = self._prepare(context, instance_id)
+        kwargs = dict(upgrade_id=upgrade_id,
+                      instance_id=instance_id,
+                      instance_version=instance_version,
+                      strategy=strategy,
+                      location=location,
+                      metadata=metadata,
+                      allow_downgrade=allow_downgrade)
+        keys = instance_keys.keyring(context, instance_id)
+        if not keys:
+            if CONF.conductor.require_sealed:
+                raise exception.SealingUnavailable(
+                    method='upgrade', instance_id=instance_id,
+                    reason='the instance has no key and [conductor] '
+                    'require_sealed is set')
+            cctxt.prepare(version='1.0').cast(context, 'upgrade', **kwargs)
+            return
+        version = '1.1'
+        if not cctxt.can_send_version(version):
+            raise exception.SealingUnavailable(
+                method='upgrade', instance_id=instance_id,
+                reason='the agent RPC API is capped below %s' % version)
+        sealed = sealing.seal(keys, 'upgrade', version, sealing.TO_AGENT,
+                              kwargs)
+        cctxt.prepare(version=version).cast(context, 'upgrade',
+                                            sealed=sealed, **kwargs)

@@ -36,6 +36,7 @@ from trove_upgrade.agent import verifier as verifier_mod
 from trove_upgrade.conductor import rpcapi as conductor_rpcapi
 from trove_upgrade import context as tu_context
 from trove_upgrade import rpc
+from trove_upgrade import sealing
 from trove_upgrade import version
 
 LOG = logging.getLogger(__name__)
@@ -59,6 +60,21 @@ def check_conf(conf):
         raise AgentConfigError(
             '[agent] guest_automatic_updates needs trusted_key_files and '
             'decryption_key_files: packages cannot be verified without them')
+    if conf.agent.require_sealed and not conf.agent.instance_key_file:
+        raise AgentConfigError(
+            '[agent] require_sealed needs instance_key_file: upgrade '
+            'messages cannot be authenticated without it')
+
+
+def load_keyring(conf):
+    """The instance's sealing keys, or None when no key file is set."""
+    if not conf.agent.instance_key_file:
+        return None
+    try:
+        return sealing.load_key_file(conf.agent.instance_key_file,
+                                     conf.agent.instance_id)
+    except sealing.KeyFileError as e:
+        raise AgentConfigError(str(e))
 
 
 def build_verifier(conf):
@@ -90,6 +106,7 @@ class AgentService(service.Service):
         self.pipeline = pipeline_mod.UpgradePipeline(
             conf, self.journal, self.installs, self.supervisor,
             build_verifier(conf))
+        self.keyring = load_keyring(conf)
         self.context = tu_context.get_admin_context()
         self.conductor_api = None
         self.manager = None
@@ -125,12 +142,12 @@ class AgentService(service.Service):
 
     def start(self):
         super().start()
-        self.conductor_api = conductor_rpcapi.ConductorAPI()
+        self.conductor_api = conductor_rpcapi.ConductorAPI(self.keyring)
         self.outbox = outbox_mod.Outbox(self.journal, self.conductor_api,
                                         self.context, self.instance_id)
         self.manager = manager_mod.AgentManager(
             self.conf, self.journal, self.pipeline, self.state_provider,
-            self.conductor_api, self.context)
+            self.conductor_api, self.context, keyring=self.keyring)
         target = messaging.Target(
             topic=agent_rpcapi.topic_for(self.instance_id), server=self.host)
         self.rpcserver = rpc.get_rpc_server(target, [self.manager])

@@ -3,19 +3,35 @@
 Registrations and heartbeats go to the ``agents`` table; claims and state
 reports go through ``trove_upgrade.upgrades``, which holds the rules. The
 manager only checks what crosses the wire before handing it on.
+
+From version 1.1 every message may carry a seal (``trove_upgrade.sealing``).
+The messages of an instance that has a key must be sealed with it, and with
+``[conductor] require_sealed`` those of every instance: anything else is
+refused and logged with the instance id, so that nobody else on the bus
+can register, heartbeat, claim or report in an agent's name. The ids of
+accepted messages are kept in this process's memory for
+``[conductor] seal_max_age`` seconds; with several conductors, a genuine
+message replayed to another conductor within that time is accepted once
+more, which changes nothing: registrations and heartbeats are upserts and
+claims and reports of a state already recorded are ignored.
 """
 
 from oslo_log import log as logging
 import oslo_messaging as messaging
 from oslo_utils import uuidutils
 
+from trove_upgrade import conf
 from trove_upgrade.db import api as db_api
 from trove_upgrade import exception
+from trove_upgrade import instance_keys
+from trove_upgrade import sealing
 from trove_upgrade import upgrades
+
+CONF = conf.CONF
 
 LOG = logging.getLogger(__name__)
 
-RPC_API_VERSION = '1.0'
+RPC_API_VERSION = '1.1'
 
 
 def _check_instance_id(instance_id):
@@ -41,11 +57,46 @@ class ConductorManager:
 
     target = messaging.Target(version=RPC_API_VERSION)
 
-    @messaging.expected_exceptions(exception.Invalid)
-    def register_agent(self, context, instance_id, agent_version,
-                       guest_version, rpc_api_version, state, labels, host):
-        """Record an agent's registration; return this RPC API version."""
+    def __init__(self):
+        self.replay_cache = sealing.MemoryReplayCache()
+
+    def _authenticate(self, context, method, args, sealed):
+        """Refuse a message not sealed as its instance requires.
+
+        :raises: MessageNotAuthenticated, logged with the instance id.
+        """
+        instance_id = args['instance_id']
         _check_instance_id(instance_id)
+        keys = instance_keys.keyring(context, instance_id)
+        try:
+            if keys:
+                sealing.open_sealed(keys, sealed, method,
+                                    sealing.TO_CONDUCTOR, args,
+                                    CONF.conductor.seal_max_age,
+                                    self.replay_cache)
+            elif sealed is not None:
+                raise sealing.UnknownKey('the instance has no key')
+            elif CONF.conductor.require_sealed:
+                raise sealing.Unsealed('the instance has no key and '
+                                       '[conductor] require_sealed is set')
+        except sealing.SealError as e:
+            LOG.warning('Refused %(method)s message of instance '
+                        '%(instance)s: %(reason)s',
+                        {'method': method, 'instance': instance_id,
+                         'reason': e})
+            raise exception.MessageNotAuthenticated(
+                method=method, instance_id=instance_id, reason=str(e))
+
+    @messaging.expected_exceptions(exception.Invalid,
+                                   exception.MessageNotAuthenticated)
+    def register_agent(self, context, instance_id, agent_version,
+                       guest_version, rpc_api_version, state, labels, host,
+                       sealed=None):
+        """Record an agent's registration; return this RPC API version."""
+        self._authenticate(context, 'register_agent', dict(
+            instance_id=instance_id, agent_version=agent_version,
+            guest_version=guest_version, rpc_api_version=rpc_api_version,
+            state=state, labels=labels, host=host), sealed)
         db_api.register_agent(context, instance_id, _agent_values(
             agent_version, guest_version, rpc_api_version, state, labels,
             host))
@@ -56,26 +107,43 @@ class ConductorManager:
         return self.RPC_API_VERSION
 
     def heartbeat(self, context, instance_id, agent_version, guest_version,
-                  rpc_api_version, state, labels, host):
-        """Record an agent's heartbeat; a malformed one is logged only."""
+                  rpc_api_version, state, labels, host, sealed=None):
+        """Record an agent's heartbeat; a bad one is logged only."""
         try:
-            _check_instance_id(instance_id)
+            self._authenticate(context, 'heartbeat', dict(
+                instance_id=instance_id, agent_version=agent_version,
+                guest_version=guest_version,
+                rpc_api_version=rpc_api_version, state=state,
+                labels=labels, host=host), sealed)
             db_api.register_agent(context, instance_id, _agent_values(
                 agent_version, guest_version, rpc_api_version, state,
                 labels, host))
-        except exception.Invalid as e:
+        except (exception.Invalid,
+                exception.MessageNotAuthenticated) as e:
             LOG.warning('Ignored heartbeat of instance %(instance)s: '
                         '%(error)s', {'instance': instance_id, 'error': e})
 
-    @messaging.expected_exceptions(exception.Invalid)
-    def start_upgrade(self, context, instance_id, upgrade_id, from_version):
+    @messaging.expected_exceptions(exception.Invalid,
+                                   exception.MessageNotAuthenticated)
+    def start_upgrade(self, context, instance_id, upgrade_id, from_version,
+                      sealed=None):
         """An agent's claim of an upgrade; see ``upgrades.claim_upgrade``."""
+        self._authenticate(context, 'start_upgrade', dict(
+            instance_id=instance_id, upgrade_id=upgrade_id,
+            from_version=from_version), sealed)
         return upgrades.claim_upgrade(context, instance_id, upgrade_id,
                                       from_version)
 
+    @messaging.expected_exceptions(exception.Invalid,
+                                   exception.MessageNotAuthenticated)
     def report_upgrade_state(self, context, instance_id, upgrade_id,
-                             to_state, detail, from_version, to_version):
+                             to_state, detail, from_version, to_version,
+                             sealed=None):
         """An agent's state report; see ``upgrades.record_report``."""
+        self._authenticate(context, 'report_upgrade_state', dict(
+            instance_id=instance_id, upgrade_id=upgrade_id,
+            to_state=to_state, detail=detail, from_version=from_version,
+            to_version=to_version), sealed)
         return upgrades.record_report(context, instance_id, upgrade_id,
                                       to_state, detail, from_version,
                                       to_version)

@@ -6,6 +6,10 @@ reaches. All conductors listen on ``[conductor] topic`` and share its
 messages. ``[upgrade_levels] conductor`` caps the version the agents send
 while the conductors run an older release than the agents; the cap and
 ``can_send_version`` work as described in ``trove_upgrade.agent.rpcapi``.
+
+An agent that holds its instance's keys seals every message with them
+(version 1.1), so that nobody else on the bus can register, heartbeat,
+claim or report in its name.
 """
 
 import oslo_messaging as messaging
@@ -13,6 +17,7 @@ import oslo_messaging as messaging
 from trove_upgrade import conf
 from trove_upgrade import release_mappings
 from trove_upgrade import rpc
+from trove_upgrade import sealing
 
 CONF = conf.CONF
 
@@ -24,16 +29,35 @@ class ConductorAPI:
 
     | 1.0 - Initial version: register_agent(), heartbeat(), start_upgrade(),
     |       report_upgrade_state().
+    | 1.1 - Every method takes ``sealed``, the seal of its arguments made
+    |       with the instance's key (``trove_upgrade.sealing``).
     """
 
-    RPC_API_VERSION = '1.0'
+    RPC_API_VERSION = '1.1'
 
-    def __init__(self):
+    def __init__(self, keyring=None):
+        """``keyring``: the instance's keys; None sends unsealed."""
+        self.keyring = keyring
         version_cap = release_mappings.resolve_version_cap(
             'conductor', CONF.upgrade_levels.conductor)
         target = messaging.Target(topic=CONF.conductor.topic,
                                   version=self.RPC_API_VERSION)
         self.client = rpc.get_rpc_client(target, version_cap=version_cap)
+
+    def _send(self, context, kind, method, **kwargs):
+        """Cast or call ``method``, sealed at 1.1 when keys are held.
+
+        A conductor capped below 1.1 does not know seals and gets the
+        message unsealed, as before this version.
+        """
+        version = '1.1'
+        if self.keyring and self.client.can_send_version(version):
+            kwargs['sealed'] = sealing.seal(self.keyring, method, version,
+                                            sealing.TO_CONDUCTOR, kwargs)
+        else:
+            version = '1.0'
+        cctxt = self.client.prepare(version=version)
+        return getattr(cctxt, kind)(context, method, **kwargs)
 
     def register_agent(self, context, instance_id, agent_version,
                        guest_version, rpc_api_version, state, labels, host):
@@ -43,8 +67,7 @@ class ConductorAPI:
             send to it.
         :raises: trove_upgrade.exception.Invalid when a field is malformed.
         """
-        cctxt = self.client.prepare(version='1.0')
-        return cctxt.call(context, 'register_agent',
+        return self._send(context, 'call', 'register_agent',
                           instance_id=instance_id,
                           agent_version=agent_version,
                           guest_version=guest_version,
@@ -54,8 +77,7 @@ class ConductorAPI:
     def heartbeat(self, context, instance_id, agent_version, guest_version,
                   rpc_api_version, state, labels, host):
         """Tell the conductor the agent is alive and what it runs (cast)."""
-        cctxt = self.client.prepare(version='1.0')
-        cctxt.cast(context, 'heartbeat',
+        self._send(context, 'cast', 'heartbeat',
                    instance_id=instance_id,
                    agent_version=agent_version,
                    guest_version=guest_version,
@@ -71,8 +93,7 @@ class ConductorAPI:
         :returns: ``{'proceed': bool, 'status': <recorded status or None>,
             'reason': <why not, or None>}``
         """
-        cctxt = self.client.prepare(version='1.0')
-        return cctxt.call(context, 'start_upgrade',
+        return self._send(context, 'call', 'start_upgrade',
                           instance_id=instance_id, upgrade_id=upgrade_id,
                           from_version=from_version)
 
@@ -93,8 +114,7 @@ class ConductorAPI:
         :returns: ``{'recorded': bool, 'status': ..., 'reason': ...}``, the
             outcome the conductor recorded (see ``upgrades.record_report``).
         """
-        cctxt = self.client.prepare(version='1.0')
-        return cctxt.call(context, 'report_upgrade_state',
+        return self._send(context, 'call', 'report_upgrade_state',
                           instance_id=instance_id, upgrade_id=upgrade_id,
                           to_state=to_state, detail=detail,
                           from_version=from_version, to_version=to_version)

@@ -232,7 +232,7 @@ class TestStatusCommand(StatusCommandTestCase):
         alive = uuidutils.generate_uuid()
         for instance_id in (stale, alive):
             db_api.register_agent(ctxt, instance_id, {
-                'rpc_api_version': '1.0', 'state': 'RUNNING'})
+                'rpc_api_version': '1.1', 'state': 'RUNNING'})
         self.write_conf('trove-upgrade.conf.d/30-conductor.conf',
                         {'conductor': {'agent_down_time': '300'}})
         self.backdate(models.Agent, 'last_heartbeat_at',
@@ -251,7 +251,7 @@ class TestStatusCommand(StatusCommandTestCase):
                                           'state': 'RUNNING'})
 
         self.assertStatus(WARNING, {'Agent RPC versions': WARNING}, [
-            'older than 1.0', '%s (0.9)' % old])
+            'older than 1.1', '%s (0.9)' % old])
 
         self.write_conf('trove-upgrade.conf.d/30-upgrade-levels.conf',
                         {'upgrade_levels': {'agent': 'auto'}})

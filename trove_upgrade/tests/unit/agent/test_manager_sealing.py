@@ -1,0 +1,90 @@
+"""The agent endpoint refuses upgrade messages that do not authenticate."""
+
+import time
+
+from trove_upgrade.agent import manager
+from trove_upgrade import sealing
+from trove_upgrade.tests.unit.agent import test_manager
+
+INSTANCE = test_manager.INSTANCE
+
+
+class TestSealedUpgrade(test_manager.TestAgentManager):
+    """Every test of the unsealed manager, and the refusals."""
+
+    def setUp(self):
+        super().setUp()
+        self.keys = sealing.Keyring(INSTANCE,
+                                    [('k1', sealing.generate_key())])
+        self.manager = manager.AgentManager(
+            self.conf, self.journal, self.pipeline, self.state,
+            self.conductor, None, load_strategy=self._load,
+            keyring=self.keys)
+
+    def _args(self, upgrade_id='u1', **kw):
+        args = dict(upgrade_id=upgrade_id, instance_id=INSTANCE,
+                    instance_version='2.0.0', strategy='local',
+                    location='/p/guest.pkg', metadata={},
+                    allow_downgrade=False)
+        args.update(kw)
+        return args
+
+    def _upgrade(self, upgrade_id='u1', keys=None, **kw):
+        args = self._args(upgrade_id, **kw)
+        sealed = sealing.seal(keys or self.keys, 'upgrade', '1.1',
+                              sealing.TO_AGENT, args)
+        self.manager.upgrade(None, sealed=sealed, **args)
+
+    def assertNothingRecorded(self, upgrade_id='u1'):
+        self.assertFalse(self.journal.is_known(upgrade_id))
+        data = self.journal.read()
+        self.assertEqual([], data['outbox'])
+        self.assertEqual([], data['queue'])
+
+    def test_unsealed_refused(self):
+        self.manager.upgrade(None, **self._args())
+        self.assertNothingRecorded()
+
+    def test_wrong_key_refused(self):
+        self._upgrade(keys=sealing.Keyring(
+            INSTANCE, [('k1', sealing.generate_key())]))
+        self.assertNothingRecorded()
+
+    def test_modified_message_refused(self):
+        sealed = sealing.seal(self.keys, 'upgrade', '1.1', sealing.TO_AGENT,
+                              self._args())
+        self.manager.upgrade(None, sealed=sealed, **self._args(
+            instance_version='0.1.0', allow_downgrade=True))
+        self.assertNothingRecorded()
+
+    def test_replay_refused_and_remembered_across_restarts(self):
+        args = self._args()
+        sealed = sealing.seal(self.keys, 'upgrade', '1.1', sealing.TO_AGENT,
+                              args)
+        self.manager.upgrade(None, sealed=sealed, **args)
+        self.assertEqual(1, len(self.journal.read()['queue']))
+        self.assertIn(sealed['message_id'],
+                      self.journal.read()['seen_messages'])
+        restarted = manager.AgentManager(
+            self.conf, self.journal, self.pipeline, self.state,
+            self.conductor, None, load_strategy=self._load,
+            keyring=self.keys)
+        with self.journal.update() as data:
+            data['queue'] = []
+        restarted.upgrade(None, sealed=sealed, **args)
+        self.assertEqual([], self.journal.read()['queue'])
+
+    def test_stale_refused(self):
+        self.flags(group='agent', seal_max_age=10)
+        args = self._args()
+        sealed = sealing.seal(self.keys, 'upgrade', '1.1', sealing.TO_AGENT,
+                              args, now=time.time() - 11)
+        self.manager.upgrade(None, sealed=sealed, **args)
+        self.assertNothingRecorded()
+
+    def test_expired_ids_are_pruned(self):
+        cache = manager.JournalReplayCache(self.journal)
+        cache.add('old', 5.0, 1.0)
+        cache.add('new', 50.0, 10.0)
+        self.assertEqual({'new': 50.0},
+                         self.journal.read()['seen_messages'])

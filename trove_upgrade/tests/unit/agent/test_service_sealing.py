@@ -1,0 +1,49 @@
+"""The agent loads its instance's keys at start, or refuses to start."""
+
+import os
+
+import fixtures
+
+from trove_upgrade.agent import service
+from trove_upgrade import sealing
+from trove_upgrade.tests import base
+
+INSTANCE = '7a6b5c4d-3e2f-4a1b-9c8d-7e6f5a4b3c2d'
+
+
+class TestKeyLoading(base.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.path = os.path.join(
+            self.useFixture(fixtures.TempDir()).path, 'instance.key')
+        self.flags(group='agent', instance_id=INSTANCE,
+                   guest_command='bin/g')
+
+    def test_no_key_file_no_keyring(self):
+        self.assertIsNone(service.load_keyring(self.conf))
+
+    def test_require_sealed_needs_a_key_file(self):
+        self.flags(group='agent', require_sealed=True)
+        e = self.assertRaises(service.AgentConfigError, service.check_conf,
+                              self.conf)
+        self.assertIn('instance_key_file', str(e))
+
+    def test_loads_the_instance_keys(self):
+        keys = sealing.Keyring(INSTANCE, [('k', sealing.generate_key())])
+        sealing.dump_key_file(self.path, keys)
+        self.flags(group='agent', instance_key_file=self.path,
+                   require_sealed=True)
+        service.check_conf(self.conf)
+        self.assertEqual(keys.keys, service.load_keyring(self.conf).keys)
+
+    def test_bad_key_files_stop_the_agent(self):
+        self.flags(group='agent', instance_key_file=self.path)
+        e = self.assertRaises(service.AgentConfigError,
+                              service.load_keyring, self.conf)
+        self.assertIn(self.path, str(e))
+        sealing.dump_key_file(self.path, sealing.Keyring(
+            'other', [('k', sealing.generate_key())]))
+        e = self.assertRaises(service.AgentConfigError,
+                              service.load_keyring, self.conf)
+        self.assertIn('for instance other', str(e))

@@ -1,0 +1,149 @@
+"""The conductor endpoint refuses agent messages that do not authenticate."""
+
+import oslo_messaging as messaging
+from oslo_messaging.rpc import dispatcher
+
+from trove_upgrade.conductor import rpcapi
+from trove_upgrade import context
+from trove_upgrade.db import api as db_api
+from trove_upgrade import exception
+from trove_upgrade import instance_keys
+from trove_upgrade import sealing
+from trove_upgrade import states
+from trove_upgrade.tests.fixtures import rpc as rpc_fixture
+from trove_upgrade.tests.unit.conductor import test_manager
+
+INSTANCE = test_manager.INSTANCE
+AGENT = dict(test_manager.AGENT, instance_id=INSTANCE)
+
+
+class SealedTestCase(test_manager.ManagerTestCase):
+
+    def setUp(self):
+        super().setUp()
+        instance_keys.add_key(self.context, INSTANCE)
+        self.keys = instance_keys.keyring(self.context, INSTANCE)
+
+    def sealed(self, method, args, keys=None):
+        return sealing.seal(keys or self.keys, method, '1.1',
+                            sealing.TO_CONDUCTOR, args)
+
+    def assertNotAuthenticated(self, method, *args, **kwargs):
+        e = self.assertRaises(dispatcher.ExpectedException, method, *args,
+                              **kwargs)
+        self.assertIsInstance(e.exc_info[1],
+                              exception.MessageNotAuthenticated)
+        return e.exc_info[1]
+
+
+class TestSealedRegistration(SealedTestCase):
+
+    def test_sealed_registration_recorded(self):
+        self.manager.register_agent(
+            self.context, sealed=self.sealed('register_agent', AGENT),
+            **AGENT)
+        self.assertEqual('guest-1',
+                         db_api.get_agent(self.context, INSTANCE)['host'])
+
+    def test_refusals(self):
+        wrong = sealing.Keyring(INSTANCE, [(self.keys.keys[0][0],
+                                            sealing.generate_key())])
+        other = sealing.Keyring(INSTANCE, [('other',
+                                            sealing.generate_key())])
+        for sealed, reason in ((None, 'not sealed'),
+                               (self.sealed('register_agent', AGENT, wrong),
+                                'does not verify'),
+                               (self.sealed('register_agent', AGENT, other),
+                                'no key other'),
+                               (self.sealed('heartbeat', AGENT),
+                                'does not verify')):
+            e = self.assertNotAuthenticated(
+                self.manager.register_agent, self.context, sealed=sealed,
+                **AGENT)
+            self.assertIn(reason, str(e))
+            self.assertIn(INSTANCE, str(e))
+        self.assertRaises(exception.AgentNotFound, db_api.get_agent,
+                          self.context, INSTANCE)
+
+    def test_replay_refused(self):
+        sealed = self.sealed('register_agent', AGENT)
+        self.manager.register_agent(self.context, sealed=sealed, **AGENT)
+        e = self.assertNotAuthenticated(
+            self.manager.register_agent, self.context, sealed=sealed,
+            **AGENT)
+        self.assertIn('already accepted', str(e))
+
+    def test_forged_heartbeat_ignored(self):
+        self.manager.heartbeat(self.context, **AGENT)
+        self.assertRaises(exception.AgentNotFound, db_api.get_agent,
+                          self.context, INSTANCE)
+
+    def test_rotation_keeps_old_key_for_the_grace(self):
+        old = self.keys
+        instance_keys.add_key(self.context, INSTANCE, grace=3600)
+        self.manager.register_agent(
+            self.context, sealed=self.sealed('register_agent', AGENT, old),
+            **AGENT)
+        instance_keys.add_key(self.context, INSTANCE, grace=0)
+        self.assertNotAuthenticated(
+            self.manager.register_agent, self.context,
+            sealed=self.sealed('register_agent', AGENT, old), **AGENT)
+
+
+class TestSealedReports(SealedTestCase):
+
+    def test_forged_success_and_claim_refused(self):
+        upgrade = self.upgrade(self.new_upgrade()['id'])
+        args = dict(instance_id=INSTANCE, upgrade_id=upgrade['id'],
+                    to_state=states.SUCCESS, detail=None,
+                    from_version='1', to_version='2')
+        self.assertNotAuthenticated(self.manager.report_upgrade_state,
+                                    self.context, **args)
+        claim = dict(instance_id=INSTANCE, upgrade_id=upgrade['id'],
+                     from_version='1')
+        self.assertNotAuthenticated(self.manager.start_upgrade,
+                                    self.context, **claim)
+        self.assertEqual(len(upgrade['events']),
+                         len(self.upgrade(upgrade['id'])['events']))
+        self.manager.start_upgrade(
+            self.context, sealed=self.sealed('start_upgrade', claim),
+            **claim)
+        self.assertEqual(states.DOWNLOADING,
+                         self.upgrade(upgrade['id'])['status'])
+
+    def test_instance_without_key(self):
+        other = test_manager.OTHER_INSTANCE
+        values = dict(AGENT, instance_id=other)
+        self.manager.register_agent(self.context, **values)
+        self.flags(group='conductor', require_sealed=True)
+        e = self.assertNotAuthenticated(self.manager.register_agent,
+                                        self.context, **values)
+        self.assertIn('require_sealed', str(e))
+
+
+class TestSealingClients(SealedTestCase):
+    """The rpcapi clients seal what they send, over the fake transport."""
+
+    def setUp(self):
+        super().setUp()
+        self.server = self.useFixture(rpc_fixture.RecordingServer(
+            messaging.Target(topic=self.conf.conductor.topic, server='c'),
+            [self.manager]))
+
+    def test_conductor_api_seals(self):
+        api = rpcapi.ConductorAPI(self.keys)
+        self.assertEqual('1.1', api.register_agent(
+            context.get_admin_context(), **AGENT))
+        [message] = self.server.wait_for(1)
+        self.assertEqual('1.1', message.version)
+        self.assertIn('sealed', message.args)
+
+    def test_conductor_api_capped_sends_unsealed(self):
+        self.flags(group='upgrade_levels', conductor='1.0')
+        api = rpcapi.ConductorAPI(self.keys)
+        e = self.assertRaises(exception.MessageNotAuthenticated,
+                              api.register_agent,
+                              context.get_admin_context(), **AGENT)
+        self.assertIn('not sealed', str(e))
+        [message] = self.server.wait_for(1)
+        self.assertEqual('1.0', message.version)

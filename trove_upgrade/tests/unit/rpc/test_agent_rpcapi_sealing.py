@@ -1,0 +1,74 @@
+"""The control plane seals upgrades for instances that have a key."""
+
+import base64
+
+import oslo_messaging as messaging
+
+from trove_upgrade.agent import rpcapi
+from trove_upgrade import context
+from trove_upgrade import exception
+from trove_upgrade import instance_keys
+from trove_upgrade import sealing
+from trove_upgrade.tests import base
+from trove_upgrade.tests.fixtures import database
+from trove_upgrade.tests.fixtures import rpc as rpc_fixture
+
+INSTANCE = '9e2f7a4c-1b3d-4c5e-8f6a-7b8c9d0e1f2a'
+ARGS = dict(upgrade_id='u1', instance_version='2.0.0', strategy='local',
+            location='/p/g.pkg', metadata={'a': 1}, allow_downgrade=False)
+
+
+class TestSealedUpgrade(base.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.useFixture(database.Database())
+        self.useFixture(rpc_fixture.FakeTransport())
+        self.context = context.get_admin_context()
+        self.endpoint = rpc_fixture.AgentEndpoint('1.1')
+        self.server = self.useFixture(rpc_fixture.RecordingServer(
+            messaging.Target(topic=rpcapi.topic_for(INSTANCE), server='g'),
+            [self.endpoint]))
+
+    def send(self):
+        rpcapi.AgentAPI().upgrade(self.context, INSTANCE, **ARGS)
+
+    def test_without_key_unsealed_at_1_0(self):
+        self.send()
+        [message] = self.server.wait_for(1)
+        self.assertEqual('1.0', message.version)
+        self.assertNotIn('sealed', message.args)
+
+    def test_with_key_sealed_at_1_1(self):
+        instance_keys.add_key(self.context, INSTANCE)
+        self.send()
+        [message] = self.server.wait_for(1)
+        self.assertEqual('1.1', message.version)
+        args = dict(message.args)
+        sealed = args.pop('sealed')
+        sealing.open_sealed(
+            instance_keys.keyring(self.context, INSTANCE), sealed,
+            'upgrade', sealing.TO_AGENT, args, 60,
+            sealing.MemoryReplayCache())
+
+    def test_with_key_capped_below_1_1_refused(self):
+        instance_keys.add_key(self.context, INSTANCE)
+        self.flags(group='upgrade_levels', agent='1.0')
+        e = self.assertRaises(exception.SealingUnavailable, self.send)
+        self.assertIn('capped below 1.1', str(e))
+
+    def test_require_sealed_without_key_refused(self):
+        self.flags(group='conductor', require_sealed=True)
+        e = self.assertRaises(exception.SealingUnavailable, self.send)
+        self.assertIn('no key', str(e))
+
+    def test_keys_encrypted_at_rest(self):
+        key = base64.b64encode(sealing.generate_key()).decode()
+        path = self.create_tempfiles([('master', key)])[0]
+        self.flags(group='conductor', instance_key_master_key_file=path)
+        instance_keys.add_key(self.context, INSTANCE)
+        self.send()
+        self.server.wait_for(1)
+        self.flags(group='conductor', instance_key_master_key_file=None)
+        e = self.assertRaises(exception.InstanceKeyError, self.send)
+        self.assertIn('encrypted', str(e))
