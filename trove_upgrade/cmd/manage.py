@@ -3,8 +3,22 @@
 ``trove-upgrade-manage db sync [REVISION]`` brings the schema up to the
 newest (or the given) migration; ``trove-upgrade-manage db version`` prints
 the revision the database is at.
+
+``trove-upgrade-manage instance-key`` provisions the keys that seal the RPC
+messages of one instance (see ``doc/source/admin/message-sealing.rst``):
+
+* ``set <instance_id> --key-file F`` stores the keys of F (written by an
+  earlier ``set`` or ``rotate``); when F does not exist, it generates a
+  key, stores it and writes F. Either way the instance's other keys expire
+  at once. F goes to the agent's ``[agent] instance_key_file``.
+* ``rotate <instance_id> --output F [--grace SECONDS]`` adds a new key,
+  which seals from now on; the older ones still open messages for
+  ``--grace`` seconds, time to give the agent F (all the unexpired keys,
+  newest first) and restart it.
+* ``list [--instance-id ID]`` prints the keys' ids and dates, never them.
 """
 
+import os
 import sys
 
 from alembic import util as alembic_util
@@ -12,7 +26,11 @@ from oslo_config import cfg
 from oslo_db import exception as db_exc
 
 from trove_upgrade import conf
+from trove_upgrade import context as tu_context
 from trove_upgrade.db import migration
+from trove_upgrade import exception
+from trove_upgrade import instance_keys
+from trove_upgrade import sealing
 from trove_upgrade import version
 
 CONF = conf.CONF
@@ -27,6 +45,81 @@ def _db_version():
     print(migration.version() or 'None (the database was never synced)')
 
 
+def _key_set():
+    context = tu_context.get_admin_context()
+    instance_id, path = CONF.command.instance_id, CONF.command.key_file
+    if os.path.exists(path):
+        keyring = sealing.load_key_file(path, instance_id)
+        known = {k['key_id'] for k in instance_keys.list_keys(
+            context, instance_id)}
+        # Oldest first, so the file's newest key seals; the first one
+        # stored expires the keys the file does not hold.
+        grace = 0
+        for key_id, material in reversed(keyring.keys):
+            if key_id not in known:
+                instance_keys.add_key(context, instance_id, material,
+                                      key_id, grace=grace)
+                grace = None
+        print('Stored the %d keys of %s for instance %s.'
+              % (len(keyring.keys), path, instance_id))
+        return
+    key = instance_keys.add_key(context, instance_id)
+    sealing.dump_key_file(path, instance_keys.keyring(context, instance_id))
+    print('Key %s of instance %s written to %s.'
+          % (key['key_id'], instance_id, path))
+
+
+def _key_rotate():
+    context = tu_context.get_admin_context()
+    instance_id = CONF.command.instance_id
+    if not instance_keys.keyring(context, instance_id):
+        raise exception.InstanceKeyError(
+            reason='instance %s has no key to rotate; use set'
+            % instance_id)
+    key = instance_keys.add_key(context, instance_id,
+                                grace=CONF.command.grace)
+    sealing.dump_key_file(CONF.command.output,
+                          instance_keys.keyring(context, instance_id))
+    print('Key %s of instance %s written to %s; older keys expire in %d '
+          'seconds.' % (key['key_id'], instance_id, CONF.command.output,
+                        CONF.command.grace))
+
+
+def _key_list():
+    context = tu_context.get_admin_context()
+    for key in instance_keys.list_keys(context, CONF.command.instance_id):
+        print('%s %s created %s expires %s'
+              % (key['instance_id'], key['key_id'],
+                 key['created_at'].isoformat(),
+                 key['expires_at'].isoformat() if key['expires_at']
+                 else 'never'))
+
+
+def _add_key_parsers(subparsers):
+    keys = subparsers.add_parser(
+        'instance-key', help='Manage the keys sealing instances\' RPC.')
+    actions = keys.add_subparsers(title='actions', dest='action')
+    actions.required = True
+    key_set = actions.add_parser(
+        'set', help='Store the keys of a key file, or make one.')
+    key_set.add_argument('instance_id')
+    key_set.add_argument('--key-file', required=True,
+                         help='Key file to import, or to create with a new '
+                              'key when it does not exist.')
+    key_set.set_defaults(func=_key_set)
+    rotate = actions.add_parser('rotate', help='Add a newer key.')
+    rotate.add_argument('instance_id')
+    rotate.add_argument('--output', required=True,
+                        help='Key file to write for the agent.')
+    rotate.add_argument('--grace', type=int, default=86400,
+                        help='Seconds the older keys still open messages '
+                             '(default: 86400).')
+    rotate.set_defaults(func=_key_rotate)
+    key_list = actions.add_parser('list', help='List keys (ids only).')
+    key_list.add_argument('--instance-id')
+    key_list.set_defaults(func=_key_list)
+
+
 def _add_command_parsers(subparsers):
     db = subparsers.add_parser('db', help='Manage the database schema.')
     actions = db.add_subparsers(title='actions', dest='action')
@@ -39,6 +132,7 @@ def _add_command_parsers(subparsers):
     ver = actions.add_parser(
         'version', help='Print the revision the database is at.')
     ver.set_defaults(func=_db_version)
+    _add_key_parsers(subparsers)
 
 
 command_opt = cfg.SubCommandOpt('command', title='Commands',
@@ -59,5 +153,8 @@ def main(argv=None):
         return 1
     except alembic_util.CommandError as exc:
         print('Migration error: %s' % exc, file=sys.stderr)
+        return 1
+    except (exception.TroveUpgradeException, sealing.KeyFileError) as exc:
+        print('Error: %s' % exc, file=sys.stderr)
         return 1
     return 0
