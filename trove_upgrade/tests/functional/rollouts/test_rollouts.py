@@ -47,7 +47,7 @@ class RolloutTestCase(base.TestCase):
     def setUp(self):
         super().setUp()
         self.tmp = self.useFixture(fixtures.TempDir()).path
-        self.database = self.useFixture(database.Database())
+        self.database = self.useFixture(database.PostgresqlDatabase())
         self.rabbit = self.useFixture(rabbit.RabbitMQ())
         self.fleet = self.useFixture(fleet_fixture.Fleet(
             self.tmp, self.rabbit.options, self.database.url,
@@ -130,7 +130,11 @@ class TestRollouts(RolloutTestCase):
         rollout = self.create(canary=3, max_in_flight=8)
         wait_until(lambda: len(self.upgrades(rollout['id'])) >= 20,
                    'twenty upgrades to be dispatched')
+        # Hold the rollout while two more agents register, so that they
+        # surely register while it is unfinished however fast it runs.
+        rollouts.pause_rollout(self.admin, rollout['id'])
         late = self.fleet.start_agents(2)
+        rollouts.resume_rollout(self.admin, rollout['id'])
         done = self.wait_for_status(rollout['id'], rs.COMPLETED)
 
         self.assertUpgradedOnce(rollout['id'], blue + late)
