@@ -5,7 +5,9 @@ database, a real ``trove-upgrade-conductor`` process on them and a real
 ``trove-upgrade-agent`` process serving a fresh instance id and install
 root. The test process plays the control plane: it records upgrades and
 casts them with ``trove_upgrade.upgrades``, and reads what the conductor
-recorded from the database.
+recorded from the database. Each instance gets a sealing key, in the
+database and in the agent's key file, and the agent requires it, so every
+message both ways is sealed as in production.
 
 Packages are real: sample guest-agent wheels built per test class, signed
 and encrypted with ``trove-upgrade-package`` using keys it generated, and
@@ -32,7 +34,9 @@ from trove_upgrade.agent import install
 from trove_upgrade.agent import journal
 from trove_upgrade import context as tu_context
 from trove_upgrade.db import api as db_api
+from trove_upgrade import instance_keys
 from trove_upgrade import rpc
+from trove_upgrade import sealing
 from trove_upgrade.tests import base
 from trove_upgrade.tests.fixtures import database
 from trove_upgrade.tests.functional import servers
@@ -232,6 +236,7 @@ class AgentTestCase(base.TestCase):
         rpc.cleanup()
         self.addCleanup(rpc.cleanup)
         self.processes = {}
+        self.key_file = self.provision_key(self.instance_id)
         self.start_conductor()
         self.strategy_dir = os.path.join(self.tmp, 'strategies.d')
         servers.write_strategy_conf(self.strategy_dir, 'local',
@@ -296,8 +301,11 @@ class AgentTestCase(base.TestCase):
             'allowed_strategies': ['local'],
             'download_retries': 0,
             'guest_state_file': os.path.join(self.tmp, 'guest-state'),
+            'require_sealed': True,
         }
         agent.update(overrides)
+        agent.setdefault('instance_key_file',
+                         self.provision_key(agent['instance_id']))
         return agent
 
     def start_agent(self, pause_at=None, transport_url=RABBIT_URL,
@@ -320,6 +328,15 @@ class AgentTestCase(base.TestCase):
     def kill_agent(self):
         """kill -9 of the agent: its launcher and its worker."""
         self._kill(self.processes['agent'])
+
+    def provision_key(self, instance_id):
+        """The key file of ``instance_id``, with a key in the database."""
+        path = os.path.join(self.tmp, '%s.key' % instance_id)
+        if not os.path.exists(path):
+            instance_keys.add_key(self.context, instance_id)
+            sealing.dump_key_file(path, instance_keys.keyring(
+                self.context, instance_id))
+        return path
 
     def provision(self, version):
         """Install the first guest agent, as the instance image would."""
