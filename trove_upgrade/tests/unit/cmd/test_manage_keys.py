@@ -26,6 +26,9 @@ class TestInstanceKeyCommands(base.TestCase):
             ext='.conf')[0]
         self.dir = self.useFixture(fixtures.TempDir()).path
         self.context = context.get_admin_context()
+        # Registered through the fixture, which unregisters it afterwards:
+        # the global CONF must not keep a required sub-command.
+        self.conf_fixture.register_cli_opt(manage.command_opt)
 
     def manage(self, *argv):
         out, err = io.StringIO(), io.StringIO()
