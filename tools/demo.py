@@ -211,7 +211,8 @@ class Demo:
             'api': {'auth_strategy': 'noauth2', 'bind_host': '127.0.0.1',
                     'bind_port': 0},
             'conductor': {'topic': self.conductor_topic,
-                          'periodic_interval': 5, 'upgrade_timeout': 600},
+                          'periodic_interval': 5, 'upgrade_timeout': 600,
+                          'require_sealed': True},
             'oslo_messaging_rabbit': {'amqp_auto_delete': True},
         })
         self.tool('trove-upgrade-manage', '--config-file', self.conf,
@@ -235,8 +236,9 @@ class Demo:
         return os.path.join(self.dir, 'agent-%d' % index)
 
     def start_agents(self):
+        """Provision keys and installs, start the agents, list them."""
         step(3, 'Start three guest-side agents, each running guest agent '
-                'v1.0.0')
+                'v1.0.0, each with its own message-sealing key')
         wheel = sample_guest.build_wheel(
             os.path.join(self.wheels, '1.0.0'), '1.0.0')
         for index, instance in enumerate(self.instances):
@@ -246,6 +248,12 @@ class Demo:
                                            journal.InstallRootLock(root))
             installs.install('v1.0.0', [wheel])
             installs.switch('v1.0.0')
+            # Each instance's sealing key: the control plane keeps it in
+            # its database, the agent gets the file.
+            key_file = os.path.join(root, 'instance.key')
+            self.tool('trove-upgrade-manage', '--config-file', self.conf,
+                      'instance-key', 'set', instance, '--key-file',
+                      key_file)
             strategies = os.path.join(root, 'strategies.d')
             os.makedirs(strategies)
             write_conf(os.path.join(strategies, 'local.conf'),
@@ -272,6 +280,8 @@ class Demo:
                     'strategy_config_dir': strategies,
                     'allowed_strategies': ['local'],
                     'guest_state_file': os.path.join(root, 'guest-state'),
+                    'instance_key_file': key_file,
+                    'require_sealed': True,
                 },
             })
             self.spawn('agent-%d' % index,
