@@ -289,18 +289,23 @@ def list_upgrades(context, filters=None, limit=None, marker=None):
     _check_keys('upgrade filter', filters, _UPGRADE_FILTERS)
     _check_limit(limit)
     with context_manager.reader.using(context) as session:
-        query = session.query(models.Upgrade)
-        for key, value in filters.items():
-            query = query.filter(getattr(models.Upgrade, key) == value)
-        marker_row = None
-        if marker is not None:
-            marker_row = session.get(models.Upgrade, marker)
-            if marker_row is None:
-                raise exception.MarkerNotFound(marker=marker)
-        query = sqlalchemyutils.paginate_query(
-            query, models.Upgrade, limit, ['created_at', 'id'],
-            marker=marker_row, sort_dirs=['desc', 'desc'])
-        return [_upgrade_dict(row) for row in query.all()]
+        return [_upgrade_dict(row) for row in _newest_first_page(
+            session, models.Upgrade, filters, limit, marker)]
+
+
+def _newest_first_page(session, model, filters, limit, marker):
+    """Rows of ``model`` matching ``filters`` exactly, newest first."""
+    query = session.query(model)
+    for key, value in filters.items():
+        query = query.filter(getattr(model, key) == value)
+    marker_row = None
+    if marker is not None:
+        marker_row = session.get(model, marker)
+        if marker_row is None:
+            raise exception.MarkerNotFound(marker=marker)
+    return sqlalchemyutils.paginate_query(
+        query, model, limit, ['created_at', 'id'], marker=marker_row,
+        sort_dirs=['desc', 'desc']).all()
 
 
 def _current_status(context, upgrade_id):
@@ -680,18 +685,8 @@ def list_rollouts(context, filters=None, limit=None, marker=None):
     _check_keys('rollout filter', filters, _ROLLOUT_FILTERS)
     _check_limit(limit)
     with context_manager.reader.using(context) as session:
-        query = session.query(models.Rollout)
-        for key, value in filters.items():
-            query = query.filter(getattr(models.Rollout, key) == value)
-        marker_row = None
-        if marker is not None:
-            marker_row = session.get(models.Rollout, marker)
-            if marker_row is None:
-                raise exception.MarkerNotFound(marker=marker)
-        query = sqlalchemyutils.paginate_query(
-            query, models.Rollout, limit, ['created_at', 'id'],
-            marker=marker_row, sort_dirs=['desc', 'desc'])
-        return [_rollout_dict(row) for row in query.all()]
+        return [_rollout_dict(row) for row in _newest_first_page(
+            session, models.Rollout, filters, limit, marker)]
 
 
 def list_rollouts_in(context, statuses):
