@@ -201,3 +201,28 @@ class Client:
         """The agent of one instance."""
         path = '/agents/%s' % _quote(instance_id)
         return self._request('GET', path)['agent']
+
+    def create_rollout(self, body):
+        """Create a rollout from the API's request body; return it."""
+        return self._request('POST', '/rollouts',
+                             json={'rollout': body})['rollout']
+
+    def list_rollouts(self, status=None, name=None, limit=None,
+                      marker=None):
+        """Rollouts, newest first, filtered by what is given."""
+        return self._list('/rollouts', 'rollouts', 'id',
+                          {'status': status, 'name': name}, limit, marker)
+
+    def get_rollout(self, rollout_id):
+        """One rollout with its counters and each agent's state."""
+        return self._request('GET', '/rollouts/%s' % _quote(rollout_id))[
+            'rollout']
+
+    def act_on_rollout(self, rollout_id, action):
+        """Pause, resume or abort a rollout; return it."""
+        return self._request('POST', '/rollouts/%s/%s' % (
+            _quote(rollout_id), _quote(action)))['rollout']
+
+    def delete_rollout(self, rollout_id):
+        """Delete a finished rollout."""
+        self._request('DELETE', '/rollouts/%s' % _quote(rollout_id))

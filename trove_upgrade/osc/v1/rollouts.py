@@ -1,14 +1,12 @@
 """``openstack database rollout create|list|show|pause|resume|abort|delete``.
 
-The calls go through the plugin's client session
-(``client_manager.guest_upgrade``); :class:`RolloutCalls` names the
-rollout URLs on top of its request and paging helpers.
+The calls go through the plugin's client
+(``client_manager.guest_upgrade``), which knows every URL.
 """
 
 import argparse
 import sys
 import time
-from urllib import parse
 
 from osc_lib.cli import format_columns
 from osc_lib.cli import parseractions
@@ -33,42 +31,6 @@ FORMATTERS = {
     'counters': format_columns.DictColumn,
     'agents': format_columns.ListDictColumn,
 }
-
-
-class RolloutCalls:
-    """The rollout calls of the management API."""
-
-    def __init__(self, client):
-        self._client = client
-
-    @staticmethod
-    def _path(rollout_id, action=''):
-        return '/rollouts/%s%s' % (parse.quote(str(rollout_id), safe=''),
-                                   action)
-
-    def create(self, body):
-        return self._client._request('POST', '/rollouts',
-                                     json={'rollout': body})['rollout']
-
-    def list(self, status=None, name=None, limit=None, marker=None):
-        return self._client._list('/rollouts', 'rollouts', 'id',
-                                  {'status': status, 'name': name}, limit,
-                                  marker)
-
-    def get(self, rollout_id):
-        return self._client._request('GET', self._path(rollout_id))[
-            'rollout']
-
-    def act(self, rollout_id, action):
-        return self._client._request(
-            'POST', self._path(rollout_id, '/' + action))['rollout']
-
-    def delete(self, rollout_id):
-        self._client._request('DELETE', self._path(rollout_id))
-
-
-def _calls(app):
-    return RolloutCalls(app.client_manager.guest_upgrade)
 
 
 def _threshold(value):
@@ -166,7 +128,8 @@ class CreateRollout(command.ShowOne):
             value = getattr(parsed_args, name)
             if value is not None:
                 body[name] = value
-        return _show(_calls(self.app).create(body))
+        client = self.app.client_manager.guest_upgrade
+        return _show(client.create_rollout(body))
 
 
 class ListRollouts(command.Lister):
@@ -191,7 +154,7 @@ class ListRollouts(command.Lister):
         return parser
 
     def take_action(self, parsed_args):
-        found = _calls(self.app).list(
+        found = self.app.client_manager.guest_upgrade.list_rollouts(
             status=parsed_args.status, name=parsed_args.name,
             limit=parsed_args.limit, marker=parsed_args.marker)
         names = LONG_COLUMNS if parsed_args.long else LIST_COLUMNS
@@ -221,14 +184,14 @@ class ShowRollout(command.ShowOne):
         return parser
 
     def take_action(self, parsed_args):
-        calls = _calls(self.app)
-        rollout = calls.get(parsed_args.rollout)
+        client = self.app.client_manager.guest_upgrade
+        rollout = client.get_rollout(parsed_args.rollout)
         if parsed_args.wait:
-            rollout = self._wait(calls, rollout, parsed_args)
+            rollout = self._wait(client, rollout, parsed_args)
         return _show(rollout)
 
     @staticmethod
-    def _wait(calls, rollout, parsed_args):
+    def _wait(client, rollout, parsed_args):
         deadline = time.monotonic() + parsed_args.timeout
         last = None
         while True:
@@ -245,7 +208,7 @@ class ShowRollout(command.ShowOne):
                     % (rollout['id'], rollout['status'],
                        parsed_args.timeout))
             time.sleep(parsed_args.interval)
-            rollout = calls.get(rollout['id'])
+            rollout = client.get_rollout(rollout['id'])
 
 
 def _action(action, doc):
@@ -259,7 +222,8 @@ def _action(action, doc):
             return parser
 
         def take_action(self, parsed_args):
-            return _show(_calls(self.app).act(parsed_args.rollout, action))
+            return _show(self.app.client_manager.guest_upgrade.act_on_rollout(
+                parsed_args.rollout, action))
     return RolloutAction
 
 
@@ -280,4 +244,5 @@ class DeleteRollout(command.Command):
         return parser
 
     def take_action(self, parsed_args):
-        _calls(self.app).delete(parsed_args.rollout)
+        self.app.client_manager.guest_upgrade.delete_rollout(
+            parsed_args.rollout)
