@@ -39,6 +39,11 @@ class UpgradeNotFound(NotFound):
     msg_fmt = 'Upgrade %(upgrade_id)s could not be found.'
 
 
+class UpgradeOfAnotherInstance(Conflict):
+    msg_fmt = ('Upgrade %(upgrade_id)s belongs to instance %(owner)s, not '
+               '%(instance_id)s.')
+
+
 class AgentNotFound(NotFound):
     msg_fmt = 'No agent is registered for instance %(instance_id)s.'
 

@@ -104,23 +104,18 @@ def cancel_upgrade(context, upgrade_id):
     return upgrade
 
 
-def _get_for_instance(context, instance_id, upgrade_id):
-    """The upgrade, or None when it is unknown or another instance's."""
-    try:
-        upgrade = db_api.get_upgrade(context, upgrade_id)
-    except exception.UpgradeNotFound:
+def _log_foreign(instance_id, upgrade_id, error):
+    """Log a message about an upgrade that is not the instance's."""
+    if isinstance(error, exception.UpgradeNotFound):
         LOG.warning('The agent of instance %(instance)s sent a message '
                     'about unknown upgrade %(id)s; ignored.',
                     {'instance': instance_id, 'id': upgrade_id})
-        return None
-    if upgrade['instance_id'] != instance_id:
+    else:
         LOG.warning('The agent of instance %(instance)s sent a message '
                     'about upgrade %(id)s, which belongs to instance '
                     '%(owner)s; ignored.',
                     {'instance': instance_id, 'id': upgrade_id,
-                     'owner': upgrade['instance_id']})
-        return None
-    return upgrade
+                     'owner': error.kwargs['owner']})
 
 
 def _version_values(from_version):
@@ -137,16 +132,17 @@ def claim_upgrade(context, instance_id, upgrade_id, from_version):
     :returns: ``{'proceed': bool, 'status': str or None, 'reason': str or
         None}``
     """
-    upgrade = _get_for_instance(context, instance_id, upgrade_id)
-    if upgrade is None:
-        return {'proceed': False, 'status': None,
-                'reason': 'Upgrade %s is not an upgrade of instance %s.'
-                          % (upgrade_id, instance_id)}
     try:
         changed, upgrade = db_api.transition_upgrade(
             context, upgrade_id, states.DOWNLOADING, 'agent',
             allowed_from=CLAIMABLE_STATES,
-            values=_version_values(from_version))
+            values=_version_values(from_version), instance_id=instance_id)
+    except (exception.UpgradeNotFound,
+            exception.UpgradeOfAnotherInstance) as e:
+        _log_foreign(instance_id, upgrade_id, e)
+        return {'proceed': False, 'status': None,
+                'reason': 'Upgrade %s is not an upgrade of instance %s.'
+                          % (upgrade_id, instance_id)}
     except exception.InvalidStateTransition as e:
         status = e.kwargs['from_state']
         LOG.info('Upgrade %(id)s is %(status)s: its agent will not start '
@@ -175,16 +171,21 @@ def record_report(context, instance_id, upgrade_id, to_state, detail,
                     {'instance': instance_id, 'state': to_state,
                      'id': upgrade_id})
         return {'recorded': False, 'status': None, 'reason': REJECTED}
-    upgrade = _get_for_instance(context, instance_id, upgrade_id)
-    if upgrade is None:
-        return {'recorded': False, 'status': None, 'reason': REJECTED}
-    if to_version and to_version != upgrade['instance_version']:
-        detail = '%s (the agent reports version %s, not %s)' % (
-            detail or to_state, to_version, upgrade['instance_version'])
+
+    def described(upgrade):
+        if to_version and to_version != upgrade['instance_version']:
+            return '%s (the agent reports version %s, not %s)' % (
+                detail or to_state, to_version, upgrade['instance_version'])
+        return detail
+
     try:
         changed, upgrade = db_api.transition_upgrade(
-            context, upgrade_id, to_state, source, detail=detail,
-            values=_version_values(from_version))
+            context, upgrade_id, to_state, source, detail=described,
+            values=_version_values(from_version), instance_id=instance_id)
+    except (exception.UpgradeNotFound,
+            exception.UpgradeOfAnotherInstance) as e:
+        _log_foreign(instance_id, upgrade_id, e)
+        return {'recorded': False, 'status': None, 'reason': REJECTED}
     except exception.InvalidStateTransition as e:
         LOG.warning('Ignored report of instance %(instance)s: %(error)s',
                     {'instance': instance_id, 'error': e})
@@ -194,8 +195,7 @@ def record_report(context, instance_id, upgrade_id, to_state, detail,
         LOG.warning('Ignored report of instance %(instance)s about upgrade '
                     '%(id)s: %(error)s',
                     {'instance': instance_id, 'id': upgrade_id, 'error': e})
-        return {'recorded': False, 'status': upgrade['status'],
-                'reason': REJECTED}
+        return {'recorded': False, 'status': None, 'reason': REJECTED}
     if not changed:
         reason = DUPLICATE if upgrade['status'] == to_state else STALE
         LOG.debug('Ignored %(reason)s report %(state)s of upgrade %(id)s, '

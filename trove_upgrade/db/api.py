@@ -7,10 +7,9 @@ enginefacade transaction and returns plain dicts, so that no ORM object
 State changes are compare-and-swap updates on the ``status`` column: two
 processes reporting the same change race on ``UPDATE ... WHERE status =
 :from`` and only the one whose update matched a row records the event. The
-loser re-reads the upgrade and finds its report to be a duplicate. The read
-and the update are separate transactions: MySQL's repeatable-read snapshot
-would otherwise keep showing the old status to the loser, and SQLite would
-refuse (rather than wait) to upgrade a reader's lock to a writer's.
+loser re-reads the upgrade in a new transaction (MySQL's repeatable-read
+snapshot would keep showing it the old status in the same one) and finds
+its report to be a duplicate.
 """
 
 import json
@@ -308,42 +307,101 @@ def _newest_first_page(session, model, filters, limit, marker):
         sort_dirs=['desc', 'desc']).all()
 
 
-def _current_status(context, upgrade_id):
-    with context_manager.reader.using(context) as session:
-        return _get_upgrade_row(session, upgrade_id).status
+# The upgrade's columns under the names ``_upgrade_dict`` reads, for plain
+# rows: the ORM would build an object to throw away.
+_UPGRADE_COLUMNS = tuple(getattr(models.Upgrade, attr.key).label(attr.key)
+                         for attr in models.Upgrade.__mapper__.column_attrs)
+
+
+def _read_upgrade(session, upgrade_id):
+    row = session.execute(sa.select(*_UPGRADE_COLUMNS).where(
+        models.Upgrade.id == upgrade_id)).first()
+    if row is None:
+        raise exception.UpgradeNotFound(upgrade_id=upgrade_id)
+    return _upgrade_dict(row)
+
+
+def _decide(upgrade, to_state, allowed_from, instance_id):
+    """True to move ``upgrade`` on, False when the move is not news.
+
+    :raises: UpgradeOfAnotherInstance, InvalidStateTransition
+    """
+    if instance_id is not None and upgrade['instance_id'] != instance_id:
+        raise exception.UpgradeOfAnotherInstance(
+            upgrade_id=upgrade['id'], instance_id=instance_id,
+            owner=upgrade['instance_id'])
+    current = upgrade['status']
+    if current == to_state:
+        return False
+    if allowed_from is not None and current not in allowed_from:
+        raise exception.InvalidStateTransition(
+            upgrade_id=upgrade['id'], from_state=current, to_state=to_state)
+    if states.is_duplicate_or_stale(current, to_state):
+        return False
+    if not states.is_legal(current, to_state):
+        raise exception.InvalidStateTransition(
+            upgrade_id=upgrade['id'], from_state=current, to_state=to_state)
+    return True
+
+
+def _take_sqlite_write_lock(session, upgrade_id):
+    """On SQLite, make the transaction's first statement a write.
+
+    SQLite has a single writer. Two transactions that both read and then
+    write can deadlock on its lock, and it refuses one at once ("database
+    is locked") instead of letting it wait; a transaction that writes
+    first waits for the lock. MySQL and PostgreSQL lock rows, not the
+    database, and skip this.
+    """
+    if session.get_bind().dialect.name == 'sqlite':
+        session.execute(
+            sa.update(models.Upgrade)
+            .where(models.Upgrade.id == upgrade_id)
+            .values(status=models.Upgrade.status)
+            .execution_options(synchronize_session=False))
 
 
 @_retry_on_deadlock
-def _compare_and_swap(context, upgrade_id, from_state, to_state, source,
-                      detail, values):
-    """Move the upgrade on if it is still in ``from_state``.
+def _transition_once(context, upgrade_id, to_state, source, detail,
+                     allowed_from, values, instance_id):
+    """Read, decide and compare-and-swap in one transaction.
 
-    Returns the upgrade when this call moved it, None when another writer
-    changed the status first. The UPDATE is the transaction's first
-    statement, so SQLite waits for a concurrent writer instead of failing.
+    Returns ``(changed, upgrade)``, or None when another writer changed
+    the status between the read and the UPDATE; the caller then tries
+    again in a new transaction, whose first read sees that writer's
+    change (on MySQL too, whose repeatable-read snapshot would hide it
+    from this one).
     """
-    now = timeutils.utcnow()
-    columns = dict(values, status=to_state, status_detail=detail,
-                   updated_at=now)
-    if to_state in states.FINAL_STATES:
-        columns['finished_at'] = now
     with context_manager.writer.using(context) as session:
+        _take_sqlite_write_lock(session, upgrade_id)
+        upgrade = _read_upgrade(session, upgrade_id)
+        if not _decide(upgrade, to_state, allowed_from, instance_id):
+            return False, upgrade
+        if callable(detail):
+            detail = _bounded_detail(detail(upgrade))
+        now = timeutils.utcnow()
+        columns = dict(values, status=to_state, status_detail=detail,
+                       updated_at=now)
+        if to_state in states.FINAL_STATES:
+            columns['finished_at'] = now
         result = session.execute(
             sa.update(models.Upgrade)
             .where(models.Upgrade.id == upgrade_id,
-                   models.Upgrade.status == from_state)
+                   models.Upgrade.status == upgrade['status'])
             .values(**columns)
             .execution_options(synchronize_session=False))
         if result.rowcount != 1:
             return None
-        session.add(_new_event(context, upgrade_id, now, source, from_state,
-                               to_state, detail))
-        session.flush()
-        return _upgrade_with_events(session, upgrade_id, False)
+        session.execute(sa.insert(models.UpgradeEvent.__table__).values(
+            upgrade_id=upgrade_id, created_at=now, source=source,
+            from_state=upgrade['status'], to_state=to_state, detail=detail,
+            request_id=context.request_id))
+        upgrade.update(columns)
+        return True, upgrade
 
 
 def transition_upgrade(context, upgrade_id, to_state, source, detail=None,
-                       allowed_from=None, values=None):
+                       allowed_from=None, values=None, instance_id=None):
     """Move an upgrade to ``to_state`` and record the event, race-safely.
 
     Returns ``(changed, upgrade)``. A duplicate or stale report changes
@@ -352,9 +410,15 @@ def transition_upgrade(context, upgrade_id, to_state, source, detail=None,
     in one of those states: a repeat of a move that already happened is
     still a duplicate, but from any other state outside the set (a cancel
     of a finished upgrade, an agent's start of a cancelled one) it raises
-    InvalidStateTransition rather than passing as stale. Must not be called
-    inside another transaction of the same context: a lost race is retried
-    in a fresh one.
+    InvalidStateTransition rather than passing as stale. With
+    ``instance_id``, an upgrade of another instance raises
+    UpgradeOfAnotherInstance. ``detail`` may be a function of the upgrade
+    as read, for a detail that depends on it.
+
+    The read, the decision, the compare-and-swap and the event are one
+    transaction, so the common case costs one round of the connection
+    pool. Must not be called inside another transaction of the same
+    context: a lost race is retried in a fresh one.
     """
     _check_state(to_state)
     if source is None:
@@ -363,27 +427,17 @@ def transition_upgrade(context, upgrade_id, to_state, source, detail=None,
     values = values or {}
     _check_keys('upgrade column', values, _TRANSITION_VALUES)
     _check_strings(models.Upgrade, values, values)
-    detail = _bounded_detail(detail)
+    if not callable(detail):
+        detail = _bounded_detail(detail)
     # Each lost race means another writer moved the status forward; the
     # state machine has no cycle, so this loop ends.
     while True:
-        current = _current_status(context, upgrade_id)
-        if current == to_state:
-            return False, get_upgrade(context, upgrade_id)
-        if allowed_from is not None and current not in allowed_from:
-            raise exception.InvalidStateTransition(
-                upgrade_id=upgrade_id, from_state=current, to_state=to_state)
-        if states.is_duplicate_or_stale(current, to_state):
-            return False, get_upgrade(context, upgrade_id)
-        if not states.is_legal(current, to_state):
-            raise exception.InvalidStateTransition(
-                upgrade_id=upgrade_id, from_state=current, to_state=to_state)
-        upgrade = _compare_and_swap(context, upgrade_id, current, to_state,
-                                    source, detail, values)
-        if upgrade is not None:
-            return True, upgrade
-        LOG.debug('Upgrade %s left %s while moving it to %s; retrying.',
-                  upgrade_id, current, to_state)
+        outcome = _transition_once(context, upgrade_id, to_state, source,
+                                   detail, allowed_from, values, instance_id)
+        if outcome is not None:
+            return outcome
+        LOG.debug('Upgrade %s changed while moving it to %s; retrying.',
+                  upgrade_id, to_state)
 
 
 def timeout_upgrades(context, created_before):
@@ -427,14 +481,11 @@ def _check_agent_values(values):
 @_retry_on_deadlock
 def _update_agent(context, instance_id, values, now):
     with context_manager.writer.using(context) as session:
-        result = session.execute(
+        return session.execute(
             sa.update(models.Agent)
             .where(models.Agent.instance_id == instance_id)
             .values(updated_at=now, last_heartbeat_at=now, **values)
-            .execution_options(synchronize_session=False))
-        if result.rowcount != 1:
-            return None
-        return _agent_dict(session.get(models.Agent, instance_id))
+            .execution_options(synchronize_session=False)).rowcount == 1
 
 
 @_retry_on_deadlock
@@ -442,11 +493,9 @@ def _insert_agent(context, instance_id, values, now):
     values = dict(values)
     values.setdefault('labels', {})
     with context_manager.writer.using(context) as session:
-        agent = models.Agent(instance_id=instance_id, created_at=now,
-                             updated_at=now, last_heartbeat_at=now, **values)
-        session.add(agent)
-        session.flush()
-        return _agent_dict(agent)
+        session.execute(sa.insert(models.Agent.__table__).values(
+            instance_id=instance_id, created_at=now, updated_at=now,
+            last_heartbeat_at=now, **values))
 
 
 def register_agent(context, instance_id, values):
@@ -454,19 +503,20 @@ def register_agent(context, instance_id, values):
 
     Updates first, since heartbeats outnumber registrations; inserts when
     there is no row; and when another process inserted it in between, the
-    duplicate key sends it back to the update.
+    duplicate key sends it back to the update. Returns nothing: a
+    heartbeat is recorded thousands of times a minute, and nobody reads
+    the row back.
     """
     _check_strings(models.Agent, {'instance_id': instance_id},
                    ['instance_id'])
     _check_agent_values(values)
     now = timeutils.utcnow()
-    agent = _update_agent(context, instance_id, values, now)
-    if agent is not None:
-        return agent
+    if _update_agent(context, instance_id, values, now):
+        return
     try:
-        return _insert_agent(context, instance_id, values, now)
+        _insert_agent(context, instance_id, values, now)
     except db_exc.DBDuplicateEntry:
-        return _update_agent(context, instance_id, values, now)
+        _update_agent(context, instance_id, values, now)
 
 
 def get_agent(context, instance_id):
@@ -914,9 +964,13 @@ def mark_upgrades_sent(context, upgrade_ids, source):
             .where(upgrade.id.in_(upgrade_ids),
                    upgrade.status == states.SENT,
                    upgrade.updated_at == now)).all()
-        for upgrade_id in moved:
-            session.add(_new_event(context, upgrade_id, now, source,
-                                   states.PENDING, states.SENT, None))
+        if moved:
+            session.execute(sa.insert(models.UpgradeEvent.__table__), [
+                {'upgrade_id': upgrade_id, 'created_at': now,
+                 'source': source, 'from_state': states.PENDING,
+                 'to_state': states.SENT, 'detail': None,
+                 'request_id': context.request_id}
+                for upgrade_id in moved])
         return list(moved)
 
 
@@ -956,7 +1010,9 @@ def list_selected_agents(context, selector):
     """Agents a rollout's selector picks, ordered by instance id.
 
     ``selector`` has one of ``instance_ids`` (a list), ``group`` (the
-    ``group`` label) or ``labels`` (every item must match).
+    ``group`` label) or ``labels`` (every item must match). Each agent is
+    a dict of ``instance_id``, ``guest_version``, ``labels`` and
+    ``last_heartbeat_at``: what a rollout decides on.
     """
     _check_keys('selector field', selector,
                 frozenset(['instance_ids', 'group', 'labels']))
@@ -964,19 +1020,20 @@ def list_selected_agents(context, selector):
         raise exception.Invalid(
             reason='a selector has exactly one of instance_ids, group and '
                    'labels')
-    # Plain rows rather than ORM objects: a reconcile pass reads the
-    # whole fleet every few seconds.
-    query = sa.select(*models.Agent.__table__.c).order_by(
-        models.Agent.instance_id)
+    # The four columns as plain rows: a reconcile pass reads the whole
+    # fleet, on every pass.
+    agent = models.Agent
+    query = sa.select(agent.instance_id, agent.guest_version, agent.labels,
+                      agent.last_heartbeat_at).order_by(agent.instance_id)
     if 'instance_ids' in selector:
-        query = query.where(models.Agent.instance_id.in_(
-            selector['instance_ids']))
+        query = query.where(agent.instance_id.in_(selector['instance_ids']))
     with context_manager.reader.using(context) as session:
-        agents = [_agent_dict(row) for row in session.execute(query)]
-    if 'instance_ids' in selector:
-        return agents
-    labels = selector.get('labels') or {'group': selector.get('group')}
-    return [a for a in agents if _labels_match(a['labels'], labels)]
+        rows = session.execute(query).all()
+    if 'instance_ids' not in selector:
+        labels = selector.get('labels') or {'group': selector.get('group')}
+        rows = [r for r in rows if _labels_match(r[2], labels)]
+    return [{'instance_id': r[0], 'guest_version': r[1], 'labels': r[2],
+             'last_heartbeat_at': r[3]} for r in rows]
 
 
 def list_agents_by_health(context, reachable, heartbeat_since, filters=None,

@@ -307,8 +307,10 @@ class TestReports(ManagerTestCase):
                          (result['recorded'], result['status']))
         result = self.report(self.upgrade_id, states.INSTALLING,
                              from_version='v' * 300)
-        self.assertEqual({'recorded': False, 'status': states.VERIFYING,
+        self.assertEqual({'recorded': False, 'status': None,
                           'reason': upgrades.REJECTED}, result)
+        self.assertEqual(states.VERIFYING,
+                         self.upgrade(self.upgrade_id)['status'])
         self.assertEqual('v1.0.0',
                          self.upgrade(self.upgrade_id)['from_version'])
 

@@ -533,6 +533,37 @@ class TestTransitionUpgrade(DbTestCase):
                                     values={'rollout_id': None})
         self.assertIsNone(moved['rollout_id'])
 
+    def test_returns_what_a_read_back_finds(self):
+        upgrade = self._create()
+        self._transition(upgrade, states.SENT)
+        self._advance(3)
+        _changed, moved = self._transition(upgrade, states.SUCCESS,
+                                           detail='healthy',
+                                           values={'from_version': '1.0'})
+        self.assertEqual(db_api.get_upgrade(self.context, upgrade['id']),
+                         moved)
+
+    def test_upgrade_of_another_instance_changes_nothing(self):
+        upgrade = self._create()
+        e = self.assertRaises(
+            exception.UpgradeOfAnotherInstance, self._transition, upgrade,
+            states.DOWNLOADING, instance_id=OTHER_INSTANCE)
+        self.assertEqual(INSTANCE, e.kwargs['owner'])
+        self.assertEqual([(None, states.PENDING)], self._events(upgrade))
+        changed, _ = self._transition(upgrade, states.DOWNLOADING,
+                                      instance_id=INSTANCE)
+        self.assertTrue(changed)
+
+    def test_detail_may_depend_on_the_upgrade(self):
+        upgrade = self._create()
+        _changed, moved = self._transition(
+            upgrade, states.SENT,
+            detail=lambda u: 'to %s' % u['instance_version'])
+        self.assertEqual('to 2.0.0', moved['status_detail'])
+        cut = self._transition(upgrade, states.SUCCESS,
+                               detail=lambda u: 'x' * (db_api.MAX_DETAIL + 1))
+        self.assertEqual(db_api.MAX_DETAIL, len(cut[1]['status_detail']))
+
 
 class TestTimeoutUpgrades(DbTestCase):
 
@@ -596,7 +627,9 @@ class TestTimeoutUpgrades(DbTestCase):
 class TestAgents(DbTestCase):
 
     def _register(self, instance_id=INSTANCE, **values):
-        return db_api.register_agent(self.context, instance_id, values)
+        self.assertIsNone(db_api.register_agent(self.context, instance_id,
+                                                values))
+        return db_api.get_agent(self.context, instance_id)
 
     def test_first_registration(self):
         agent = self._register(agent_version='2.0.0', guest_version='1.5.0',
