@@ -6,13 +6,19 @@ that a copy of the database (a backup, a replica) alone does not let its
 holder order upgrades. The master key file is kept apart from
 ``[database] connection`` on purpose: whoever has both could seal anyway.
 
-:func:`keyring` gives ``sealing`` the keys of one instance; the other
-functions serve ``trove-upgrade-manage instance-key``.
+:func:`keyring` gives ``sealing`` the keys of one instance, :func:`keyrings`
+those of many and :class:`KeyringCache` those the conductor checks agent
+messages against; the other functions serve ``trove-upgrade-manage
+instance-key``.
 """
 
 import base64
 import binascii
 import datetime
+import threading
+import time
+
+import cachetools
 
 from oslo_utils import timeutils
 
@@ -41,19 +47,16 @@ def _master_key():
     return key
 
 
-def keyring(context, instance_id):
-    """The unexpired keys of ``instance_id``; empty when it has none."""
-    rows = db_keys.get_instance_keys(context, instance_id)
-    wrapped = any(r['wrapped'] for r in rows)
-    master = _master_key() if wrapped else None
-    if wrapped and master is None:
-        raise exception.InstanceKeyError(
-            reason='the keys of instance %s are encrypted and no '
-            '[conductor] instance_key_master_key_file is set' % instance_id)
+def _keyring(instance_id, rows, master):
     keys = []
     for row in rows:
         material = base64.b64decode(row['key_material'])
         if row['wrapped']:
+            if master is None:
+                raise exception.InstanceKeyError(
+                    reason='the keys of instance %s are encrypted and no '
+                    '[conductor] instance_key_master_key_file is set'
+                    % instance_id)
             try:
                 material = sealing.unwrap_key(master, instance_id,
                                               row['key_id'], material)
@@ -61,6 +64,55 @@ def keyring(context, instance_id):
                 raise exception.InstanceKeyError(reason=str(e))
         keys.append((row['key_id'], material))
     return sealing.Keyring(instance_id, keys)
+
+
+def _master_key_for(rows):
+    return _master_key() if any(r['wrapped'] for r in rows) else None
+
+
+def keyring(context, instance_id):
+    """The unexpired keys of ``instance_id``; empty when it has none."""
+    rows = db_keys.get_instance_keys(context, instance_id)
+    return _keyring(instance_id, rows, _master_key_for(rows))
+
+
+def keyrings(context, instance_ids):
+    """:func:`keyring` of each of ``instance_ids``, read in one query.
+
+    For the reconciler, which seals hundreds of upgrades at a time.
+    """
+    rows = db_keys.get_instance_keys_of(context, instance_ids)
+    master = _master_key_for([r for found in rows.values() for r in found])
+    return {instance_id: _keyring(instance_id, rows.get(instance_id, []),
+                                  master)
+            for instance_id in instance_ids}
+
+
+class KeyringCache:
+    """The conductor's keyrings, each read at most once per ``ttl`` seconds.
+
+    Every agent message is checked against its instance's keys; reading
+    them for each one would cost the conductor a transaction per message.
+    The price is that a key added, rotated out or expired takes effect on
+    messages to the conductor up to ``[conductor] instance_key_cache_time``
+    seconds later; 0 reads the keys for every message.
+    """
+
+    def __init__(self, ttl, maxsize=100000, timer=time.monotonic):
+        self._lock = threading.Lock()
+        self._cache = cachetools.TTLCache(maxsize, ttl, timer=timer) \
+            if ttl else None
+
+    def get(self, context, instance_id):
+        if self._cache is None:
+            return keyring(context, instance_id)
+        with self._lock:
+            found = self._cache.get(instance_id)
+        if found is None:
+            found = keyring(context, instance_id)
+            with self._lock:
+                self._cache[instance_id] = found
+        return found
 
 
 def add_key(context, instance_id, material=None, key_id=None, grace=0):

@@ -59,6 +59,8 @@ class ConductorManager:
 
     def __init__(self):
         self.replay_cache = sealing.MemoryReplayCache()
+        self.keyrings = instance_keys.KeyringCache(
+            CONF.conductor.instance_key_cache_time)
 
     def _authenticate(self, context, method, args, sealed):
         """Refuse a message not sealed as its instance requires.
@@ -67,7 +69,7 @@ class ConductorManager:
         """
         instance_id = args['instance_id']
         _check_instance_id(instance_id)
-        keys = instance_keys.keyring(context, instance_id)
+        keys = self.keyrings.get(context, instance_id)
         try:
             if keys:
                 sealing.open_sealed(keys, sealed, method,

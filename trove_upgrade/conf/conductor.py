@@ -35,6 +35,15 @@ conductor_opts = [
                       'reconciler, which dispatches the upgrades of running '
                       'rollouts, pauses them on failures and completes '
                       'them.'),
+    cfg.IntOpt('rollout_send_threads',
+               default=8,
+               min=1,
+               help='Threads with which the rollout reconciler casts a '
+                    'batch of upgrades. Each cast waits for RabbitMQ to '
+                    'confirm it, which takes longest when the agents the '
+                    'batch reached are answering at once; several threads '
+                    'wait together. Each uses its own connection from the '
+                    '[DEFAULT] rpc_conn_pool_size pool.'),
     cfg.IntOpt('rollout_lease_time',
                default=60,
                min=1,
@@ -55,6 +64,15 @@ conductor_opts = [
                     'older ones are refused as stale. Accepted message '
                     'ids are kept in each conductor\'s memory this long '
                     'to refuse replays.'),
+    cfg.IntOpt('instance_key_cache_time',
+               default=5,
+               min=0,
+               help='Seconds a conductor keeps the keys of an instance it '
+                    'read to check that instance\'s messages. A key '
+                    'added, rotated out or expired takes effect on agent '
+                    'messages up to this much later; 0 reads the keys '
+                    'for every message, at the cost of a database '
+                    'transaction each.'),
     cfg.StrOpt('instance_key_master_key_file',
                help='File holding a base64 AES-256 key that encrypts the '
                     'instance keys in the database. Needed by every '

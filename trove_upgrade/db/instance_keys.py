@@ -67,6 +67,26 @@ def get_instance_keys(context, instance_id):
         return [_key_dict(row) for row in rows]
 
 
+def get_instance_keys_of(context, instance_ids):
+    """:func:`get_instance_keys` of many instances, in one query.
+
+    Returns ``{instance_id: [keys]}``; instances without keys are left
+    out.
+    """
+    now = timeutils.utcnow()
+    found = {}
+    with db_api.context_manager.reader.using(context) as session:
+        rows = session.scalars(
+            sa.select(models.InstanceKey)
+            .where(models.InstanceKey.instance_id.in_(sorted(instance_ids)),
+                   _unexpired(now))
+            .order_by(models.InstanceKey.created_at.desc(),
+                      models.InstanceKey.key_id))
+        for row in rows:
+            found.setdefault(row.instance_id, []).append(_key_dict(row))
+    return found
+
+
 def list_instance_keys(context, instance_id=None):
     """Every key (expired ones too) without material, oldest first."""
     query = sa.select(models.InstanceKey).order_by(

@@ -3,6 +3,7 @@
 import oslo_messaging as messaging
 from oslo_messaging.rpc import dispatcher
 
+from trove_upgrade.conductor import manager
 from trove_upgrade.conductor import rpcapi
 from trove_upgrade import context
 from trove_upgrade.db import api as db_api
@@ -79,6 +80,8 @@ class TestSealedRegistration(SealedTestCase):
                           self.context, INSTANCE)
 
     def test_rotation_keeps_old_key_for_the_grace(self):
+        self.flags(group='conductor', instance_key_cache_time=0)
+        self.manager = manager.ConductorManager()
         old = self.keys
         instance_keys.add_key(self.context, INSTANCE, grace=3600)
         self.manager.register_agent(
@@ -88,6 +91,36 @@ class TestSealedRegistration(SealedTestCase):
         self.assertNotAuthenticated(
             self.manager.register_agent, self.context,
             sealed=self.sealed('register_agent', AGENT, old), **AGENT)
+
+    def test_keys_are_read_again_after_the_cache_time(self):
+        clock = [1000.0]
+        self.manager.keyrings = instance_keys.KeyringCache(
+            5, timer=lambda: clock[0])
+        old = self.keys
+        self.manager.register_agent(
+            self.context, sealed=self.sealed('register_agent', AGENT, old),
+            **AGENT)
+        instance_keys.add_key(self.context, INSTANCE, grace=0)
+        # Still the keys read 4 seconds ago.
+        clock[0] += 4
+        self.manager.register_agent(
+            self.context, sealed=self.sealed('register_agent', AGENT, old),
+            **AGENT)
+        clock[0] += 1
+        self.assertNotAuthenticated(
+            self.manager.register_agent, self.context,
+            sealed=self.sealed('register_agent', AGENT, old), **AGENT)
+
+    def test_a_key_set_later_is_required_after_the_cache_time(self):
+        other = dict(AGENT, instance_id=test_manager.OTHER_INSTANCE)
+        clock = [1000.0]
+        self.manager.keyrings = instance_keys.KeyringCache(
+            5, timer=lambda: clock[0])
+        self.manager.register_agent(self.context, **other)
+        instance_keys.add_key(self.context, other['instance_id'])
+        clock[0] += 5
+        self.assertNotAuthenticated(self.manager.register_agent,
+                                    self.context, **other)
 
 
 class TestSealedReports(SealedTestCase):
