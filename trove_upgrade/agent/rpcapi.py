@@ -26,6 +26,8 @@ and the new version is added to the history below, to ``RPC_API_VERSION``,
 to the agent's endpoint and to ``release_mappings.RELEASE_MAPPING``.
 """
 
+from concurrent import futures
+
 import oslo_messaging as messaging
 
 from trove_upgrade import conf
@@ -77,9 +79,9 @@ class AgentAPI:
             'agent', CONF.upgrade_levels.agent,
             auto=lambda: db_api.min_agent_rpc_version(context))
 
-    def _prepare(self, context, instance_id):
+    def _prepare(self, instance_id, version_cap):
         return self.client.prepare(topic=topic_for(instance_id),
-                                   version_cap=self.version_cap(context))
+                                   version_cap=version_cap)
 
     def upgrade(self, context, instance_id, upgrade_id, instance_version,
                 strategy, location, metadata, allow_downgrade):
@@ -101,15 +103,54 @@ class AgentAPI:
             messaging server stays unreachable through
             ``[DEFAULT] rpc_send_retries``.
         """
-        cctxt = self._prepare(context, instance_id)
-        kwargs = dict(upgrade_id=upgrade_id,
-                      instance_id=instance_id,
-                      instance_version=instance_version,
-                      strategy=strategy,
-                      location=location,
-                      metadata=metadata,
-                      allow_downgrade=allow_downgrade)
-        keys = instance_keys.keyring(context, instance_id)
+        self._cast_upgrade(
+            context, self.version_cap(context),
+            instance_keys.keyring(context, instance_id),
+            dict(upgrade_id=upgrade_id, instance_id=instance_id,
+                 instance_version=instance_version, strategy=strategy,
+                 location=location, metadata=metadata,
+                 allow_downgrade=allow_downgrade))
+
+    def upgrade_many(self, context, upgrades, threads=1):
+        """:meth:`upgrade` for each of ``upgrades``, dicts of their fields.
+
+        For the reconciler, which sends hundreds at a time: the version
+        cap is read once, every instance's keys in one query, and the
+        casts made from ``threads`` threads, since each waits for the
+        messaging server to confirm it. Returns ``{upgrade id: exception}``
+        for those that could not be sent; one failure does not stop the
+        others.
+        """
+        try:
+            version_cap = self.version_cap(context)
+            keys = instance_keys.keyrings(
+                context, {u['instance_id'] for u in upgrades})
+        except Exception as e:
+            return {u['id']: e for u in upgrades}
+
+        def send(upgrade):
+            kwargs = {name: upgrade[field] for name, field in (
+                ('upgrade_id', 'id'), ('instance_id', 'instance_id'),
+                ('instance_version', 'instance_version'),
+                ('strategy', 'strategy'), ('location', 'location'),
+                ('metadata', 'metadata'),
+                ('allow_downgrade', 'allow_downgrade'))}
+            try:
+                self._cast_upgrade(context, version_cap,
+                                   keys[upgrade['instance_id']], kwargs)
+            # Whatever stopped the cast, this upgrade was not sent.
+            except Exception as e:
+                return upgrade['id'], e
+            return upgrade['id'], None
+
+        with futures.ThreadPoolExecutor(max(1, threads)) as pool:
+            outcomes = list(pool.map(send, upgrades))
+        return {upgrade_id: error for upgrade_id, error in outcomes
+                if error is not None}
+
+    def _cast_upgrade(self, context, version_cap, keys, kwargs):
+        instance_id = kwargs['instance_id']
+        cctxt = self._prepare(instance_id, version_cap)
         if not keys:
             if CONF.conductor.require_sealed:
                 raise exception.SealingUnavailable(

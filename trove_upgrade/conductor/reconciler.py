@@ -66,6 +66,7 @@ class Reconciler:
             rollout = self._start(context, rollout)
         if rollout is None or rollout['status'] != rs.RUNNING:
             return
+        started = time.monotonic()
         plan = rollouts.plan_for(context, rollout)
         if plan.action == rollouts.PAUSE:
             if db_api.update_rollout(
@@ -82,7 +83,8 @@ class Reconciler:
                          {'id': rollout['id'], 'reason': plan.reason})
             db_api.release_rollout_lease(context, rollout['id'], self.owner)
         elif plan.dispatch:
-            self.dispatch(context, rollout, plan.dispatch)
+            self.dispatch(context, rollout, plan.dispatch,
+                          planned=time.monotonic() - started)
 
     def _time_out(self, context, rollout):
         created_before = timeutils.utcnow() - datetime.timedelta(
@@ -102,41 +104,46 @@ class Reconciler:
         return db_api.update_rollout(context, rollout['id'], {rs.PENDING},
                                      {'status': rs.RUNNING})
 
-    def dispatch(self, context, rollout, targets):
-        """Record, cast and mark SENT the upgrades of ``targets``."""
+    def dispatch(self, context, rollout, targets, planned=0.0):
+        """Record, cast and mark SENT the upgrades of ``targets``.
+
+        ``planned`` is how long deciding on them took, for the log line
+        that says how fast the pass dispatched.
+        """
         started = time.monotonic()
         created = db_api.create_rollout_upgrades(context, rollout, targets,
                                                  self.owner)
-        sent = []
+        recorded = time.monotonic()
         for upgrade in created:
             notifications.notify_upgrade(context, notifications.CREATE,
                                          upgrade)
-            try:
-                self.agent_api.upgrade(
-                    context, upgrade['instance_id'], upgrade['id'],
-                    upgrade['instance_version'], upgrade['strategy'],
-                    upgrade['location'], upgrade['metadata'],
-                    upgrade['allow_downgrade'])
-            # As in upgrades.create_upgrade: whatever stopped the cast,
-            # the upgrade was not sent and fails, counting as an attempt.
-            except Exception as e:
-                reason = '%s: %s' % (type(e).__name__, e)
-                LOG.error('Upgrade %(id)s of rollout %(rollout)s could not '
-                          'be sent: %(reason)s',
-                          {'id': upgrade['id'], 'rollout': rollout['id'],
-                           'reason': reason})
-                changed, failed = db_api.transition_upgrade(
-                    context, upgrade['id'], states.FAILED, 'conductor',
-                    detail='Could not be sent to the agent: %s' % reason)
-                if changed:
-                    notifications.notify_final_state(context, failed)
-            else:
-                sent.append(upgrade['id'])
+        failed = self.agent_api.upgrade_many(
+            context, created, threads=CONF.conductor.rollout_send_threads)
+        cast = time.monotonic()
+        # As in upgrades.create_upgrade: whatever stopped a cast, that
+        # upgrade was not sent and fails, counting as an attempt.
+        for upgrade_id, error in failed.items():
+            reason = '%s: %s' % (type(error).__name__, error)
+            LOG.error('Upgrade %(id)s of rollout %(rollout)s could not be '
+                      'sent: %(reason)s',
+                      {'id': upgrade_id, 'rollout': rollout['id'],
+                       'reason': reason})
+            changed, upgrade = db_api.transition_upgrade(
+                context, upgrade_id, states.FAILED, 'conductor',
+                detail='Could not be sent to the agent: %s' % reason)
+            if changed:
+                notifications.notify_final_state(context, upgrade)
+        sent = [u['id'] for u in created if u['id'] not in failed]
         db_api.mark_upgrades_sent(context, sent, 'conductor')
+        done = time.monotonic()
         LOG.info('Rollout %(id)s dispatched %(count)d upgrade(s) in '
-                 '%(seconds).3f s.',
+                 '%(seconds).3f s: planned in %(planned).3f s, recorded in '
+                 '%(recorded).3f s, cast in %(cast).3f s, marked SENT in '
+                 '%(marked).3f s.',
                  {'id': rollout['id'], 'count': len(sent),
-                  'seconds': time.monotonic() - started})
+                  'seconds': planned + done - started, 'planned': planned,
+                  'recorded': recorded - started, 'cast': cast - recorded,
+                  'marked': done - cast})
         return sent
 
 

@@ -171,7 +171,7 @@ class TestReconciler(base.TestCase):
     def test_a_failed_cast_fails_the_attempt(self):
         rollout = self.create(max_in_flight=1, max_failures=6)
         with mock.patch.object(
-                self.reconciler.agent_api, 'upgrade',
+                self.reconciler.agent_api, '_cast_upgrade',
                 side_effect=messaging_exc.MessageDeliveryFailure('down')):
             self.reconciler.run(self.ctx)
         upgrade, = self.upgrades(rollout['id'])

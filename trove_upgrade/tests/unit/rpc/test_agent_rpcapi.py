@@ -50,7 +50,8 @@ class TestVersionCap(base.TestCase):
 
     def prepared(self, value):
         self.flags(group='upgrade_levels', agent=value)
-        return rpcapi.AgentAPI()._prepare(self.context, INSTANCE)
+        api = rpcapi.AgentAPI()
+        return api._prepare(INSTANCE, api.version_cap(self.context))
 
     def test_latest(self):
         self.assertIsNone(self.cap('latest'))

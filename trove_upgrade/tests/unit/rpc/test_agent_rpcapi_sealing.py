@@ -14,6 +14,8 @@ from trove_upgrade.tests.fixtures import database
 from trove_upgrade.tests.fixtures import rpc as rpc_fixture
 
 INSTANCE = '9e2f7a4c-1b3d-4c5e-8f6a-7b8c9d0e1f2a'
+OTHER = '1c2d3e4f-5a6b-4c7d-8e9f-0a1b2c3d4e5f'
+THIRD = '2d3e4f5a-6b7c-4d8e-9f0a-1b2c3d4e5f6a'
 ARGS = dict(upgrade_id='u1', instance_version='2.0.0', strategy='local',
             location='/p/g.pkg', metadata={'a': 1}, allow_downgrade=False)
 
@@ -72,3 +74,66 @@ class TestSealedUpgrade(base.TestCase):
         self.flags(group='conductor', instance_key_master_key_file=None)
         e = self.assertRaises(exception.InstanceKeyError, self.send)
         self.assertIn('encrypted', str(e))
+
+
+class TestUpgradeMany(base.TestCase):
+    """The reconciler's batch: each upgrade as ``upgrade`` would send it."""
+
+    def setUp(self):
+        super().setUp()
+        self.useFixture(database.Database())
+        self.useFixture(rpc_fixture.FakeTransport())
+        self.context = context.get_admin_context()
+        self.keyed, self.plain, self.other = INSTANCE, OTHER, THIRD
+        instance_keys.add_key(self.context, self.keyed)
+        self.servers = {}
+        for instance_id in (self.keyed, self.plain, self.other):
+            self.servers[instance_id] = self.useFixture(
+                rpc_fixture.RecordingServer(
+                    messaging.Target(topic=rpcapi.topic_for(instance_id),
+                                     server='g'),
+                    [rpc_fixture.AgentEndpoint('1.1')]))
+
+    def upgrades(self, *instance_ids):
+        return [dict(ARGS, id='u-%d' % n, instance_id=instance_id)
+                for n, instance_id in enumerate(instance_ids)]
+
+    def test_each_sent_sealed_as_its_instance_requires(self):
+        failed = rpcapi.AgentAPI().upgrade_many(
+            self.context, self.upgrades(self.keyed, self.plain), threads=4)
+        self.assertEqual({}, failed)
+        [sealed] = self.servers[self.keyed].wait_for(1)
+        self.assertEqual(('1.1', 'u-0'), (sealed.version,
+                                          sealed.args['upgrade_id']))
+        args = dict(sealed.args)
+        sealing.open_sealed(
+            instance_keys.keyring(self.context, self.keyed),
+            args.pop('sealed'), 'upgrade', sealing.TO_AGENT, args, 60,
+            sealing.MemoryReplayCache())
+        [plain] = self.servers[self.plain].wait_for(1)
+        self.assertEqual(('1.0', 'u-1'), (plain.version,
+                                          plain.args['upgrade_id']))
+        self.assertNotIn('sealed', plain.args)
+
+    def test_one_refused_does_not_stop_the_others(self):
+        self.flags(group='upgrade_levels', agent='1.0')
+        failed = rpcapi.AgentAPI().upgrade_many(
+            self.context, self.upgrades(self.plain, self.keyed, self.other))
+        self.assertEqual(['u-1'], list(failed))
+        self.assertIsInstance(failed['u-1'], exception.SealingUnavailable)
+        self.assertEqual(['u-0'], [m.args['upgrade_id'] for m in
+                                   self.servers[self.plain].wait_for(1)])
+        self.assertEqual(['u-2'], [m.args['upgrade_id'] for m in
+                                   self.servers[self.other].wait_for(1)])
+
+    def test_keys_unreadable_fail_every_upgrade(self):
+        path = self.create_tempfiles([('master', base64.b64encode(
+            sealing.generate_key()).decode())])[0]
+        self.flags(group='conductor', instance_key_master_key_file=path)
+        instance_keys.add_key(self.context, self.other)
+        self.flags(group='conductor', instance_key_master_key_file=None)
+        failed = rpcapi.AgentAPI().upgrade_many(
+            self.context, self.upgrades(self.plain, self.other))
+        self.assertEqual(['u-0', 'u-1'], sorted(failed))
+        for error in failed.values():
+            self.assertIsInstance(error, exception.InstanceKeyError)
