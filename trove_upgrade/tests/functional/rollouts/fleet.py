@@ -32,6 +32,9 @@ SIMULATOR = 'trove_upgrade.tests.functional.rollouts.simulated_agents'
 READY = 'listening on topic'
 # Long enough for a loaded machine; only a broken run waits it out.
 START_TIMEOUT = 120
+# Seconds a simulated agent waits for the conductor's answer before it
+# sends a claim or report again.
+AGENT_CALL_TIMEOUT = 10
 
 
 def write_conf(path, sections):
@@ -142,7 +145,10 @@ class Fleet(fixtures.Fixture):
         with open(base + '.ids', 'w') as f:
             f.write('\n'.join(ids) + '\n')
         config = base + '.conf'
-        write_conf(config, self._options())
+        options = self._options()
+        # A call lost with a killed conductor is sent again this soon.
+        options['DEFAULT']['rpc_response_timeout'] = AGENT_CALL_TIMEOUT
+        write_conf(config, options)
         command = [sys.executable, '-m', SIMULATOR, '--config-file', config,
                    '--instances', base + '.ids',
                    '--claims', base + '.claims', '--labels', labels,

@@ -5,7 +5,9 @@ ConductorAPI, serves its instance's ``guestagent_upgrade.<instance id>``
 topic with a real oslo.messaging RPC server, and answers an ``upgrade``
 cast as the real agent does on the wire: it claims the upgrade
 (``start_upgrade``), reports INSTALLING, then SUCCESS or FAILED, and on
-success heartbeats its new version. Installing takes no time.
+success heartbeats its new version; a claim or report that gets no answer
+is sent again, as the real agent's outbox does. Installing takes no
+time.
 
 The rollout functional tests and ``tools/bench/rollout_scale.py`` start it
 as a subprocess::
@@ -54,6 +56,9 @@ from trove_upgrade import states
 
 CONF = conf.CONF
 AGENT_VERSION = 'simulated-1.0'
+# Sends of one claim or report before the simulated agent gives up; each
+# waits [DEFAULT] rpc_response_timeout for the answer.
+CALL_ATTEMPTS = 5
 
 
 class SimulatedAgent:
@@ -72,40 +77,50 @@ class SimulatedAgent:
             self.guest_version, '1.0', 'RUNNING', self.fleet.labels,
             'simulated')
 
+    def _call(self, method, *args):
+        """Call the conductor, again when the answer does not come.
+
+        As the real agent's outbox does: a conductor killed with the
+        message in hand never answers, and the next one records a resent
+        claim or report once (a repeated claim is granted again, a
+        repeated report ignored).
+        """
+        for attempt in range(1, CALL_ATTEMPTS + 1):
+            try:
+                return getattr(self.fleet.conductor, method)(
+                    self.fleet.context, self.instance_id, *args)
+            except messaging.MessagingTimeout:
+                if attempt == CALL_ATTEMPTS:
+                    raise
+
     def upgrade(self, context, upgrade_id, instance_id, instance_version,
                 strategy, location, metadata=None, allow_downgrade=False):
-        conductor = self.fleet.conductor
-        ctxt = self.fleet.context
         if self.guest_version == instance_version:
             # As the real agent: already there, SUCCESS without a claim.
-            conductor.report_upgrade_state(
-                ctxt, self.instance_id, upgrade_id, states.SUCCESS,
-                'already at %s' % instance_version, self.guest_version,
-                instance_version)
+            self._call('report_upgrade_state', upgrade_id, states.SUCCESS,
+                       'already at %s' % instance_version,
+                       self.guest_version, instance_version)
             return
-        answer = conductor.start_upgrade(ctxt, self.instance_id, upgrade_id,
-                                         self.guest_version)
+        answer = self._call('start_upgrade', upgrade_id, self.guest_version)
         self.fleet.record_claim(self.instance_id, upgrade_id,
                                 answer['proceed'])
         if not answer['proceed']:
             return
-        conductor.report_upgrade_state(
-            ctxt, self.instance_id, upgrade_id, states.INSTALLING, None,
-            self.guest_version, instance_version)
+        self._call('report_upgrade_state', upgrade_id, states.INSTALLING,
+                   None, self.guest_version, instance_version)
         if self.instance_id in self.fleet.failing():
-            conductor.report_upgrade_state(
-                ctxt, self.instance_id, upgrade_id, states.FAILED,
-                'simulated install failure', self.guest_version,
-                instance_version)
+            self._call('report_upgrade_state', upgrade_id, states.FAILED,
+                       'simulated install failure', self.guest_version,
+                       instance_version)
             return
         from_version = self.guest_version
         self.guest_version = instance_version
-        conductor.report_upgrade_state(
-            ctxt, self.instance_id, upgrade_id, states.SUCCESS, None,
-            from_version, instance_version)
-        conductor.heartbeat(ctxt, self.instance_id, AGENT_VERSION,
-                            self.guest_version, '1.0', 'RUNNING',
-                            self.fleet.labels, 'simulated')
+        self._call('report_upgrade_state', upgrade_id, states.SUCCESS, None,
+                   from_version, instance_version)
+        self.fleet.conductor.heartbeat(
+            self.fleet.context, self.instance_id, AGENT_VERSION,
+            self.guest_version, '1.0', 'RUNNING', self.fleet.labels,
+            'simulated')
 
 
 class Fleet:
