@@ -4,19 +4,23 @@ Registers simulated agents (a few processes, each consuming its agents'
 real topic queues on one AMQP connection, see
 ``trove_upgrade/tests/functional/rollouts/simulated_agents.py``), runs
 one rollout over all of them with a real ``trove-upgrade-conductor`` on
-the real RabbitMQ, and prints:
+the real RabbitMQ and a real PostgreSQL, and prints:
 
-* the time from creating the rollout to COMPLETED;
-* dispatches per second: upgrades the reconciler recorded, cast and
-  marked SENT, over the time its dispatch steps took (from the
-  conductor's log), and over the whole rollout;
-* the conductor's CPU time (from /proc, its service process included);
-* in the same run, the rate at which one thread (the reconciler dispatches
-  from one) casts the same message with plain oslo.messaging on the same
-  RabbitMQ: the ceiling of the dispatch path.
+* the rate at which one thread casts the same message with plain
+  oslo.messaging to a queue on the same RabbitMQ, measured while the
+  fleet is registered and idle, just before the rollout starts: the
+  ceiling of a dispatch path, which casts from one thread too;
+* dispatches per second of the reconciler's passes, each from the start
+  of its plan to its last upgrade marked SENT (recorded, cast, marked), as
+  the conductor logs them: the first pass (a full ``max_in_flight``
+  batch) and all passes that dispatched;
+* completions per second over the whole rollout, from its creation to
+  COMPLETED, with the time it took;
+* the conductor's CPU time (from /proc, every process of it), per upgrade.
 
     python tools/bench/rollout_scale.py [--agents 2000]
-        [--max-in-flight 200] [--processes 3] [--connection URL]
+        [--max-in-flight 200] [--processes 3] [--send-threads 8]
+        [--connection URL]
 
 Nothing is asserted: it prints figures. All traffic stays on loopback.
 """
@@ -26,6 +30,7 @@ Nothing is asserted: it prints figures. All traffic stays on loopback.
 import trove_upgrade.cmd  # noqa: F401
 
 import argparse
+import collections
 import os
 import re
 import subprocess
@@ -34,6 +39,7 @@ import tempfile
 import time
 import uuid
 
+import kombu
 import oslo_messaging as messaging
 import psycopg2
 
@@ -49,7 +55,10 @@ BIN = os.path.dirname(sys.executable)
 RABBIT = 'rabbit://guest:guest@127.0.0.1:5672/'
 # Bounds every wait: a stuck run ends instead of looping.
 COMPLETION_TIMEOUT = 1800
-_DISPATCHED = re.compile(r'dispatched (\d+) upgrade\(s\) in ([\d.]+) s')
+_DISPATCHED = re.compile(
+    r'dispatched (\d+) upgrade\(s\) in ([\d.]+) s: planned in ([\d.]+) s, '
+    r'recorded in ([\d.]+) s, cast in ([\d.]+) s, marked SENT in '
+    r'([\d.]+) s')
 
 
 def _stat(pid):
@@ -58,22 +67,29 @@ def _stat(pid):
 
 
 def _cpu_seconds(pid):
-    """User and system CPU of ``pid`` and of the processes it forked.
+    """User and system CPU of ``pid`` and of every process it forked.
 
-    The conductor's launcher forks the service process that does the
-    work, so both count.
+    The conductor's launcher forks its workers, and each worker its
+    rollout reconciler: all of it is the conductor's work.
     """
-    pids = {pid}
+    children = collections.defaultdict(set)
     for entry in os.listdir('/proc'):
         if entry.isdigit():
             try:
-                if int(_stat(entry)[1]) == pid:
-                    pids.add(int(entry))
+                children[int(_stat(entry)[1])].add(int(entry))
             except (FileNotFoundError, ProcessLookupError):
                 continue
+    pids, todo = set(), [pid]
+    while todo:
+        current = todo.pop()
+        pids.add(current)
+        todo.extend(children[current] - pids)
     total = 0.0
     for current in pids:
-        fields = _stat(current)
+        try:
+            fields = _stat(current)
+        except (FileNotFoundError, ProcessLookupError):
+            continue
         total += (int(fields[11]) + int(fields[12])) / os.sysconf(
             'SC_CLK_TCK')
     return total
@@ -96,26 +112,38 @@ def _temporary_database(suffix):
 
 
 def bench_raw_casts(exchange, total):
-    """Casts per second of one thread, same message, same RabbitMQ."""
-    transport = messaging.get_rpc_transport(CONF, url=RABBIT)
-    ctxt = tu_context.get_admin_context().to_dict()
-    client = messaging.get_rpc_client(
-        transport, messaging.Target(topic='guestagent_upgrade.bench',
-                                    exchange=exchange, version='1.0'))
+    """Casts per second of one thread, same message, to a real queue.
 
-    def cast():
-        client.cast(ctxt, 'upgrade', upgrade_id=str(uuid.uuid4()),
-                    instance_id=str(uuid.uuid4()),
-                    instance_version='v2.0.0', strategy='http',
-                    location='https://127.0.0.1/trove-guestagent.tar',
-                    metadata={}, allow_downgrade=False)
+    The queue is bound as an agent's is and deleted afterwards, so that
+    RabbitMQ routes and stores each message as it does a dispatch's.
+    """
+    topic = 'guestagent_upgrade.bench-raw-casts'
+    with kombu.Connection(RABBIT.replace('rabbit://', 'amqp://')) as conn:
+        channel = conn.channel()
+        queue = kombu.Queue(topic, kombu.Exchange(exchange, type='topic',
+                                                  durable=False),
+                            routing_key=topic, durable=False)
+        queue(channel).declare()
+        transport = messaging.get_rpc_transport(CONF, url=RABBIT)
+        ctxt = tu_context.get_admin_context().to_dict()
+        client = messaging.get_rpc_client(
+            transport, messaging.Target(topic=topic, exchange=exchange,
+                                        version='1.0'))
 
-    cast()  # open the connection outside the timing
-    started = time.perf_counter()
-    for _ in range(total):
-        cast()
-    seconds = time.perf_counter() - started
-    transport.cleanup()
+        def cast():
+            client.cast(ctxt, 'upgrade', upgrade_id=str(uuid.uuid4()),
+                        instance_id=str(uuid.uuid4()),
+                        instance_version='v2.0.0', strategy='http',
+                        location='https://127.0.0.1/trove-guestagent.tar',
+                        metadata={}, allow_downgrade=False)
+
+        cast()  # open the connection outside the timing
+        started = time.perf_counter()
+        for _ in range(total):
+            cast()
+        seconds = time.perf_counter() - started
+        transport.cleanup()
+        channel.queue_delete(topic)
     return total / seconds
 
 
@@ -133,6 +161,11 @@ def main():
     parser.add_argument('--agents', type=int, default=2000)
     parser.add_argument('--max-in-flight', type=int, default=200)
     parser.add_argument('--processes', type=int, default=3)
+    parser.add_argument('--rollout-interval', type=float, default=1.0,
+                        help="the conductor's [conductor] rollout_interval")
+    parser.add_argument('--send-threads', type=int, default=8,
+                        help="the conductor's [conductor] "
+                             "rollout_send_threads")
     parser.add_argument('--conductor-threads', type=int, default=64,
                         help="the conductor's [DEFAULT] "
                              "executor_thread_pool_size")
@@ -162,22 +195,23 @@ def main():
         CONF.set_override('connection', connection, group='database')
         fleet = fleet_fixture.Fleet(
             workdir, rabbit_options, connection,
-            {'rollout_interval': '0.2', 'periodic_interval': '60'},
+            {'rollout_interval': args.rollout_interval,
+             'periodic_interval': '60',
+             'rollout_send_threads': args.send_threads},
             conductor_defaults={'executor_thread_pool_size':
                                 args.conductor_threads})
         fleet.setUp()
         try:
-            result = _run(args, fleet)
+            result = _run(args, fleet, exchange)
         finally:
             fleet.cleanUp()
             db_api.get_engine().dispose()
             if drop is not None:
                 drop()
-    raw_rate = bench_raw_casts(exchange, max(args.agents, 1000))
-    _report(args, connection, result, raw_rate)
+    _report(args, connection, result)
 
 
-def _run(args, fleet):
+def _run(args, fleet, exchange):
     conductor = fleet.start_conductor()
     started = time.monotonic()
     per_process = -(-args.agents // args.processes)
@@ -187,6 +221,7 @@ def _run(args, fleet):
                            multiplex=True)
         remaining -= per_process
     registration = time.monotonic() - started
+    raw_rate = bench_raw_casts(exchange, max(args.agents, 1000))
 
     admin = tu_context.get_admin_context()
     cpu_before = _cpu_seconds(conductor.pid)
@@ -208,46 +243,48 @@ def _run(args, fleet):
         time.sleep(0.2)
     seconds = time.monotonic() - started
     cpu = _cpu_seconds(conductor.pid) - cpu_before
-    dispatched = dispatch_seconds = 0
-    batches = []
-    for match in _DISPATCHED.finditer(fleet.logs()):
-        batches.append((int(match.group(1)), float(match.group(2))))
-        dispatched += batches[-1][0]
-        dispatch_seconds += batches[-1][1]
+    passes = [(int(m.group(1)),) + tuple(float(g) for g in m.groups()[1:])
+              for m in _DISPATCHED.finditer(fleet.logs())]
     claims = fleet.claims()
     return {'status': status, 'seconds': seconds, 'cpu': cpu,
-            'dispatched': dispatched, 'dispatch_seconds': dispatch_seconds,
-            'first_batch': batches[0], 'batches': len(batches),
-            'registration': registration,
+            'passes': passes, 'registration': registration,
+            'raw_rate': raw_rate,
             'claimed_twice': sum(1 for c in claims.values() if c > 1)}
 
 
-def _report(args, connection, result, raw_rate):
-    dispatch_rate = result['dispatched'] / result['dispatch_seconds']
+def _report(args, connection, result):
+    passes = result['passes']
+    dispatched = sum(p[0] for p in passes)
+    raw_rate = result['raw_rate']
     print('rollout_scale: %d simulated agents in %d processes, '
-          'max_in_flight %d, database %s, RabbitMQ 127.0.0.1:5672'
+          'max_in_flight %d, %d send thread(s), database %s, '
+          'RabbitMQ 127.0.0.1:5672'
           % (args.agents, args.processes, args.max_in_flight,
+             args.send_threads,
              connection.split(':')[0].split('+')[0]))
     print('agents registered and listening in %.1f s'
           % result['registration'])
     print('rollout %s in %.2f s; %d upgrades dispatched, %d agents '
           'claimed twice' % (result['status'], result['seconds'],
-                             result['dispatched'], result['claimed_twice']))
-    print('%-50s %12s' % ('', 'per second'))
-    size, seconds = result['first_batch']
-    print('%-50s %12.1f' % ('dispatches, first step (%d upgrades)' % size,
-                            size / seconds))
-    print('%-50s %12.1f' % ('dispatches, over all %d dispatch steps'
-                            % result['batches'], dispatch_rate))
-    print('%-50s %12.1f' % ('dispatches, over the whole rollout',
-                            result['dispatched'] / result['seconds']))
-    print('%-50s %12.1f' % ('raw oslo.messaging casts, one thread', raw_rate))
-    print('first step / raw cast rate: %.0f%%; all steps / raw cast rate: '
-          '%.0f%%' % (100.0 * size / seconds / raw_rate,
-                      100.0 * dispatch_rate / raw_rate))
-    print('conductor CPU: %.2f s (%.2f ms per upgrade, reports included)'
-          % (result['cpu'],
-             1000.0 * result['cpu'] / max(result['dispatched'], 1)))
+                             dispatched, result['claimed_twice']))
+    print('%-58s %10s %8s' % ('', 'per second', 'of raw'))
+    print('%-58s %10.1f' % ('raw oslo.messaging casts to a queue, one thread',
+                            raw_rate))
+
+    def line(label, rate):
+        print('%-58s %10.1f %7.0f%%' % (label, rate, 100.0 * rate / raw_rate))
+
+    first = passes[0]
+    line('dispatches, first pass (%d upgrades)' % first[0],
+         first[0] / first[1])
+    line('dispatches, all %d passes that dispatched' % len(passes),
+         dispatched / sum(p[1] for p in passes))
+    line('completions, whole rollout', dispatched / result['seconds'])
+    print('first pass: planned in %.3f s, recorded in %.3f s, cast in '
+          '%.3f s, marked SENT in %.3f s' % first[2:])
+    print('conductor CPU: %.2f s (%.2f ms per upgrade, its agents\' '
+          'claims and reports included)'
+          % (result['cpu'], 1000.0 * result['cpu'] / max(dispatched, 1)))
 
 
 if __name__ == '__main__':
