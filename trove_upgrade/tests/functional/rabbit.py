@@ -6,7 +6,8 @@ exchanges would share one queue and take each other's messages. So besides
 a control exchange of its own, each test gets a conductor topic of its own;
 instance topics are unique because instance ids are. Queues and exchanges
 are declared auto-delete, so RabbitMQ removes them once the test's last
-consumer is gone.
+consumer is gone, and the reply and fanout queues of processes a test
+killed expire a minute after their last use.
 """
 
 import socket
@@ -23,6 +24,10 @@ CONF = conf.CONF
 HOST = '127.0.0.1'
 PORT = 5672
 TRANSPORT_URL = 'rabbit://guest:guest@%s:%d/' % (HOST, PORT)
+# Seconds an unused reply or fanout queue lives on. A process a test
+# kills leaves its queues behind; oslo.messaging's default (30 minutes)
+# let thousands pile up on the shared broker during a test run.
+TRANSIENT_QUEUES_TTL = 60
 
 
 def check_reachable():
@@ -55,11 +60,16 @@ class RabbitMQ(fixtures.Fixture):
         CONF.set_override('topic', self.conductor_topic, group='conductor')
         CONF.set_override('amqp_auto_delete', True,
                           group='oslo_messaging_rabbit')
+        CONF.set_override('rabbit_transient_queues_ttl',
+                          TRANSIENT_QUEUES_TTL,
+                          group='oslo_messaging_rabbit')
         rpc.cleanup()
         self.addCleanup(rpc.cleanup)
         self.options = {
             'DEFAULT': {'transport_url': TRANSPORT_URL,
                         'control_exchange': self.exchange},
             'conductor': {'topic': self.conductor_topic},
-            'oslo_messaging_rabbit': {'amqp_auto_delete': 'true'},
+            'oslo_messaging_rabbit': {
+                'amqp_auto_delete': 'true',
+                'rabbit_transient_queues_ttl': TRANSIENT_QUEUES_TTL},
         }
