@@ -17,7 +17,6 @@ import logging
 import os
 import sys
 
-from alembic import script as alembic_script
 from alembic import util as alembic_util
 from oslo_db import exception as db_exc
 import oslo_messaging as messaging
@@ -130,7 +129,7 @@ class Checks(upgradecheck.UpgradeCommands):
                 FAILURE, 'Cannot connect to the database at %s: %s. Check '
                 '[database] connection and that the database server is '
                 'running.' % (database_url(), _first_line(exc)))
-        scripts = alembic_script.ScriptDirectory(migration._SCRIPT_LOCATION)
+        scripts = migration.script_directory()
         head = scripts.get_current_head()
         if current == head:
             return _result(SUCCESS, 'The schema is at revision %s, the '

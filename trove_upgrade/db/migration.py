@@ -5,6 +5,7 @@ import os
 from alembic import command as alembic_command
 from alembic import config as alembic_config
 from alembic import migration as alembic_migration
+from alembic import script as alembic_script
 
 from trove_upgrade.db import api as db_api
 
@@ -34,3 +35,8 @@ def version(engine=None):
     with engine.connect() as connection:
         context = alembic_migration.MigrationContext.configure(connection)
         return context.get_current_revision()
+
+
+def script_directory():
+    """The migration scripts; their head is the newest revision here."""
+    return alembic_script.ScriptDirectory(_SCRIPT_LOCATION)

@@ -4,7 +4,6 @@ import os
 import subprocess
 import sys
 
-from alembic import script as alembic_script
 import fixtures
 import sqlalchemy as sa
 
@@ -18,7 +17,7 @@ _MANAGE = os.path.join(os.path.dirname(sys.executable),
 
 
 def _head():
-    script = alembic_script.ScriptDirectory(migration._SCRIPT_LOCATION)
+    script = migration.script_directory()
     return script.get_current_head()
 
 

@@ -7,7 +7,6 @@ openstack_citest (see tools/test-setup.sh); the tests skip only when that
 database server cannot be reached.
 """
 
-from alembic import script as alembic_script
 from oslo_db.sqlalchemy import test_migrations
 import sqlalchemy as sa
 
@@ -46,7 +45,7 @@ class _MigrationsWalk:
         self.engine = db_api.get_engine()
 
     def _revisions(self):
-        script = alembic_script.ScriptDirectory(migration._SCRIPT_LOCATION)
+        script = migration.script_directory()
         return [r.revision for r in reversed(list(script.walk_revisions()))]
 
     def test_every_revision_has_a_check(self):

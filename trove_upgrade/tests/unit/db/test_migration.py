@@ -4,7 +4,6 @@ import io
 import os
 from unittest import mock
 
-from alembic import script as alembic_script
 import fixtures
 from oslo_db.sqlalchemy import enginefacade
 import sqlalchemy as sa
@@ -17,7 +16,7 @@ from trove_upgrade.tests.fixtures import database
 
 
 def _head():
-    script = alembic_script.ScriptDirectory(migration._SCRIPT_LOCATION)
+    script = migration.script_directory()
     return script.get_current_head()
 
 
@@ -29,7 +28,7 @@ class TestMigration(base.TestCase):
         self.assertEqual(_head(), migration.version(engine=fixture.engine))
 
     def test_one_head(self):
-        script = alembic_script.ScriptDirectory(migration._SCRIPT_LOCATION)
+        script = migration.script_directory()
         self.assertEqual(1, len(script.get_heads()))
 
     def test_upgrade_of_an_empty_database(self):
