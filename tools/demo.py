@@ -34,6 +34,7 @@ import uuid
 from trove_upgrade.agent import install
 from trove_upgrade.agent import journal
 from trove_upgrade import states
+from trove_upgrade.tests import conffile
 from trove_upgrade.tests import sample_guest
 
 BIN = os.path.dirname(sys.executable)
@@ -54,19 +55,6 @@ def say(text=''):
 def step(number, text):
     say()
     say('== %s. %s' % (number, text))
-
-
-def write_conf(path, sections):
-    with open(path, 'w') as f:
-        for section, values in sections.items():
-            f.write('[%s]\n' % section)
-            for key, value in values.items():
-                if isinstance(value, (list, tuple)):
-                    value = ','.join(value)
-                elif isinstance(value, dict):
-                    value = ','.join('%s:%s' % kv for kv in value.items())
-                f.write('%s = %s\n' % (key, value))
-            f.write('\n')
 
 
 class Demo:
@@ -205,7 +193,7 @@ class Demo:
         step(2, 'Start the control plane: database, API (noauth2), '
                 'conductor')
         self.conf = os.path.join(self.dir, 'trove-upgrade.conf')
-        write_conf(self.conf, {
+        conffile.write_conf(self.conf, {
             'DEFAULT': {'state_path': self.dir, 'transport_url': RABBIT,
                         'control_exchange': self.exchange},
             'api': {'auth_strategy': 'noauth2', 'bind_host': '127.0.0.1',
@@ -256,10 +244,10 @@ class Demo:
                       key_file)
             strategies = os.path.join(root, 'strategies.d')
             os.makedirs(strategies)
-            write_conf(os.path.join(strategies, 'local.conf'),
-                       {'local': {'allowed_dirs': [self.repo]}})
+            conffile.write_conf(os.path.join(strategies, 'local.conf'),
+                                {'local': {'allowed_dirs': [self.repo]}})
             conf = os.path.join(self.dir, 'agent-%d.conf' % index)
-            write_conf(conf, {
+            conffile.write_conf(conf, {
                 'DEFAULT': {'state_path': root, 'transport_url': RABBIT,
                             'control_exchange': self.exchange},
                 'oslo_messaging_rabbit': {'amqp_auto_delete': True},

@@ -48,6 +48,7 @@ from trove_upgrade import context as tu_context
 from trove_upgrade.db import api as db_api
 from trove_upgrade import rollout_states as rs
 from trove_upgrade import rollouts
+from trove_upgrade.tests import conffile
 from trove_upgrade.tests.functional.rollouts import fleet as fleet_fixture
 
 CONF = conf.CONF
@@ -149,8 +150,8 @@ def bench_raw_casts(exchange, total):
 
 def _migrate(workdir, connection):
     config = os.path.join(workdir, 'manage.conf')
-    fleet_fixture.write_conf(config, {'database': {'connection':
-                                                   connection}})
+    conffile.write_conf(config, {'database': {'connection':
+                                              connection}})
     subprocess.run([os.path.join(BIN, 'trove-upgrade-manage'),
                     '--config-file', config, 'db', 'sync'],
                    check=True, capture_output=True)

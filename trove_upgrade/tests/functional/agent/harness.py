@@ -38,6 +38,7 @@ from trove_upgrade import instance_keys
 from trove_upgrade import rpc
 from trove_upgrade import sealing
 from trove_upgrade.tests import base
+from trove_upgrade.tests import conffile
 from trove_upgrade.tests.fixtures import database
 from trove_upgrade.tests.functional import servers
 from trove_upgrade.tests import sample_guest
@@ -66,19 +67,6 @@ def _wait_tool(proc):
 
 def package_tool(*args):
     _wait_tool(_start_tool(*args))
-
-
-def write_conf(path, sections):
-    with open(path, 'w') as f:
-        for section, values in sections.items():
-            f.write('[%s]\n' % section)
-            for key, value in values.items():
-                if isinstance(value, (list, tuple)):
-                    value = ','.join(value)
-                elif isinstance(value, dict):
-                    value = ','.join('%s:%s' % kv for kv in value.items())
-                f.write('%s = %s\n' % (key, value))
-            f.write('\n')
 
 
 class BrokerProxy(fixtures.Fixture):
@@ -269,7 +257,7 @@ class AgentTestCase(base.TestCase):
 
     def start_conductor(self):
         path = os.path.join(self.tmp, 'conductor.conf')
-        write_conf(path, {
+        conffile.write_conf(path, {
             'DEFAULT': {'transport_url': RABBIT_URL,
                         'control_exchange': self.exchange,
                         'state_path': self.tmp},
@@ -311,7 +299,7 @@ class AgentTestCase(base.TestCase):
     def start_agent(self, pause_at=None, transport_url=RABBIT_URL,
                     **overrides):
         path = os.path.join(self.tmp, 'agent.conf')
-        write_conf(path, {
+        conffile.write_conf(path, {
             'DEFAULT': {'transport_url': transport_url,
                         'control_exchange': self.exchange,
                         'state_path': self.tmp},

@@ -22,6 +22,7 @@ from trove_upgrade.db import api as db_api
 from trove_upgrade import exception
 from trove_upgrade import states
 from trove_upgrade.tests import base
+from trove_upgrade.tests import conffile
 from trove_upgrade.tests.fixtures import database
 from trove_upgrade.tests.fixtures import rpc as rpc_fixture
 from trove_upgrade.tests.functional import rabbit
@@ -30,14 +31,6 @@ from trove_upgrade import upgrades
 CONDUCTOR = os.path.join(os.path.dirname(sys.executable),
                          'trove-upgrade-conductor')
 READY = 'listening on topic'
-
-
-def write_conf(path, sections):
-    with open(path, 'w') as f:
-        for section, options in sections.items():
-            f.write('[%s]\n' % section)
-            for name, value in options.items():
-                f.write('%s = %s\n' % (name, value))
 
 
 def wait_until(predicate, what, timeout=rpc_fixture.WAIT_TIMEOUT):
@@ -66,17 +59,18 @@ class ConductorProcessTestCase(base.TestCase):
     def start_conductor(self, **conductor_options):
         """Start the console script; return it once it listens."""
         main_conf = os.path.join(self.tmp, 'trove-upgrade.conf')
-        write_conf(main_conf, dict(self.rabbit.options,
-                                   DEFAULT=dict(
-                                       self.rabbit.options['DEFAULT'],
-                                       state_path=self.tmp, debug='true')))
+        conffile.write_conf(main_conf, dict(
+            self.rabbit.options,
+            DEFAULT=dict(self.rabbit.options['DEFAULT'],
+                         state_path=self.tmp, debug='true')))
         drop_ins = os.path.join(self.tmp, 'trove-upgrade.conf.d')
         os.mkdir(drop_ins)
-        write_conf(os.path.join(drop_ins, '10-database.conf'),
-                   {'database': {'connection': self.database.url}})
-        write_conf(os.path.join(drop_ins, '20-conductor.conf'),
-                   {'conductor': dict(conductor_options,
-                                      topic=self.rabbit.conductor_topic)})
+        conffile.write_conf(os.path.join(drop_ins, '10-database.conf'),
+                            {'database': {'connection': self.database.url}})
+        conffile.write_conf(
+            os.path.join(drop_ins, '20-conductor.conf'),
+            {'conductor': dict(conductor_options,
+                               topic=self.rabbit.conductor_topic)})
         self.log_path = os.path.join(self.tmp, 'conductor.log')
         with open(self.log_path, 'wb') as log:
             process = subprocess.Popen(

@@ -26,6 +26,7 @@ import kombu
 from testtools import content
 
 from trove_upgrade.tests import base
+from trove_upgrade.tests import conffile
 from trove_upgrade.tests.functional import rabbit
 from trove_upgrade.tests.functional import servers
 
@@ -58,15 +59,6 @@ class _MultiDict(dict):
         super().__setitem__(key, value)
 
 
-def write_conf(path, sections):
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, 'w') as conf_file:
-        for section, options in sections.items():
-            conf_file.write('[%s]\n' % section)
-            for key, value in options.items():
-                conf_file.write('%s = %s\n' % (key, value))
-
-
 def delete_exchanges(*names):
     amqp_url = 'amqp://' + rabbit.TRANSPORT_URL.split('://', 1)[1]
     with kombu.Connection(amqp_url) as connection:
@@ -80,8 +72,8 @@ class UnitTestCase(base.TestCase):
         super().setUp()
         self.etc = self.useFixture(fixtures.TempDir()).path
         self.state = self.useFixture(fixtures.TempDir()).path
-        write_conf(os.path.join(self.etc, 'trove-upgrade.conf'),
-                   {'DEFAULT': {'state_path': self.state}})
+        conffile.write_conf(os.path.join(self.etc, 'trove-upgrade.conf'),
+                            {'DEFAULT': {'state_path': self.state}})
         # The install guide creates both; the units need both.
         os.mkdir(os.path.join(self.etc, 'trove-upgrade.conf.d'))
 
@@ -139,9 +131,9 @@ class UnitTestCase(base.TestCase):
 
     def db_sync(self):
         url = 'sqlite:///' + os.path.join(self.state, 'trove_upgrade.sqlite')
-        write_conf(os.path.join(self.etc, 'trove-upgrade.conf.d',
-                                '10-database.conf'),
-                   {'database': {'connection': url}})
+        conffile.write_conf(os.path.join(self.etc, 'trove-upgrade.conf.d',
+                                         '10-database.conf'),
+                            {'database': {'connection': url}})
         subprocess.run([os.path.join(BIN, 'trove-upgrade-manage'),
                         '--config-file',
                         os.path.join(self.etc, 'trove-upgrade.conf'),
@@ -195,9 +187,9 @@ class TestApiUnit(UnitTestCase):
 
     def test_gunicorn_serves_the_api_with_the_units_configuration(self):
         self.db_sync()
-        write_conf(os.path.join(self.etc, 'trove-upgrade.conf.d',
-                                '30-api.conf'),
-                   {'api': {'auth_strategy': 'noauth2'}})
+        conffile.write_conf(os.path.join(self.etc, 'trove-upgrade.conf.d',
+                                         '30-api.conf'),
+                            {'api': {'auth_strategy': 'noauth2'}})
         unit = read_unit('trove-upgrade-api.service')
         self.assertIn('--bind ' + API_ADDRESS, unit['Service']['ExecStart'])
         port = servers.free_port()
@@ -231,8 +223,8 @@ class TestConductorUnit(UnitTestCase):
                         mq.conductor_topic + '_fanout')
         drop_ins = os.path.join(self.etc, 'trove-upgrade.conf.d')
         for section, options in mq.options.items():
-            write_conf(os.path.join(drop_ins, '20-%s.conf' % section),
-                       {section: options})
+            conffile.write_conf(os.path.join(drop_ins, '20-%s.conf' % section),
+                                {section: options})
 
         process = self.start('conductor',
                              read_unit('trove-upgrade-conductor.service'))

@@ -29,6 +29,7 @@ from testtools import content
 from trove_upgrade import context as tu_context
 from trove_upgrade.db import api as db_api
 from trove_upgrade.tests import base
+from trove_upgrade.tests import conffile
 from trove_upgrade.tests.functional import keystone
 from trove_upgrade.tests.functional import servers
 
@@ -46,15 +47,6 @@ def _run(*argv):
                           timeout=TIMEOUT)
     if proc.returncode != 0:
         raise RuntimeError('%s failed: %s' % (' '.join(argv), proc.stderr))
-
-
-def _write_conf(path, sections):
-    with open(path, 'w') as f:
-        for section, values in sections.items():
-            f.write('[%s]\n' % section)
-            for key, value in values.items():
-                f.write('%s = %s\n' % (key, value))
-            f.write('\n')
 
 
 class TestOpenStackCLI(base.TestCase):
@@ -94,7 +86,7 @@ class TestOpenStackCLI(base.TestCase):
         cls.api_url = 'http://%s:%d' % (servers.LOOPBACK, port)
         cls.api_conf = os.path.join(cls.dir, 'trove-upgrade.conf')
         cls.api_log = os.path.join(cls.dir, 'api.log')
-        _write_conf(cls.api_conf, {
+        conffile.write_conf(cls.api_conf, {
             'DEFAULT': {'transport_url': RABBIT_URL,
                         'control_exchange': cls.exchange,
                         'state_path': cls.dir,

@@ -16,6 +16,7 @@ import fixtures
 import kombu
 
 from trove_upgrade import states
+from trove_upgrade.tests import conffile
 from trove_upgrade.tests.functional.agent import harness
 from trove_upgrade.tests.functional import servers
 
@@ -33,7 +34,7 @@ class TestWaitWithARealAgent(harness.AgentTestCase):
         self.addCleanup(self._delete_exchange)
         port = servers.free_port()
         path = os.path.join(self.tmp, 'api.conf')
-        harness.write_conf(path, {
+        conffile.write_conf(path, {
             'DEFAULT': {'transport_url': harness.RABBIT_URL,
                         'control_exchange': self.exchange,
                         'state_path': self.tmp},

@@ -26,6 +26,8 @@ import uuid
 import fixtures
 import kombu
 
+from trove_upgrade.tests import conffile
+
 CONDUCTOR = os.path.join(os.path.dirname(sys.executable),
                          'trove-upgrade-conductor')
 SIMULATOR = 'trove_upgrade.tests.functional.rollouts.simulated_agents'
@@ -35,14 +37,6 @@ START_TIMEOUT = 120
 # Seconds a simulated agent waits for the conductor's answer before it
 # sends a claim or report again.
 AGENT_CALL_TIMEOUT = 10
-
-
-def write_conf(path, sections):
-    with open(path, 'w') as f:
-        for section, options in sections.items():
-            f.write('[%s]\n' % section)
-            for name, value in options.items():
-                f.write('%s = %s\n' % (name, value))
 
 
 def _stop(process, sig=signal.SIGTERM):
@@ -109,7 +103,7 @@ class Fleet(fixtures.Fixture):
         config = base + '.conf'
         options = self._options()
         options['DEFAULT'].update(self.conductor_defaults)
-        write_conf(config, options)
+        conffile.write_conf(config, options)
         log_path = base + '.log'
         with open(log_path, 'wb') as log:
             process = subprocess.Popen(
@@ -148,7 +142,7 @@ class Fleet(fixtures.Fixture):
         options = self._options()
         # A call lost with a killed conductor is sent again this soon.
         options['DEFAULT']['rpc_response_timeout'] = AGENT_CALL_TIMEOUT
-        write_conf(config, options)
+        conffile.write_conf(config, options)
         command = [sys.executable, '-m', SIMULATOR, '--config-file', config,
                    '--instances', base + '.ids',
                    '--claims', base + '.claims', '--labels', labels,

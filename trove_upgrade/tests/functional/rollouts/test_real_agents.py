@@ -15,6 +15,7 @@ from trove_upgrade.db import api as db_api
 from trove_upgrade import rollout_states as rs
 from trove_upgrade import rollouts
 from trove_upgrade import states
+from trove_upgrade.tests import conffile
 from trove_upgrade.tests.functional.agent import harness
 from trove_upgrade.tests.functional.rollouts import fleet as fleet_fixture
 
@@ -29,7 +30,7 @@ class TestRolloutWithRealAgents(harness.AgentTestCase):
         self.conductor_topic = ('trove_upgrade_conductor_test_%s'
                                 % uuidutils.generate_uuid(dashed=False)[:12])
         path = os.path.join(self.tmp, 'conductor.conf')
-        harness.write_conf(path, {
+        conffile.write_conf(path, {
             'DEFAULT': {'transport_url': harness.RABBIT_URL,
                         'control_exchange': self.exchange,
                         'state_path': self.tmp},
@@ -48,7 +49,7 @@ class TestRolloutWithRealAgents(harness.AgentTestCase):
         installs = self.provision_into(root)
         self.addCleanup(self._stop_guest_of, root)
         path = os.path.join(self.tmp, 'agent-%d.conf' % number)
-        harness.write_conf(path, {
+        conffile.write_conf(path, {
             'DEFAULT': {'transport_url': harness.RABBIT_URL,
                         'control_exchange': self.exchange,
                         'state_path': self.tmp},

@@ -29,6 +29,7 @@ from trove_upgrade.db import api as db_api
 from trove_upgrade.db import models
 from trove_upgrade import states
 from trove_upgrade.tests import base
+from trove_upgrade.tests import conffile
 from trove_upgrade.tests.functional import rabbit
 
 BIN = os.path.dirname(sys.executable)
@@ -89,12 +90,7 @@ class StatusCommandTestCase(base.TestCase):
 
     def write_conf(self, name, sections):
         path = os.path.join(self.etc, name)
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(path, 'w') as conf_file:
-            for section, options in sections.items():
-                conf_file.write('[%s]\n' % section)
-                for key, value in options.items():
-                    conf_file.write('%s = %s\n' % (key, value))
+        conffile.write_conf(path, sections)
         return path
 
     def run_command(self, argv):

@@ -1,0 +1,23 @@
+"""Configuration files for the services that tests and tools start."""
+
+import os
+
+
+def write_conf(path, sections):
+    """Write ``{section: {option: value}}`` as an oslo.config file.
+
+    Lists become comma-separated values and dicts ``key:value`` pairs, as
+    oslo.config's ListOpt and DictOpt read them. Missing directories are
+    made.
+    """
+    os.makedirs(os.path.dirname(path) or '.', exist_ok=True)
+    with open(path, 'w') as f:
+        for section, options in sections.items():
+            f.write('[%s]\n' % section)
+            for name, value in options.items():
+                if isinstance(value, (list, tuple)):
+                    value = ','.join(value)
+                elif isinstance(value, dict):
+                    value = ','.join('%s:%s' % kv for kv in value.items())
+                f.write('%s = %s\n' % (name, value))
+            f.write('\n')
