@@ -48,6 +48,13 @@ class AgentNotFound(NotFound):
     msg_fmt = 'No agent is registered for instance %(instance_id)s.'
 
 
+class AgentBusy(Conflict):
+    msg_fmt = ('The agent of instance %(instance_id)s is being upgraded: '
+               'upgrade %(upgrade_id)s is %(status)s. Cancel the upgrade '
+               '(possible while it is PENDING, SENT or DEFERRED) or wait '
+               'for it to end, then delete the agent.')
+
+
 class MarkerNotFound(Invalid):
     msg_fmt = 'Marker %(marker)s could not be found.'
 

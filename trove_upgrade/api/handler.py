@@ -35,6 +35,7 @@ ROUTE_DECLARATIONS = {
     },
     MGMT + '/agents/{instance_id}': {
         'GET': agents.show_agent,
+        'DELETE': agents.delete_agent,
     },
     MGMT + '/rollouts': {
         'GET': rollouts.list_rollouts,

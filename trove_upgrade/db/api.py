@@ -528,6 +528,38 @@ def get_agent(context, instance_id):
         return _agent_dict(row)
 
 
+@_retry_on_deadlock
+def delete_agent(context, instance_id):
+    """Forget an instance's agent, unless an upgrade of it is unfinished.
+
+    The instance's upgrades and their events stay: they are its history.
+    The row is deleted before the upgrades are looked at so that an
+    instance without an agent is a 404 whatever its upgrades; a refusal
+    raised afterwards rolls the deletion back with the transaction.
+
+    :raises: AgentNotFound; AgentBusy, naming the newest unfinished
+        upgrade, when the agent may be working on one.
+    """
+    with context_manager.writer.using(context) as session:
+        deleted = session.execute(
+            sa.delete(models.Agent)
+            .where(models.Agent.instance_id == instance_id)
+            .execution_options(synchronize_session=False)).rowcount
+        if not deleted:
+            raise exception.AgentNotFound(instance_id=instance_id)
+        unfinished = session.execute(
+            sa.select(models.Upgrade.id, models.Upgrade.status)
+            .where(models.Upgrade.instance_id == instance_id,
+                   models.Upgrade.status.not_in(states.FINAL_STATES))
+            .order_by(models.Upgrade.created_at.desc(),
+                      models.Upgrade.id.desc())
+            .limit(1)).first()
+        if unfinished is not None:
+            raise exception.AgentBusy(instance_id=instance_id,
+                                      upgrade_id=unfinished.id,
+                                      status=unfinished.status)
+
+
 def _labels_match(agent_labels, wanted):
     return all(agent_labels.get(k) == v for k, v in wanted.items())
 

@@ -202,6 +202,10 @@ class Client:
         path = '/agents/%s' % _quote(instance_id)
         return self._request('GET', path)['agent']
 
+    def delete_agent(self, instance_id):
+        """Forget the agent of an instance; a live one registers again."""
+        self._request('DELETE', '/agents/%s' % _quote(instance_id))
+
     def create_rollout(self, body):
         """Create a rollout from the API's request body; return it."""
         return self._request('POST', '/rollouts',

@@ -4,6 +4,7 @@ import datetime
 
 from oslo_utils import timeutils
 from oslo_utils import uuidutils
+import webob
 
 from trove_upgrade.api.schemas import agents as schema
 from trove_upgrade.api import util
@@ -56,12 +57,29 @@ def list_agents(req):
         views.page(req, 'agents', items, limit, 'instance_id'))
 
 
+def _instance_id(req):
+    """The instance of the URL; a malformed one has no agent: 404."""
+    instance_id = req.urlvars['instance_id']
+    if not uuidutils.is_uuid_like(instance_id):
+        raise exception.AgentNotFound(instance_id=instance_id)
+    return instance_id
+
+
 @util.wsgify
 def show_agent(req):
     context = req.environ[util.CONTEXT_KEY]
     policy.authorize(context, policies.SHOW)
-    instance_id = req.urlvars['instance_id']
-    if not uuidutils.is_uuid_like(instance_id):
-        raise exception.AgentNotFound(instance_id=instance_id)
     return util.json_response(
-        {'agent': _view(req, db_api.get_agent(context, instance_id))})
+        {'agent': _view(req, db_api.get_agent(context, _instance_id(req)))})
+
+
+@util.wsgify
+def delete_agent(req):
+    """Forget the agent of a deleted instance, so rollouts stop picking it.
+
+    A live agent registers again with its next heartbeat.
+    """
+    context = req.environ[util.CONTEXT_KEY]
+    policy.authorize(context, policies.DELETE)
+    db_api.delete_agent(context, _instance_id(req))
+    return webob.Response(status=204)

@@ -1,8 +1,13 @@
-"""``openstack database agent list|show``: what the fleet reports."""
+"""``openstack database agent list|show|delete``: what the fleet reports."""
+
+import logging
 
 from osc_lib.cli import format_columns
 from osc_lib.command import command
+from osc_lib import exceptions
 from osc_lib import utils
+
+LOG = logging.getLogger(__name__)
 
 LIST_COLUMNS = ('Instance ID', 'Agent Version', 'Guest Version',
                 'RPC API Version', 'State', 'Reachable', 'Last Heartbeat')
@@ -66,3 +71,29 @@ class ShowAgent(command.ShowOne):
         names = sorted(set(agent) - set(HIDDEN_FIELDS))
         return names, utils.get_dict_properties(
             agent, names, formatters={'labels': format_columns.DictColumn})
+
+
+class DeleteAgent(command.Command):
+    """Delete the agents of deleted instances, so rollouts skip them."""
+
+    def get_parser(self, prog_name):
+        parser = super().get_parser(prog_name)
+        parser.add_argument('instances', metavar='<instance>', nargs='+',
+                            help='ID of a database instance whose agent to '
+                                 'delete')
+        return parser
+
+    def take_action(self, parsed_args):
+        client = self.app.client_manager.guest_upgrade
+        failures = 0
+        for instance_id in parsed_args.instances:
+            try:
+                client.delete_agent(instance_id)
+            except exceptions.CommandError as exc:
+                failures += 1
+                LOG.error('Failed to delete the agent of instance %s: %s',
+                          instance_id, exc)
+        if failures:
+            raise exceptions.CommandError(
+                '%d of %d agents could not be deleted.' % (
+                    failures, len(parsed_args.instances)))

@@ -5,8 +5,10 @@ import datetime
 from oslo_utils import timeutils
 from oslo_utils import uuidutils
 
+from trove_upgrade.conductor import manager
 from trove_upgrade import context
 from trove_upgrade.db import api as db_api
+from trove_upgrade import states
 from trove_upgrade.tests.unit.api import base
 
 
@@ -112,3 +114,74 @@ class TestAgents(base.APITestCase):
         self.assertEqual(long_ago.isoformat() + 'Z', agent['last_heartbeat'])
         self.assertTrue(self._get('/' + self.instances[0])
                         ['agent']['reachable'])
+
+
+class TestDeleteAgent(base.APITestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.ctx = context.get_admin_context()
+        self.instance_id = uuidutils.generate_uuid()
+        self.url = self.mgmt + '/agents/' + self.instance_id
+        db_api.register_agent(self.ctx, self.instance_id,
+                              {'state': 'RUNNING', 'host': 'guest-1'})
+
+    def _upgrade(self, status):
+        upgrade = db_api.create_upgrade(self.ctx, base.upgrade_body(
+            instance_id=self.instance_id))
+        if status != states.PENDING:
+            db_api.transition_upgrade(self.ctx, upgrade['id'], status,
+                                      'agent')
+        return upgrade
+
+    def test_delete(self):
+        resp = self.request('DELETE', self.url)
+        self.assertEqual(204, resp.status_int, resp.text)
+        self.assertEqual(b'', resp.body)
+        self.assertError(self.request('GET', self.url), 404,
+                         'No agent is registered for instance %s.'
+                         % self.instance_id)
+
+    def test_unknown_and_malformed_instances(self):
+        for instance_id in (uuidutils.generate_uuid(), 'guest-1'):
+            self.assertError(
+                self.request('DELETE', self.mgmt + '/agents/' + instance_id),
+                404, 'No agent is registered for instance %s.' % instance_id)
+        self.assertError(self.request('DELETE', self.url + '-'), 404,
+                         self.instance_id)
+        self.assertEqual(204, self.request('DELETE', self.url).status_int)
+        self.assertError(self.request('DELETE', self.url), 404,
+                         self.instance_id)
+
+    def test_unfinished_upgrade_is_a_conflict(self):
+        upgrade = self._upgrade(states.DOWNLOADING)
+        error = self.assertError(self.request('DELETE', self.url), 409,
+                                 'upgrade %s is DOWNLOADING' % upgrade['id'])
+        self.assertIn('Cancel the upgrade', error['detail'])
+        self.assertIn('or wait for it to end', error['detail'])
+        self.assertEqual(200, self.request('GET', self.url).status_int)
+
+    def test_upgrades_and_their_events_are_kept(self):
+        upgrade = self._upgrade(states.FAILED)
+        self.assertEqual(204, self.request('DELETE', self.url).status_int)
+        resp = self.request('GET', self.mgmt + '/upgrades/' + upgrade['id'])
+        self.assertEqual(200, resp.status_int, resp.text)
+        self.assertEqual(states.FAILED, resp.json['upgrade']['status'])
+        self.assertEqual([None, states.PENDING],
+                         [e['from_state'] for e in resp.json['upgrade'][
+                             'events']])
+
+    def test_heartbeat_after_deletion_registers_again(self):
+        self.assertEqual(204, self.request('DELETE', self.url).status_int)
+        manager.ConductorManager().heartbeat(
+            self.ctx, self.instance_id, agent_version='1.0.0',
+            guest_version='v1.0.0', rpc_api_version='1.0', state='RUNNING',
+            labels={}, host='guest-2')
+        resp = self.request('GET', self.url)
+        self.assertEqual(200, resp.status_int, resp.text)
+        self.assertEqual('guest-2', resp.json['agent']['host'])
+
+    def test_only_an_admin_may_delete(self):
+        self.assertError(self.request('DELETE', self.url, roles='member'),
+                         403, 'trove_upgrade:agents:delete')
+        self.assertEqual(200, self.request('GET', self.url).status_int)

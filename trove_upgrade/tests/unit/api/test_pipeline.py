@@ -66,7 +66,7 @@ class TestRouting(base.APITestCase):
                 ('POST', '/upgrades/%s' % uuidutils.generate_uuid(),
                  'GET, DELETE'),
                 ('PATCH', '/agents', 'GET'),
-                ('DELETE', '/agents/%s' % base.INSTANCE_ID, 'GET')):
+                ('PUT', '/agents/%s' % base.INSTANCE_ID, 'GET, DELETE')):
             resp = self.request(method, self.mgmt + path)
             self.assertError(resp, 405, '%s is not allowed on %s%s; '
                              'allowed: %s.' % (method, self.mgmt, path,

@@ -704,6 +704,71 @@ class TestAgents(DbTestCase):
         self.assertIn(INSTANCE, str(error))
 
 
+class TestDeleteAgent(DbTestCase):
+
+    def setUp(self):
+        super().setUp()
+        db_api.register_agent(self.context, INSTANCE, {'state': 'RUNNING'})
+        db_api.register_agent(self.context, OTHER_INSTANCE,
+                              {'state': 'RUNNING'})
+
+    def _agents(self):
+        return [a['instance_id'] for a in db_api.list_agents(self.context)]
+
+    def test_deletes_only_that_agent_and_keeps_its_upgrades(self):
+        upgrade = self._create()
+        db_api.transition_upgrade(self.context, upgrade['id'],
+                                  states.FAILED, 'agent')
+        db_api.delete_agent(self.context, INSTANCE)
+        self.assertEqual([OTHER_INSTANCE], self._agents())
+        kept = db_api.get_upgrade(self.context, upgrade['id'],
+                                  with_events=True)
+        self.assertEqual(states.FAILED, kept['status'])
+        self.assertEqual(2, len(kept['events']))
+
+    def test_unknown_agent(self):
+        db_api.delete_agent(self.context, INSTANCE)
+        error = self.assertRaises(exception.AgentNotFound,
+                                  db_api.delete_agent, self.context,
+                                  INSTANCE)
+        self.assertIn(INSTANCE, str(error))
+        self.assertEqual([OTHER_INSTANCE], self._agents())
+
+    def test_newest_unfinished_upgrade_refuses_and_changes_nothing(self):
+        self._create()
+        self._advance()
+        newest = self._create()
+        db_api.transition_upgrade(self.context, newest['id'],
+                                  states.INSTALLING, 'agent')
+        error = self.assertRaises(exception.AgentBusy, db_api.delete_agent,
+                                  self.context, INSTANCE)
+        self.assertEqual(409, error.code)
+        self.assertEqual((INSTANCE, newest['id'], states.INSTALLING),
+                         (error.kwargs['instance_id'],
+                          error.kwargs['upgrade_id'],
+                          error.kwargs['status']))
+        self.assertEqual(sorted([INSTANCE, OTHER_INSTANCE]), self._agents())
+
+    def test_unfinished_upgrade_of_another_instance_does_not_matter(self):
+        self._create(instance_id=OTHER_INSTANCE)
+        db_api.delete_agent(self.context, INSTANCE)
+        self.assertEqual([OTHER_INSTANCE], self._agents())
+
+    def test_no_agent_is_not_found_even_with_an_unfinished_upgrade(self):
+        db_api.delete_agent(self.context, INSTANCE)
+        self._create()
+        self.assertRaises(exception.AgentNotFound, db_api.delete_agent,
+                          self.context, INSTANCE)
+
+    def test_registers_again_after_deletion(self):
+        db_api.delete_agent(self.context, INSTANCE)
+        self._advance(30)
+        db_api.register_agent(self.context, INSTANCE, {'state': 'RUNNING'})
+        agent = db_api.get_agent(self.context, INSTANCE)
+        self.assertEqual(T0 + datetime.timedelta(seconds=30),
+                         agent['created_at'])
+
+
 class TestListAgents(DbTestCase):
 
     def setUp(self):

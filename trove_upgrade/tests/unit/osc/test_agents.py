@@ -1,4 +1,4 @@
-"""``openstack database agent list|show`` against a faked API."""
+"""``openstack database agent list|show|delete`` against a faked API."""
 
 import json
 
@@ -81,3 +81,46 @@ class TestShowAgent(base.OSCTestCase):
         self.assertEqual('', out)
         self.assertEqual(message + ' (HTTP 404) (Request-ID: req-error)\n',
                          err)
+
+
+class TestDeleteAgent(base.OSCTestCase):
+
+    def test_delete_prints_nothing(self):
+        self.requests.delete(AGENTS + '/' + base.INSTANCE_ID,
+                             status_code=204)
+
+        code, out, err = self.openstack('database', 'agent', 'delete',
+                                        base.INSTANCE_ID)
+
+        self.assertEqual(0, code, err)
+        self.assertEqual(('', ''), (out, err))
+        self.assertEqual(['DELETE'], [r.method for r in self.api_requests()])
+
+    def test_each_agent_is_tried_and_failures_are_counted(self):
+        busy = '11111111-2222-4333-8444-555555555555'
+        gone = '22222222-3333-4444-8555-666666666666'
+        busy_message = ('The agent of instance %s is being upgraded: '
+                        'upgrade %s is DOWNLOADING.' % (busy,
+                                                        base.UPGRADE_ID))
+        gone_message = 'No agent is registered for instance %s.' % gone
+        self.requests.delete(AGENTS + '/' + busy, status_code=409,
+                             json=base.error(409, 'Conflict', busy_message))
+        self.requests.delete(AGENTS + '/' + base.INSTANCE_ID,
+                             status_code=204)
+        self.requests.delete(AGENTS + '/' + gone, status_code=404,
+                             json=base.error(404, 'Not Found', gone_message))
+
+        code, out, err = self.openstack('database', 'agent', 'delete', busy,
+                                        base.INSTANCE_ID, gone)
+
+        self.assertEqual(1, code)
+        self.assertEqual('', out)
+        self.assertEqual([busy, base.INSTANCE_ID, gone],
+                         [r.path.rsplit('/', 1)[1]
+                          for r in self.api_requests()])
+        self.assertEqual([
+            'Failed to delete the agent of instance %s: %s (HTTP 409) '
+            '(Request-ID: req-error)' % (busy, busy_message),
+            'Failed to delete the agent of instance %s: %s (HTTP 404) '
+            '(Request-ID: req-error)' % (gone, gone_message),
+            '2 of 3 agents could not be deleted.'], err.splitlines())
