@@ -28,6 +28,7 @@ from testtools import content
 
 from trove_upgrade import context as tu_context
 from trove_upgrade.db import api as db_api
+from trove_upgrade import exception
 from trove_upgrade.tests import base
 from trove_upgrade.tests import conffile
 from trove_upgrade.tests.functional import keystone
@@ -298,6 +299,37 @@ class TestOpenStackCLI(base.TestCase):
         self.assertEqual((1, '', 404), (code, out, status))
         self.assertTrue(err.startswith('%s (HTTP 404) (Request-ID: req-'
                                        % detail), err)
+
+    def test_agent_delete_refused_while_upgrading_then_done(self):
+        admin = tu_context.get_admin_context()
+        instance_id = uuidutils.generate_uuid()
+        db_api.register_agent(admin, instance_id, {'guest_version': 'v1'})
+        code, out, err = self.create(instance_id, '-f', 'value', '-c', 'id')
+        self.assertEqual(0, code, err)
+        upgrade_id = out.strip()
+        status, detail = self.api_error('DELETE', '/agents/' + instance_id)
+
+        code, out, err = self.openstack('database', 'agent', 'delete',
+                                        instance_id)
+
+        self.assertEqual((1, '', 409), (code, out, status))
+        self.assertIn(upgrade_id, detail)
+        self.assertIn('%s (HTTP 409)' % detail, err)
+        self.assertEqual(instance_id, db_api.get_agent(
+            admin, instance_id)['instance_id'])
+
+        code, out, err = self.openstack('database', 'upgrade', 'cancel',
+                                        upgrade_id)
+        self.assertEqual(0, code, err)
+        code, out, err = self.openstack('database', 'agent', 'delete',
+                                        instance_id)
+        self.assertEqual((0, '', ''), (code, out, err))
+        self.assertRaises(exception.AgentNotFound, db_api.get_agent, admin,
+                          instance_id)
+        # Its upgrade stays, as the instance's history.
+        shown = self.openstack_json('database', 'upgrade', 'show',
+                                    upgrade_id, '-c', 'status')
+        self.assertEqual({'status': 'CANCELLED'}, shown)
 
     def test_bad_uuid_is_the_apis_400_and_records_nothing(self):
         status, detail = self.api_error('POST', '/upgrades', json={
