@@ -19,7 +19,6 @@ import threading
 import time
 
 import cachetools
-
 from oslo_utils import timeutils
 
 from trove_upgrade import conf

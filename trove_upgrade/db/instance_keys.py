@@ -56,22 +56,14 @@ def add_instance_key(context, instance_id, key_id, key_material, wrapped,
 
 def get_instance_keys(context, instance_id):
     """The unexpired keys of ``instance_id`` with material, newest first."""
-    now = timeutils.utcnow()
-    with db_api.context_manager.reader.using(context) as session:
-        rows = session.scalars(
-            sa.select(models.InstanceKey)
-            .where(models.InstanceKey.instance_id == instance_id,
-                   _unexpired(now))
-            .order_by(models.InstanceKey.created_at.desc(),
-                      models.InstanceKey.key_id))
-        return [_key_dict(row) for row in rows]
+    return get_instance_keys_of(context, [instance_id]).get(instance_id, [])
 
 
 def get_instance_keys_of(context, instance_ids):
-    """:func:`get_instance_keys` of many instances, in one query.
+    """The unexpired keys of each of ``instance_ids``, in one query.
 
-    Returns ``{instance_id: [keys]}``; instances without keys are left
-    out.
+    Returns ``{instance_id: [keys, newest first]}``; instances without
+    keys are left out.
     """
     now = timeutils.utcnow()
     found = {}
