@@ -1,13 +1,10 @@
 """``openstack database agent list|show|delete``: what the fleet reports."""
 
-import logging
-
 from osc_lib.cli import format_columns
 from osc_lib.command import command
-from osc_lib import exceptions
 from osc_lib import utils
 
-LOG = logging.getLogger(__name__)
+from trove_upgrade.osc.v1 import batch
 
 LIST_COLUMNS = ('Instance ID', 'Agent Version', 'Guest Version',
                 'RPC API Version', 'State', 'Reachable', 'Last Heartbeat')
@@ -84,16 +81,8 @@ class DeleteAgent(command.Command):
         return parser
 
     def take_action(self, parsed_args):
-        client = self.app.client_manager.guest_upgrade
-        failures = 0
-        for instance_id in parsed_args.instances:
-            try:
-                client.delete_agent(instance_id)
-            except exceptions.CommandError as exc:
-                failures += 1
-                LOG.error('Failed to delete the agent of instance %s: %s',
-                          instance_id, exc)
-        if failures:
-            raise exceptions.CommandError(
-                '%d of %d agents could not be deleted.' % (
-                    failures, len(parsed_args.instances)))
+        batch.for_each(
+            parsed_args.instances,
+            self.app.client_manager.guest_upgrade.delete_agent,
+            'Failed to delete the agent of instance %s: %s',
+            '%d of %d agents could not be deleted.')

@@ -1,7 +1,6 @@
 """``openstack database upgrade create|list|show|cancel``."""
 
 import argparse
-import logging
 import time
 
 from cliff import columns
@@ -11,9 +10,8 @@ from osc_lib.command import command
 from osc_lib import exceptions
 from osc_lib import utils
 
+from trove_upgrade.osc.v1 import batch
 from trove_upgrade import states
-
-LOG = logging.getLogger(__name__)
 
 # Seconds between two looks at an upgrade under --wait.
 WAIT_INTERVAL = 2
@@ -243,15 +241,8 @@ class CancelUpgrade(command.Command):
         return parser
 
     def take_action(self, parsed_args):
-        client = self.app.client_manager.guest_upgrade
-        failures = 0
-        for upgrade_id in parsed_args.upgrades:
-            try:
-                client.cancel_upgrade(upgrade_id)
-            except exceptions.CommandError as exc:
-                failures += 1
-                LOG.error('Failed to cancel upgrade %s: %s', upgrade_id, exc)
-        if failures:
-            raise exceptions.CommandError(
-                '%d of %d upgrades could not be cancelled.' % (
-                    failures, len(parsed_args.upgrades)))
+        batch.for_each(
+            parsed_args.upgrades,
+            self.app.client_manager.guest_upgrade.cancel_upgrade,
+            'Failed to cancel upgrade %s: %s',
+            '%d of %d upgrades could not be cancelled.')
