@@ -1043,8 +1043,8 @@ def list_selected_agents(context, selector):
 
     ``selector`` has one of ``instance_ids`` (a list), ``group`` (the
     ``group`` label) or ``labels`` (every item must match). Each agent is
-    a dict of ``instance_id``, ``guest_version``, ``labels`` and
-    ``last_heartbeat_at``: what a rollout decides on.
+    a dict of ``instance_id``, ``guest_version`` and ``last_heartbeat_at``:
+    what a rollout decides on.
     """
     _check_keys('selector field', selector,
                 frozenset(['instance_ids', 'group', 'labels']))
@@ -1052,20 +1052,32 @@ def list_selected_agents(context, selector):
         raise exception.Invalid(
             reason='a selector has exactly one of instance_ids, group and '
                    'labels')
-    # The four columns as plain rows: a reconcile pass reads the whole
-    # fleet, on every pass.
+    # Plain rows, and the labels as their JSON text: a reconcile pass
+    # reads the whole fleet, on every pass.
     agent = models.Agent
-    query = sa.select(agent.instance_id, agent.guest_version, agent.labels,
-                      agent.last_heartbeat_at).order_by(agent.instance_id)
+    query = sa.select(agent.instance_id, agent.guest_version,
+                      agent.last_heartbeat_at,
+                      sa.type_coerce(agent.labels, sa.Text)
+                      ).order_by(agent.instance_id)
     if 'instance_ids' in selector:
         query = query.where(agent.instance_id.in_(selector['instance_ids']))
     with context_manager.reader.using(context) as session:
         rows = session.execute(query).all()
     if 'instance_ids' not in selector:
-        labels = selector.get('labels') or {'group': selector.get('group')}
-        rows = [r for r in rows if _labels_match(r[2], labels)]
-    return [{'instance_id': r[0], 'guest_version': r[1], 'labels': r[2],
-             'last_heartbeat_at': r[3]} for r in rows]
+        wanted = selector.get('labels') or {'group': selector.get('group')}
+        # The agents of a fleet share a few label sets: each text is
+        # decoded and matched once, not once per agent. Decoding was a
+        # quarter of the reconciler's CPU at 2,000 agents.
+        matched = {}
+
+        def selected(text):
+            if text not in matched:
+                matched[text] = _labels_match(
+                    json.loads(text) if text else {}, wanted)
+            return matched[text]
+        rows = [r for r in rows if selected(r[3])]
+    return [{'instance_id': r[0], 'guest_version': r[1],
+             'last_heartbeat_at': r[2]} for r in rows]
 
 
 def list_agents_by_health(context, reachable, heartbeat_since, filters=None,

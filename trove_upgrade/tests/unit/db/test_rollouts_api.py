@@ -144,9 +144,13 @@ class TestRolloutsDb(test_api.DbTestCase):
             self.context, upgrade['id'])['rollout_id'])
 
     def test_selected_agents(self):
+        # A third agent shares the first one's labels: each labels text
+        # is matched once, and that answer serves every agent holding it.
+        third = '6f1c1a53-9d63-4c43-a0a1-6b1ad1f3c003'
         for instance_id, labels in ((test_api.INSTANCE, {'group': 'blue'}),
                                     (test_api.OTHER_INSTANCE,
-                                     {'group': 'red', 'az': 'a'})):
+                                     {'group': 'red', 'az': 'a'}),
+                                    (third, {'group': 'blue'})):
             db_api.register_agent(self.context, instance_id,
                                   {'labels': labels})
 
@@ -154,9 +158,14 @@ class TestRolloutsDb(test_api.DbTestCase):
             return [a['instance_id'] for a in
                     db_api.list_selected_agents(self.context, selector)]
 
-        self.assertEqual([test_api.INSTANCE], ids({'group': 'blue'}))
+        self.assertEqual([test_api.INSTANCE, third], ids({'group': 'blue'}))
         self.assertEqual([test_api.OTHER_INSTANCE],
                          ids({'labels': {'az': 'a'}}))
+        self.assertEqual([], ids({'labels': {'az': 'b'}}))
+        self.assertEqual(
+            {'instance_id', 'guest_version', 'last_heartbeat_at'},
+            set(db_api.list_selected_agents(self.context,
+                                            {'group': 'red'})[0]))
         self.assertEqual([test_api.OTHER_INSTANCE], ids(
             {'instance_ids': [test_api.OTHER_INSTANCE,
                               uuidutils.generate_uuid()]}))
