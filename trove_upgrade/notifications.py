@@ -43,10 +43,9 @@ def payload(upgrade):
 
 def notify_upgrade(context, event, upgrade):
     """Send ``trove_upgrade.upgrade.<event>`` about ``upgrade``."""
-    notifier = rpc.get_notifier()
-    # The default driver, noop, discards it: not worth building.
-    if not notifier.is_enabled():
+    if not rpc.notifications_enabled():
         return
+    notifier = rpc.get_notifier()
     event_type = '%s.%s' % (EVENT_PREFIX, event)
     if event == ERROR:
         notifier.error(context, event_type, payload(upgrade))

@@ -111,6 +111,17 @@ def get_notifier(publisher_id=None):
         publisher_id=publisher_id or default_publisher_id())
 
 
+def notifications_enabled():
+    """Whether ``[oslo_messaging_notifications] driver`` sends anywhere.
+
+    No driver (the default) and ``noop`` both send nowhere, but the
+    notifier's own ``is_enabled`` is true with no driver; building every
+    payload for nothing cost the rollout reconciler 4% of its CPU.
+    """
+    get_notifier()  # builds the notifier, which registers the option
+    return bool(set(CONF.oslo_messaging_notifications.driver) - {'noop'})
+
+
 def default_publisher_id():
     """``trove-upgrade.<host>``: which service host sent a notification."""
     return 'trove-upgrade.%s' % socket.gethostname()

@@ -1,8 +1,11 @@
 """The oslo.messaging plumbing: transport, serializer, servers, notifier."""
 
+from unittest import mock
+
 import oslo_messaging as messaging
 
 from trove_upgrade import context
+from trove_upgrade import notifications
 from trove_upgrade import rpc
 from trove_upgrade.tests import base
 from trove_upgrade.tests.fixtures import rpc as rpc_fixture
@@ -101,6 +104,19 @@ class TestRPC(base.TestCase):
                          (sent['publisher_id'], sent['event_type'],
                           sent['priority'], sent['payload'],
                           sent['context']['request_id']))
+
+    def test_notifications_enabled_only_with_a_sending_driver(self):
+        for drivers, enabled in (([], False), (['noop'], False),
+                                 (['test'], True), (['noop', 'log'], True)):
+            self.flags(driver=drivers, group='oslo_messaging_notifications')
+            self.assertEqual(enabled, rpc.notifications_enabled(), drivers)
+
+    def test_no_payload_is_built_for_no_driver(self):
+        self.flags(driver=[], group='oslo_messaging_notifications')
+        with mock.patch.object(notifications, 'payload') as payload:
+            notifications.notify_upgrade(context.RequestContext(),
+                                         notifications.CREATE, {'id': 'u'})
+        payload.assert_not_called()
 
     def test_default_publisher_names_the_host(self):
         self.assertTrue(rpc.default_publisher_id().startswith(
