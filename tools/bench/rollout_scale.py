@@ -16,7 +16,10 @@ the real RabbitMQ and a real PostgreSQL, and prints:
   batch) and all passes that dispatched;
 * completions per second over the whole rollout, from its creation to
   COMPLETED, with the time it took;
-* the conductor's CPU time (from /proc, every process of it), per upgrade.
+* the conductor's CPU time (from /proc, every process of it), per upgrade;
+* the CPU time of the conductor's rollout reconciler alone per upgrade
+  dispatched, next to the CPU time of one raw cast: unlike the rates, a
+  comparison that holds whatever else the machine's cores are doing.
 
     python tools/bench/rollout_scale.py [--agents 2000]
         [--max-in-flight 200] [--processes 3] [--send-threads 8]
@@ -56,6 +59,7 @@ BIN = os.path.dirname(sys.executable)
 RABBIT = 'rabbit://guest:guest@127.0.0.1:5672/'
 # Bounds every wait: a stuck run ends instead of looping.
 COMPLETION_TIMEOUT = 1800
+_RECONCILER = re.compile(r'Rollout reconciler [^:\s]+:(\d+) started')
 _DISPATCHED = re.compile(
     r'dispatched (\d+) upgrade\(s\) in ([\d.]+) s: planned in ([\d.]+) s, '
     r'recorded in ([\d.]+) s, cast in ([\d.]+) s, marked SENT in '
@@ -65,6 +69,12 @@ _DISPATCHED = re.compile(
 def _stat(pid):
     with open('/proc/%s/stat' % pid) as f:
         return f.read().rsplit(')', 1)[1].split()
+
+
+def _own_cpu_seconds(pid):
+    """User and system CPU of ``pid`` alone."""
+    fields = _stat(pid)
+    return (int(fields[11]) + int(fields[12])) / os.sysconf('SC_CLK_TCK')
 
 
 def _cpu_seconds(pid):
@@ -88,11 +98,9 @@ def _cpu_seconds(pid):
     total = 0.0
     for current in pids:
         try:
-            fields = _stat(current)
+            total += _own_cpu_seconds(current)
         except (FileNotFoundError, ProcessLookupError):
             continue
-        total += (int(fields[11]) + int(fields[12])) / os.sysconf(
-            'SC_CLK_TCK')
     return total
 
 
@@ -117,6 +125,7 @@ def bench_raw_casts(exchange, total):
 
     The queue is bound as an agent's is and deleted afterwards, so that
     RabbitMQ routes and stores each message as it does a dispatch's.
+    Returns (casts per second, CPU seconds per cast).
     """
     topic = 'guestagent_upgrade.bench-raw-casts'
     with kombu.Connection(RABBIT.replace('rabbit://', 'amqp://')) as conn:
@@ -140,12 +149,14 @@ def bench_raw_casts(exchange, total):
 
         cast()  # open the connection outside the timing
         started = time.perf_counter()
+        cpu_started = time.process_time()
         for _ in range(total):
             cast()
+        cpu = time.process_time() - cpu_started
         seconds = time.perf_counter() - started
         transport.cleanup()
         channel.queue_delete(topic)
-    return total / seconds
+    return total / seconds, cpu / total
 
 
 def _migrate(workdir, connection):
@@ -222,10 +233,12 @@ def _run(args, fleet, exchange):
                            multiplex=True)
         remaining -= per_process
     registration = time.monotonic() - started
-    raw_rate = bench_raw_casts(exchange, max(args.agents, 1000))
+    raw_rate, raw_cpu = bench_raw_casts(exchange, max(args.agents, 1000))
+    reconciler = int(_RECONCILER.search(fleet.logs()).group(1))
 
     admin = tu_context.get_admin_context()
     cpu_before = _cpu_seconds(conductor.pid)
+    reconciler_before = _own_cpu_seconds(reconciler)
     started = time.monotonic()
     rollout = rollouts.create_rollout(admin, {
         'name': 'bench', 'instance_version': 'v2.0.0', 'strategy': 'http',
@@ -244,12 +257,14 @@ def _run(args, fleet, exchange):
         time.sleep(0.2)
     seconds = time.monotonic() - started
     cpu = _cpu_seconds(conductor.pid) - cpu_before
+    reconciler_cpu = _own_cpu_seconds(reconciler) - reconciler_before
     passes = [(int(m.group(1)),) + tuple(float(g) for g in m.groups()[1:])
               for m in _DISPATCHED.finditer(fleet.logs())]
     claims = fleet.claims()
     return {'status': status, 'seconds': seconds, 'cpu': cpu,
             'passes': passes, 'registration': registration,
-            'raw_rate': raw_rate,
+            'raw_rate': raw_rate, 'raw_cpu': raw_cpu,
+            'reconciler_cpu': reconciler_cpu,
             'claimed_twice': sum(1 for c in claims.values() if c > 1)}
 
 
@@ -286,6 +301,12 @@ def _report(args, connection, result):
     print('conductor CPU: %.2f s (%.2f ms per upgrade, its agents\' '
           'claims and reports included)'
           % (result['cpu'], 1000.0 * result['cpu'] / max(dispatched, 1)))
+    per_dispatch = result['reconciler_cpu'] / max(dispatched, 1)
+    print('reconciler CPU: %.2f s, %.3f ms per upgrade dispatched (every '
+          'pass included), against %.3f ms per raw cast: %.0f%%'
+          % (result['reconciler_cpu'], 1000.0 * per_dispatch,
+             1000.0 * result['raw_cpu'],
+             100.0 * result['raw_cpu'] / per_dispatch))
 
 
 if __name__ == '__main__':
