@@ -1068,14 +1068,9 @@ def list_selected_agents(context, selector):
         # The agents of a fleet share a few label sets: each text is
         # decoded and matched once, not once per agent, which halved the
         # CPU of a selection of 2,000 agents.
-        matched = {}
-
-        def selected(text):
-            if text not in matched:
-                matched[text] = _labels_match(
-                    json.loads(text) if text else {}, wanted)
-            return matched[text]
-        rows = [r for r in rows if selected(r[3])]
+        matching = {text for text in {r[3] for r in rows}
+                    if _labels_match(json.loads(text), wanted)}
+        rows = [r for r in rows if r[3] in matching]
     return [{'instance_id': r[0], 'guest_version': r[1],
              'last_heartbeat_at': r[2]} for r in rows]
 
