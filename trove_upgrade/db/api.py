@@ -344,7 +344,7 @@ def _decide(upgrade, to_state, allowed_from, instance_id):
     return True
 
 
-def _take_sqlite_write_lock(session, upgrade_id):
+def _take_sqlite_write_lock(session, *upgrade_ids):
     """On SQLite, make the transaction's first statement a write.
 
     SQLite has a single writer. Two transactions that both read and then
@@ -356,7 +356,7 @@ def _take_sqlite_write_lock(session, upgrade_id):
     if session.get_bind().dialect.name == 'sqlite':
         session.execute(
             sa.update(models.Upgrade)
-            .where(models.Upgrade.id == upgrade_id)
+            .where(models.Upgrade.id.in_(upgrade_ids))
             .values(status=models.Upgrade.status)
             .execution_options(synchronize_session=False))
 
@@ -976,27 +976,32 @@ def create_rollout_upgrades(context, rollout, targets, owner):
 def mark_upgrades_sent(context, upgrade_ids, source):
     """Move those of ``upgrade_ids`` still PENDING to SENT, with events.
 
-    One transaction for a whole batch of casts; an upgrade its agent
-    claimed (or anyone moved) meanwhile is left alone. Returns the ids
-    moved.
+    One transaction for a whole batch of casts. An upgrade its agent
+    claimed (or anyone moved) meanwhile is left alone, and so is one whose
+    row another transaction holds, without waiting: that is a claim moving
+    it past SENT, and under a fleet that claims as fast as it is sent to,
+    waiting for those made this step slower than the casts. A claim that
+    rolls back leaves its upgrade PENDING, which a resent claim accepts as
+    it does SENT. Returns the ids moved.
     """
     if not upgrade_ids:
         return []
     now = timeutils.utcnow()
     upgrade = models.Upgrade
     with context_manager.writer.using(context) as session:
-        session.execute(
-            sa.update(upgrade)
-            .where(upgrade.id.in_(upgrade_ids),
-                   upgrade.status == states.PENDING)
-            .values(status=states.SENT, status_detail=None, updated_at=now)
-            .execution_options(synchronize_session=False))
+        _take_sqlite_write_lock(session, *upgrade_ids)
         moved = session.scalars(
             sa.select(upgrade.id)
             .where(upgrade.id.in_(upgrade_ids),
-                   upgrade.status == states.SENT,
-                   upgrade.updated_at == now)).all()
+                   upgrade.status == states.PENDING)
+            .with_for_update(skip_locked=True)).all()
         if moved:
+            session.execute(
+                sa.update(upgrade)
+                .where(upgrade.id.in_(moved))
+                .values(status=states.SENT, status_detail=None,
+                        updated_at=now)
+                .execution_options(synchronize_session=False))
             session.execute(sa.insert(models.UpgradeEvent.__table__), [
                 {'upgrade_id': upgrade_id, 'created_at': now,
                  'source': source, 'from_state': states.PENDING,

@@ -14,16 +14,20 @@ import threading
 from unittest import mock
 
 from oslo_utils import timeutils
-
+import sqlalchemy as sa
 
 from trove_upgrade import context
 from trove_upgrade.db import api as db_api
 from trove_upgrade.db import migration
+from trove_upgrade.db import models
 from trove_upgrade import exception
 from trove_upgrade import states
 from trove_upgrade.tests import base
 from trove_upgrade.tests.fixtures import database
 
+# Seconds a test waits for a call that must not block; only a broken run
+# waits it out.
+HANG_GUARD = 30
 _STAGES = (states.SENT, states.DOWNLOADING, states.VERIFYING,
            states.INSTALLING, states.RESTARTING, states.SUCCESS)
 
@@ -223,6 +227,39 @@ class _RaceTests:
         self.assertIn(agents[0]['agent_version'], ('1.0.0', '1.0.1'))
 
 
+class _RowLockTests:
+    """Where the database locks rows, not itself: MySQL and PostgreSQL."""
+
+    def test_mark_sent_skips_a_row_held_by_a_claim(self):
+        free = self._upgrade('4b1e8d5c-0000-4000-8000-000000000001')
+        held = self._upgrade('4b1e8d5c-0000-4000-8000-000000000002')
+        claim = db_api.get_engine().connect()
+        self.addCleanup(claim.close)
+        transaction = claim.begin()
+        # An agent's claim between its UPDATE and its commit.
+        claim.execute(sa.update(models.Upgrade)
+                      .where(models.Upgrade.id == held['id'])
+                      .values(status=states.DOWNLOADING))
+
+        marked = []
+        marker = threading.Thread(target=lambda: marked.append(
+            db_api.mark_upgrades_sent(self._context(),
+                                      [free['id'], held['id']],
+                                      'conductor')))
+        marker.start()
+        marker.join(HANG_GUARD)
+        finished = not marker.is_alive()
+        transaction.commit()
+        marker.join()
+
+        self.assertTrue(finished, 'marking SENT waited for the claim')
+        self.assertEqual([[free['id']]], marked)
+        self.assertEqual([states.PENDING, states.SENT],
+                         [e['to_state'] for e in self._events(free['id'])])
+        self.assertEqual(states.DOWNLOADING, db_api.get_upgrade(
+            self._context(), held['id'])['status'])
+
+
 class _Opportunistic(database.OpportunisticDBTestMixin):
 
     def setUp(self):
@@ -231,11 +268,13 @@ class _Opportunistic(database.OpportunisticDBTestMixin):
         self.useFixture(database.ServiceFacade())
 
 
-class TestRacesMySQL(_RaceTests, _Opportunistic, base.TestCase):
+class TestRacesMySQL(_RaceTests, _RowLockTests, _Opportunistic,
+                     base.TestCase):
     FIXTURE = database.MySQLOpportunisticFixture
 
 
-class TestRacesPostgreSQL(_RaceTests, _Opportunistic, base.TestCase):
+class TestRacesPostgreSQL(_RaceTests, _RowLockTests,
+                          _Opportunistic, base.TestCase):
     FIXTURE = database.PostgresqlOpportunisticFixture
 
 
