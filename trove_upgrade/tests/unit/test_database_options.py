@@ -1,0 +1,22 @@
+"""trove-upgrade's defaults of oslo.db's options."""
+
+from oslo_messaging import opts as messaging_opts
+
+from trove_upgrade import conf
+from trove_upgrade.tests import base
+
+
+class TestDatabaseDefaults(base.TestCase):
+
+    def test_pool_keeps_a_connection_for_each_rpc_thread(self):
+        threads = next(opt.default
+                       for group, opts in messaging_opts.list_opts()
+                       for opt in opts
+                       if opt.dest == 'executor_thread_pool_size')
+        self.assertEqual(threads, conf.CONF.database.max_pool_size)
+
+    def test_connection_is_sqlite_under_state_path(self):
+        self.flags(state_path='/var/lib/trove-upgrade')
+        self.assertEqual(
+            'sqlite:////var/lib/trove-upgrade/trove_upgrade.sqlite',
+            conf.CONF.database.connection)
