@@ -143,8 +143,20 @@ class AgentAPI:
                 return upgrade['id'], e
             return upgrade['id'], None
 
-        with futures.ThreadPoolExecutor(max(1, threads)) as pool:
-            outcomes = list(pool.map(send, upgrades))
+        def send_all(share):
+            return [send(upgrade) for upgrade in share]
+
+        # One share per thread rather than one task per upgrade: handing
+        # each cast to a pool thread and its result back cost more CPU
+        # than the cast itself.
+        threads = max(1, min(threads, len(upgrades)))
+        shares = [upgrades[i::threads] for i in range(threads)]
+        if threads == 1:
+            outcomes = send_all(upgrades)
+        else:
+            with futures.ThreadPoolExecutor(threads) as pool:
+                outcomes = [outcome for done in pool.map(send_all, shares)
+                            for outcome in done]
         return {upgrade_id: error for upgrade_id, error in outcomes
                 if error is not None}
 

@@ -126,6 +126,22 @@ class TestUpgradeMany(base.TestCase):
         self.assertEqual(['u-2'], [m.args['upgrade_id'] for m in
                                    self.servers[self.other].wait_for(1)])
 
+    def test_threads_share_the_batch_each_sent_once(self):
+        self.flags(group='upgrade_levels', agent='1.0')
+        failed = rpcapi.AgentAPI().upgrade_many(
+            self.context, self.upgrades(self.plain, self.keyed, self.other,
+                                        self.plain), threads=3)
+        self.assertEqual(['u-1'], list(failed))
+        plain = self.servers[self.plain].wait_for(2)
+        self.assertEqual(['u-0', 'u-3'],
+                         sorted(m.args['upgrade_id'] for m in plain))
+        self.assertEqual(['u-2'], [m.args['upgrade_id'] for m in
+                                   self.servers[self.other].wait_for(1)])
+
+    def test_nothing_to_send(self):
+        self.assertEqual({}, rpcapi.AgentAPI().upgrade_many(
+            self.context, [], threads=8))
+
     def test_keys_unreadable_fail_every_upgrade(self):
         path = self.create_tempfiles([('master', base64.b64encode(
             sealing.generate_key()).decode())])[0]
