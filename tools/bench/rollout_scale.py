@@ -14,12 +14,22 @@ the real RabbitMQ and a real PostgreSQL, and prints:
   of its plan to its last upgrade marked SENT (recorded, cast, marked), as
   the conductor logs them: the first pass (a full ``max_in_flight``
   batch) and all passes that dispatched;
+* the same first pass of a rollout during which the simulated agents are
+  stopped (SIGSTOP) until it ends: the dispatch path alone, without the
+  fleet answering on the same cores (claims to the conductor, RabbitMQ
+  delivering them, PostgreSQL recording them, the agents themselves);
+  that rollout runs first, to one version, then the measured one to the
+  next;
 * completions per second over the whole rollout, from its creation to
   COMPLETED, with the time it took;
 * the conductor's CPU time (from /proc, every process of it), per upgrade;
 * the CPU time of the conductor's rollout reconciler alone per upgrade
   dispatched, next to the CPU time of one raw cast: unlike the rates, a
-  comparison that holds whatever else the machine's cores are doing.
+  comparison that holds whatever else the machine's cores are doing;
+* the database sessions opened during the whole run, on PostgreSQL.
+
+Before anything is timed, a rollout over a few agents of their own opens
+the reconciler's send connections, as the raw casts open theirs first.
 
     python tools/bench/rollout_scale.py [--agents 2000]
         [--max-in-flight 200] [--processes 3] [--send-threads 8]
@@ -36,6 +46,7 @@ import argparse
 import collections
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -61,7 +72,8 @@ RABBIT = 'rabbit://guest:guest@127.0.0.1:5672/'
 COMPLETION_TIMEOUT = 1800
 _RECONCILER = re.compile(r'Rollout reconciler [^:\s]+:(\d+) started')
 _DISPATCHED = re.compile(
-    r'dispatched (\d+) upgrade\(s\) in ([\d.]+) s: planned in ([\d.]+) s, '
+    r'Rollout (\S+) dispatched (\d+) upgrade\(s\) in ([\d.]+) s: '
+    r'planned in ([\d.]+) s, '
     r'recorded in ([\d.]+) s, cast in ([\d.]+) s, marked SENT in '
     r'([\d.]+) s')
 
@@ -105,7 +117,11 @@ def _cpu_seconds(pid):
 
 
 def _temporary_database(suffix):
-    """A PostgreSQL database for this run; returns (url, drop)."""
+    """A PostgreSQL database for this run; returns (url, sessions, drop).
+
+    ``sessions()`` is how many sessions were opened to it so far; the
+    count of a session that is still open may not be in it yet.
+    """
     name = 'trove_upgrade_bench_%s' % suffix
     server = psycopg2.connect(host='127.0.0.1', user='postgres',
                               dbname='postgres')
@@ -113,11 +129,19 @@ def _temporary_database(suffix):
     with server.cursor() as cursor:
         cursor.execute('CREATE DATABASE %s' % name)
 
+    def sessions():
+        with server.cursor() as cursor:
+            cursor.execute('SELECT pg_stat_clear_snapshot()')
+            cursor.execute('SELECT sessions FROM pg_stat_database '
+                           'WHERE datname = %s', (name,))
+            return cursor.fetchone()[0]
+
     def drop():
         with server.cursor() as cursor:
             cursor.execute('DROP DATABASE %s' % name)
         server.close()
-    return 'postgresql+psycopg2://postgres@127.0.0.1/%s' % name, drop
+    return ('postgresql+psycopg2://postgres@127.0.0.1/%s' % name, sessions,
+            drop)
 
 
 def bench_raw_casts(exchange, total):
@@ -198,10 +222,10 @@ def main():
         'DEFAULT': {'transport_url': RABBIT, 'control_exchange': exchange},
         'conductor': {'topic': 'trove_upgrade_conductor_bench_%s' % suffix},
     }
-    drop = None
+    sessions = drop = None
     connection = args.connection
     if connection is None:
-        connection, drop = _temporary_database(suffix)
+        connection, sessions, drop = _temporary_database(suffix)
     with tempfile.TemporaryDirectory() as workdir:
         _migrate(workdir, connection)
         CONF.set_override('connection', connection, group='database')
@@ -213,14 +237,84 @@ def main():
             conductor_defaults={'executor_thread_pool_size':
                                 args.conductor_threads})
         fleet.setUp()
+        result = {}
         try:
-            result = _run(args, fleet, exchange)
+            result.update(_run(args, fleet, exchange))
         finally:
             fleet.cleanUp()
             db_api.get_engine().dispose()
+            # Read once every process that opened one has ended: a
+            # session is counted when its process reports it.
+            if sessions is not None:
+                result['sessions'] = sessions()
             if drop is not None:
                 drop()
     _report(args, connection, result)
+
+
+def _rollout(admin, version, group, max_in_flight):
+    """Create a rollout of ``group`` to ``version``; return its id."""
+    return rollouts.create_rollout(admin, {
+        'name': 'bench-%s-%s' % (group, version),
+        'instance_version': version, 'strategy': 'http',
+        'location': 'https://127.0.0.1/trove-guestagent.tar',
+        'selector': {'group': group}, 'canary': 0,
+        'max_in_flight': max_in_flight, 'max_in_flight_kind': 'count',
+        'max_failures': 0, 'max_failures_kind': 'count',
+        'per_agent_retries': 0, 'agent_deadline': 600})['id']
+
+
+def _passes(fleet, rollout_id):
+    """(count, seconds, planned, recorded, cast, marked) of each pass."""
+    return [(int(m.group(2)),) + tuple(float(g) for g in m.groups()[2:])
+            for m in _DISPATCHED.finditer(fleet.logs())
+            if m.group(1) == rollout_id]
+
+
+def _wait_for(admin, rollout_id, started):
+    while True:
+        status = db_api.get_rollout(admin, rollout_id)['status']
+        if status != rs.RUNNING:
+            return status
+        if time.monotonic() - started > COMPLETION_TIMEOUT:
+            raise SystemExit('the rollout did not complete in %d s'
+                             % COMPLETION_TIMEOUT)
+        time.sleep(0.2)
+
+
+def _warm_up(admin, fleet, args):
+    """Open the reconciler's send connections before anything is timed.
+
+    As the raw casts open theirs first: a rollout over twice as many
+    agents of their own as there are send threads, all at once.
+    """
+    count = 2 * args.send_threads
+    fleet.start_agents(count, labels='group=warmup', multiplex=True)
+    rollout_id = _rollout(admin, 'v2.0.0', 'warmup', count)
+    status = _wait_for(admin, rollout_id, time.monotonic())
+    if status != rs.COMPLETED:
+        raise SystemExit('the warm-up rollout ended %s' % status)
+
+
+def _first_pass_alone(admin, fleet, args):
+    """The first pass of a rollout to v2.0.0 with the agents stopped."""
+    started = time.monotonic()
+    for process in fleet.agent_processes:
+        os.killpg(process.pid, signal.SIGSTOP)
+    try:
+        rollout_id = _rollout(admin, 'v2.0.0', 'bench', args.max_in_flight)
+        while not _passes(fleet, rollout_id):
+            if time.monotonic() - started > COMPLETION_TIMEOUT:
+                raise SystemExit('the rollout dispatched nothing in %d s'
+                                 % COMPLETION_TIMEOUT)
+            time.sleep(0.05)
+    finally:
+        for process in fleet.agent_processes:
+            os.killpg(process.pid, signal.SIGCONT)
+    status = _wait_for(admin, rollout_id, started)
+    if status != rs.COMPLETED:
+        raise SystemExit('the first rollout ended %s' % status)
+    return _passes(fleet, rollout_id)[0]
 
 
 def _run(args, fleet, exchange):
@@ -237,32 +331,21 @@ def _run(args, fleet, exchange):
     reconciler = int(_RECONCILER.search(fleet.logs()).group(1))
 
     admin = tu_context.get_admin_context()
+    _warm_up(admin, fleet, args)
+    alone = _first_pass_alone(admin, fleet, args)
+    claims_before = fleet.claims()
     cpu_before = _cpu_seconds(conductor.pid)
     reconciler_before = _own_cpu_seconds(reconciler)
     started = time.monotonic()
-    rollout = rollouts.create_rollout(admin, {
-        'name': 'bench', 'instance_version': 'v2.0.0', 'strategy': 'http',
-        'location': 'https://127.0.0.1/trove-guestagent.tar',
-        'selector': {'group': 'bench'}, 'canary': 0,
-        'max_in_flight': args.max_in_flight, 'max_in_flight_kind': 'count',
-        'max_failures': 0, 'max_failures_kind': 'count',
-        'per_agent_retries': 0, 'agent_deadline': 600})
-    while True:
-        status = db_api.get_rollout(admin, rollout['id'])['status']
-        if status != rs.RUNNING:
-            break
-        if time.monotonic() - started > COMPLETION_TIMEOUT:
-            raise SystemExit('the rollout did not complete in %d s'
-                             % COMPLETION_TIMEOUT)
-        time.sleep(0.2)
+    rollout_id = _rollout(admin, 'v3.0.0', 'bench', args.max_in_flight)
+    status = _wait_for(admin, rollout_id, started)
     seconds = time.monotonic() - started
     cpu = _cpu_seconds(conductor.pid) - cpu_before
     reconciler_cpu = _own_cpu_seconds(reconciler) - reconciler_before
-    passes = [(int(m.group(1)),) + tuple(float(g) for g in m.groups()[1:])
-              for m in _DISPATCHED.finditer(fleet.logs())]
-    claims = fleet.claims()
+    claims = fleet.claims() - claims_before
     return {'status': status, 'seconds': seconds, 'cpu': cpu,
-            'passes': passes, 'registration': registration,
+            'passes': _passes(fleet, rollout_id), 'alone': alone,
+            'registration': registration,
             'raw_rate': raw_rate, 'raw_cpu': raw_cpu,
             'reconciler_cpu': reconciler_cpu,
             'claimed_twice': sum(1 for c in claims.values() if c > 1)}
@@ -293,11 +376,16 @@ def _report(args, connection, result):
     first = passes[0]
     line('dispatches, first pass (%d upgrades)' % first[0],
          first[0] / first[1])
+    alone = result['alone']
+    line('dispatches, first pass, agents stopped (%d upgrades)' % alone[0],
+         alone[0] / alone[1])
     line('dispatches, all %d passes that dispatched' % len(passes),
          dispatched / sum(p[1] for p in passes))
     line('completions, whole rollout', dispatched / result['seconds'])
     print('first pass: planned in %.3f s, recorded in %.3f s, cast in '
           '%.3f s, marked SENT in %.3f s' % first[2:])
+    print('agents stopped: planned in %.3f s, recorded in %.3f s, cast in '
+          '%.3f s, marked SENT in %.3f s' % alone[2:])
     print('conductor CPU: %.2f s (%.2f ms per upgrade, its agents\' '
           'claims and reports included)'
           % (result['cpu'], 1000.0 * result['cpu'] / max(dispatched, 1)))
@@ -307,6 +395,9 @@ def _report(args, connection, result):
           % (result['reconciler_cpu'], 1000.0 * per_dispatch,
              1000.0 * result['raw_cpu'],
              100.0 * result['raw_cpu'] / per_dispatch))
+    if 'sessions' in result:
+        print('database sessions opened in the whole run (registration, '
+              'both rollouts): %d' % result['sessions'])
 
 
 if __name__ == '__main__':
