@@ -150,10 +150,10 @@ class AgentAPI:
         # each cast to a pool thread and its result back cost more CPU
         # than the cast itself.
         threads = max(1, min(threads, len(upgrades)))
-        shares = [upgrades[i::threads] for i in range(threads)]
         if threads == 1:
             outcomes = send_all(upgrades)
         else:
+            shares = [upgrades[i::threads] for i in range(threads)]
             with futures.ThreadPoolExecutor(threads) as pool:
                 outcomes = [outcome for done in pool.map(send_all, shares)
                             for outcome in done]

@@ -12,7 +12,7 @@ opened only when needed, so an idle service holds few.
 from oslo_config import cfg
 from oslo_db import options as db_options
 
-DEFAULTS = {
+_DEFAULTS = {
     'connection': 'sqlite:///$state_path/trove_upgrade.sqlite',
     'max_pool_size': 64,
 }
@@ -21,7 +21,7 @@ DEFAULTS = {
 def register_opts(conf):
     # On oslo.db's option objects themselves, not only on ``conf``: the
     # sample config generator reads the objects.
-    cfg.set_defaults(db_options.database_opts, **DEFAULTS)
+    cfg.set_defaults(db_options.database_opts, **_DEFAULTS)
     db_options.set_defaults(conf)
 
 
