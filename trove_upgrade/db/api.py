@@ -210,12 +210,12 @@ def _agent_dict(row):
     }
 
 
-def _new_event(context, upgrade_id, now, source, from_state, to_state,
-               detail):
-    return models.UpgradeEvent(
-        upgrade_id=upgrade_id, created_at=now, source=source,
-        from_state=from_state, to_state=to_state, detail=detail,
-        request_id=context.request_id)
+def _event_row(context, upgrade_id, now, source, from_state, to_state,
+               detail=None):
+    """The values of one ``upgrade_events`` row, for a plain INSERT."""
+    return {'upgrade_id': upgrade_id, 'created_at': now, 'source': source,
+            'from_state': from_state, 'to_state': to_state,
+            'detail': detail, 'request_id': context.request_id}
 
 
 def _get_upgrade_row(session, upgrade_id):
@@ -270,9 +270,9 @@ def create_upgrade(context, values):
     with context_manager.writer.using(context) as session:
         session.add(upgrade)
         session.flush()
-        session.add(_new_event(context, upgrade.id, now, 'api', None,
-                               states.PENDING, None))
-        session.flush()
+        session.execute(sa.insert(models.UpgradeEvent.__table__).values(
+            _event_row(context, upgrade.id, now, 'api', None,
+                       states.PENDING)))
         return _upgrade_dict(upgrade)
 
 
@@ -393,9 +393,8 @@ def _transition_once(context, upgrade_id, to_state, source, detail,
         if result.rowcount != 1:
             return None
         session.execute(sa.insert(models.UpgradeEvent.__table__).values(
-            upgrade_id=upgrade_id, created_at=now, source=source,
-            from_state=upgrade['status'], to_state=to_state, detail=detail,
-            request_id=context.request_id))
+            _event_row(context, upgrade_id, now, source, upgrade['status'],
+                       to_state, detail)))
         upgrade.update(columns)
         return True, upgrade
 
@@ -905,11 +904,8 @@ def _rollout_upgrade_rows(context, rollout, targets, now):
             'user_id': context.user_id, 'request_id': context.request_id,
             'rollout_id': rollout['id'], 'created_at': now,
             'updated_at': now, 'finished_at': None})
-        events.append({
-            'upgrade_id': upgrade_id, 'created_at': now,
-            'source': 'conductor', 'from_state': None,
-            'to_state': states.PENDING, 'detail': None,
-            'request_id': context.request_id})
+        events.append(_event_row(context, upgrade_id, now, 'conductor',
+                                 None, states.PENDING))
         dispatches.append({
             'rollout_id': rollout['id'], 'instance_id': instance_id,
             'attempt': attempt, 'canary': canary, 'upgrade_id': upgrade_id,
@@ -1003,10 +999,8 @@ def mark_upgrades_sent(context, upgrade_ids, source):
                         updated_at=now)
                 .execution_options(synchronize_session=False))
             session.execute(sa.insert(models.UpgradeEvent.__table__), [
-                {'upgrade_id': upgrade_id, 'created_at': now,
-                 'source': source, 'from_state': states.PENDING,
-                 'to_state': states.SENT, 'detail': None,
-                 'request_id': context.request_id}
+                _event_row(context, upgrade_id, now, source, states.PENDING,
+                           states.SENT)
                 for upgrade_id in moved])
         return list(moved)
 
