@@ -68,19 +68,12 @@ def create_upgrade(context, values):
                           upgrade['instance_version'], upgrade['strategy'],
                           upgrade['location'], upgrade['metadata'],
                           upgrade['allow_downgrade'])
-    # Whatever stopped the cast, the upgrade was not sent: oslo.messaging's
-    # errors, and the driver's connection errors it does not wrap.
     except Exception as e:
-        reason = '%s: %s' % (type(e).__name__, e)
+        reason = record_unsent(context, upgrade['id'], e, 'api')
         LOG.error('Upgrade %(id)s could not be sent to the agent of '
                   'instance %(instance)s: %(reason)s',
                   {'id': upgrade['id'], 'instance': upgrade['instance_id'],
                    'reason': reason})
-        changed, failed = db_api.transition_upgrade(
-            context, upgrade['id'], states.FAILED, 'api',
-            detail='Could not be sent to the agent: %s' % reason)
-        if changed:
-            notifications.notify_final_state(context, failed)
         raise exception.DispatchFailed(upgrade_id=upgrade['id'],
                                        reason=reason)
     # No allowed_from: when the agent was faster, or the operator cancelled
@@ -88,6 +81,23 @@ def create_upgrade(context, values):
     _changed, upgrade = db_api.transition_upgrade(
         context, upgrade['id'], states.SENT, 'api')
     return upgrade
+
+
+def record_unsent(context, upgrade_id, error, source):
+    """Record FAILED for an upgrade whose cast raised ``error``.
+
+    Whatever stopped the cast (oslo.messaging's errors, the driver's
+    connection errors it does not wrap, the version cap, a missing key),
+    the upgrade was not sent; in a rollout it counts as an attempt.
+    Returns the reason recorded.
+    """
+    reason = '%s: %s' % (type(error).__name__, error)
+    changed, upgrade = db_api.transition_upgrade(
+        context, upgrade_id, states.FAILED, source,
+        detail='Could not be sent to the agent: %s' % reason)
+    if changed:
+        notifications.notify_final_state(context, upgrade)
+    return reason
 
 
 def cancel_upgrade(context, upgrade_id):

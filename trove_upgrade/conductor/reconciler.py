@@ -30,7 +30,7 @@ from trove_upgrade import notifications
 from trove_upgrade import rollout_states as rs
 from trove_upgrade import rollouts
 from trove_upgrade import rpc
-from trove_upgrade import states
+from trove_upgrade import upgrades
 
 CONF = conf.CONF
 LOG = logging.getLogger(__name__)
@@ -120,19 +120,13 @@ class Reconciler:
         failed = self.agent_api.upgrade_many(
             context, created, threads=CONF.conductor.rollout_send_threads)
         cast = time.monotonic()
-        # As in upgrades.create_upgrade: whatever stopped a cast, that
-        # upgrade was not sent and fails, counting as an attempt.
         for upgrade_id, error in failed.items():
-            reason = '%s: %s' % (type(error).__name__, error)
+            reason = upgrades.record_unsent(context, upgrade_id, error,
+                                            'conductor')
             LOG.error('Upgrade %(id)s of rollout %(rollout)s could not be '
                       'sent: %(reason)s',
                       {'id': upgrade_id, 'rollout': rollout['id'],
                        'reason': reason})
-            changed, upgrade = db_api.transition_upgrade(
-                context, upgrade_id, states.FAILED, 'conductor',
-                detail='Could not be sent to the agent: %s' % reason)
-            if changed:
-                notifications.notify_final_state(context, upgrade)
         sent = [u['id'] for u in created if u['id'] not in failed]
         db_api.mark_upgrades_sent(context, sent, 'conductor')
         done = time.monotonic()
