@@ -1,0 +1,59 @@
+"""Real OpenStack Trove releases from PyPI, installed once and reused.
+
+Installing ``trove`` takes about a minute, so the virtualenvs are built once
+per machine in a cache directory that outlives test runs and CI clones
+(``TROVE_UPGRADE_TEST_CACHE``, by default ``~/.cache/trove-upgrade-tests``).
+A virtualenv is built under a file lock, so concurrent test workers build
+it once, and is used only once a marker says it is whole. Trove still runs
+on eventlet: its programs are only ever run as processes of their own,
+never imported here.
+"""
+
+import contextlib
+import fcntl
+import os
+import shutil
+import subprocess
+import sys
+
+RELEASES = ('25.1.0', '26.0.0')
+
+
+def cache_dir():
+    path = os.environ.get('TROVE_UPGRADE_TEST_CACHE') or os.path.join(
+        os.path.expanduser('~'), '.cache', 'trove-upgrade-tests')
+    os.makedirs(path, exist_ok=True)
+    return path
+
+
+@contextlib.contextmanager
+def _locked(name):
+    with open(os.path.join(cache_dir(), name + '.lock'), 'w') as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+def trove_venv(version):
+    """The path of a virtualenv with ``trove==version`` installed.
+
+    A virtualenv cannot be moved (its scripts name their own path), so it is
+    built in place and a marker written last says it is whole; one without
+    the marker, left by a killed run, is removed and built again.
+    """
+    name = 'trove-%s-venv' % version
+    path = os.path.join(cache_dir(), name)
+    marker = os.path.join(path, '.complete')
+    with _locked(name):
+        if os.path.exists(marker):
+            return path
+        shutil.rmtree(path, ignore_errors=True)
+        subprocess.run([sys.executable, '-m', 'venv', path], check=True)
+        subprocess.run(
+            [os.path.join(path, 'bin', 'pip'), 'install', '-q',
+             '--disable-pip-version-check', 'trove==%s' % version],
+            check=True)
+        with open(marker, 'w') as done:
+            done.write(version)
+            done.flush()
+            os.fsync(done.fileno())
+    return path
