@@ -16,6 +16,7 @@ from oslo_messaging.rpc import dispatcher
 from trove_upgrade import conf
 from trove_upgrade import context as tu_context
 from trove_upgrade import exception
+from trove_upgrade import hosted_conf
 
 CONF = conf.CONF
 
@@ -28,8 +29,17 @@ _NOTIFIER = None
 
 
 def set_defaults(control_exchange='trove_upgrade'):
-    """Make ``control_exchange`` the exchange when none is configured."""
-    messaging.set_transport_defaults(control_exchange)
+    """Make ``control_exchange`` the exchange when none is configured.
+
+    oslo.messaging's own helper changes the default for every ConfigOpts
+    of the process; inside trove-api (hosted) that would move Trove's own
+    casts to our exchange, so there only our ConfigOpts gets the default.
+    """
+    if hosted_conf.is_private():
+        messaging.TransportURL.parse(CONF)  # registers the transport options
+        CONF.set_default('control_exchange', control_exchange)
+    else:
+        messaging.set_transport_defaults(control_exchange)
 
 
 # Importing this module is what every RPC user does first, so no entry point
