@@ -8,6 +8,7 @@ The transports are built on first use, after the service has parsed its
 configuration and, for a forking launcher, in the process that uses them.
 """
 
+import importlib
 import socket
 
 import oslo_messaging as messaging
@@ -37,9 +38,28 @@ def set_defaults(control_exchange='trove_upgrade'):
     """
     if hosted_conf.is_private():
         messaging.TransportURL.parse(CONF)  # registers the transport options
+        _register_global_only_opts(CONF)
         CONF.set_default('control_exchange', control_exchange)
     else:
         messaging.set_transport_defaults(control_exchange)
+
+
+# oslo.messaging modules that register their options on the global CONF
+# only, as they load, yet read them from the transport's ConfigOpts.
+_GLOBAL_ONLY_OPTS = (
+    ('oslo_messaging._metrics.client', 'oslo_messaging_metrics'),
+    ('oslo_messaging._tracing.client', 'oslo_messaging_tracing'),
+)
+
+
+def _register_global_only_opts(conf):
+    """Without them, a private ConfigOpts fails every send (NoSuchOptError)."""
+    for module_name, group in _GLOBAL_ONLY_OPTS:
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError:  # a release without it reads nothing of it
+            continue
+        conf.register_opts(getattr(module, group), group=group)
 
 
 # Importing this module is what every RPC user does first, so no entry point
