@@ -12,7 +12,7 @@ import webob.exc
 from trove_upgrade.api.schemas import upgrades as schema
 from trove_upgrade.api import util
 from trove_upgrade.api import views
-from trove_upgrade.db import api as db_api
+from trove_upgrade.db import upgrades as db_upgrades
 from trove_upgrade import exception
 from trove_upgrade.policies import upgrades as policies
 from trove_upgrade import policy
@@ -112,8 +112,8 @@ def list_upgrades(req):
                if name in params}
     if 'instance_id' in filters:
         filters['instance_id'] = str(uuid.UUID(filters['instance_id']))
-    found = db_api.list_upgrades(context, filters=filters, limit=limit,
-                                 marker=params.get('marker'))
+    found = db_upgrades.list_upgrades(context, filters=filters, limit=limit,
+                                      marker=params.get('marker'))
     tenant_id = req.urlvars['tenant_id']
     items = [views.upgrade(req, tenant_id, u) for u in found]
     return util.json_response(
@@ -124,7 +124,8 @@ def list_upgrades(req):
 def show_upgrade(req):
     context = req.environ[util.CONTEXT_KEY]
     policy.authorize(context, policies.SHOW)
-    upgrade = db_api.get_upgrade(context, _upgrade_id(req), with_events=True)
+    upgrade = db_upgrades.get_upgrade(context, _upgrade_id(req),
+                                      with_events=True)
     return util.json_response(
         {'upgrade': views.upgrade(req, req.urlvars['tenant_id'], upgrade)})
 

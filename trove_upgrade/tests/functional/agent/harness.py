@@ -33,7 +33,7 @@ from oslo_utils import uuidutils
 from trove_upgrade.agent import install
 from trove_upgrade.agent import journal
 from trove_upgrade import context as tu_context
-from trove_upgrade.db import api as db_api
+from trove_upgrade.db import upgrades as db_upgrades
 from trove_upgrade import instance_keys
 from trove_upgrade import rpc
 from trove_upgrade import sealing
@@ -367,8 +367,8 @@ class AgentTestCase(base.TestCase):
         })
 
     def get_upgrade(self, upgrade_id):
-        return db_api.get_upgrade(self.context, upgrade_id,
-                                  with_events=True)
+        return db_upgrades.get_upgrade(self.context, upgrade_id,
+                                       with_events=True)
 
     def wait_for(self, predicate, what, timeout=WAIT):
         deadline = time.monotonic() + timeout
