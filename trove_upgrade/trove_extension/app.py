@@ -21,6 +21,7 @@ from trove_upgrade.api import fault_wrap
 from trove_upgrade.api import sizelimit
 from trove_upgrade.api import util
 from trove_upgrade import context
+from trove_upgrade.db import common as db_common
 from trove_upgrade import hosted_conf
 from trove_upgrade import version
 
@@ -46,8 +47,7 @@ def _parse(config_files):
 
 def _configure_database(conf):
     """enginefacade reads the global CONF, Trove's here: give it ours."""
-    from trove_upgrade.db import api as db_api
-    db_api.context_manager.configure(**{
+    db_common.context_manager.configure(**{
         opt.dest: conf.database[opt.dest]
         for opt in db_options.database_opts})
 
