@@ -42,6 +42,13 @@ def _parse(config_files):
     tu_conf.CONF([], project='trove-upgrade', prog='trove-upgrade',
                  version=version.version_string(),
                  default_config_files=config_files or None)
+    if not conf.config_file:
+        # Defaults alone would serve an empty SQLite database of its own.
+        raise RuntimeError(
+            'The trove-upgrade API extension is enabled but no '
+            'trove-upgrade configuration file was found: set '
+            '[trove_upgrade] config_files in trove.conf or create '
+            '/etc/trove-upgrade/trove-upgrade.conf.')
     return conf
 
 
