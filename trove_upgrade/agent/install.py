@@ -10,7 +10,10 @@ A version is built in a fresh virtualenv at its final path (virtualenv
 scripts record their interpreter's absolute path), with ``pip install
 --no-index`` from the package's own wheels only, and checked before anything
 points at it. A directory without the marker is a half-built install from an
-interrupted run and is removed, never used. ``current`` is replaced
+interrupted run and is removed, never used. A version may also be a
+symlink to a virtualenv installed by other means (an adopted guest image's
+``/opt/guest-agent-venv``, see ``agent/adopt.py``): removing it removes the
+link only. ``current`` is replaced
 atomically: a new symlink is made under a temporary name and renamed over
 it, so a crash leaves the old link or the new one.
 """
@@ -46,6 +49,14 @@ _OUTPUT_LIMIT = 2000
 
 class InstallError(Exception):
     """A new install could not be built or did not pass its checks."""
+
+
+def remove_tree(path):
+    """Remove an install; an adopted one (a symlink) loses its link only."""
+    if os.path.islink(path):
+        os.unlink(path)
+    else:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def check_version_name(version):
@@ -161,7 +172,7 @@ class InstallRoot:
                         os.path.join(path, MARKER)):
                     continue
                 LOG.info('Removing incomplete install %s', path)
-                shutil.rmtree(path, ignore_errors=True)
+                remove_tree(path)
 
     def install(self, version, wheel_paths, health_command=None,
                 health_timeout=30.0):
@@ -185,7 +196,7 @@ class InstallRoot:
                                'cannot be reinstalled' % version)
         with self.lock:
             if os.path.lexists(dest):
-                shutil.rmtree(dest)
+                remove_tree(dest)
             try:
                 self._build(dest, wheel_paths)
                 self._check(dest, wheel_paths, health_command,
@@ -201,7 +212,7 @@ class InstallRoot:
                     os.fsync(f.fileno())
                 journal_mod.fsync_dir(dest)
             except BaseException:
-                shutil.rmtree(dest, ignore_errors=True)
+                remove_tree(dest)
                 raise
             journal_mod.fsync_dir(self.versions_dir)
         return dest
@@ -277,6 +288,10 @@ class InstallRoot:
             removed = []
             for version in removable[:max(excess, 0)]:
                 path = self.path(version)
+                if os.path.islink(path):
+                    os.unlink(path)
+                    removed.append(version)
+                    continue
                 # Drop the marker first: a crash mid-removal then leaves an
                 # incomplete install, which the next start cleans up.
                 os.unlink(os.path.join(path, MARKER))
