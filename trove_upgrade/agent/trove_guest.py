@@ -111,8 +111,11 @@ def apply(conf, guest):
         used.append('guest_id')
     # The same option objects oslo.messaging registers when it builds a
     # transport: registering them first is a no-op for it.
-    conf.register_opts(messaging_transport._transport_opts)
-    if not conf.transport_url and guest.transport_url:
+    opts = messaging_transport._transport_opts
+    conf.register_opts(opts)
+    # oslo.messaging's default ("rabbit://", localhost) means "not set".
+    default = [o.default for o in opts if o.name == 'transport_url'][0]
+    if conf.transport_url in (None, default) and guest.transport_url:
         conf.set_default('transport_url', guest.transport_url)
         used.append('transport_url')
     if used:
