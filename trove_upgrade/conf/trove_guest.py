@@ -18,8 +18,8 @@ trove_guest_opts = [
     cfg.StrOpt('config_dir',
                default='/etc/trove/conf.d',
                help='Trove\'s guest configuration directory, read like '
-                    'trove-guestagent reads it (--config-dir: every *.conf '
-                    'file, in name order). Its [DEFAULT] guest_id, '
+                    'trove-guestagent reads it (--config-dir: every file '
+                    'ending in .conf, in name order). Its [DEFAULT] guest_id, '
                     'transport_url and control_exchange are used when this '
                     'agent\'s own [agent] instance_id and [DEFAULT] '
                     'transport_url are not set. Ignored when the directory '
