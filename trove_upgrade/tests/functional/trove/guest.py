@@ -53,8 +53,9 @@ def broken_trove_wheel(version, kind, dest_dir, cache_dir):
         member = 'trove/__init__.py'
         extra = b'\nraise ImportError("deliberately broken build")\n'
     elif kind == 'exit':
+        # Imports fine; the guest agent exits as soon as it runs.
         member = 'trove/cmd/guest.py'
-        extra = b'\nimport sys as _sys\n_sys.exit(3)\n'
+        extra = b'\n\ndef main():\n    raise SystemExit(3)\n'
     else:
         raise ValueError(kind)
     with zipfile.ZipFile(source) as src, zipfile.ZipFile(
