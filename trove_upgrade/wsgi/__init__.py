@@ -9,9 +9,8 @@ environment: ``TROVE_UPGRADE_CONFIG_FILES`` and ``TROVE_UPGRADE_CONFIG_DIRS``
 
 import os
 
-from oslo_service import backend
-
-backend.init_backend(backend.BackendType.THREADING)
+# First: the threading backend, and no eventlet warning in the log.
+import trove_upgrade.cmd  # noqa: F401
 
 from oslo_log import log as logging  # noqa: E402
 
