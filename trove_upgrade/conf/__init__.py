@@ -15,6 +15,7 @@ from trove_upgrade.conf import database
 from trove_upgrade.conf import paths
 from trove_upgrade.conf import rpc
 from trove_upgrade.conf import strategies
+from trove_upgrade.conf import trove
 from trove_upgrade.conf import upgrade_levels
 
 CONF = cfg.CONF
@@ -27,6 +28,7 @@ AREAS = (
     paths,
     rpc,
     strategies,
+    trove,
     upgrade_levels,
 )
 

@@ -27,6 +27,13 @@ def _check_version(value):
             '(PEP 440, with an optional leading "v").' % value)
 
 
+def normalized_instance(id_or_name):
+    """An instance id in its canonical form; a name as given."""
+    if uuidutils.is_uuid_like(id_or_name):
+        return str(uuid.UUID(id_or_name))
+    return id_or_name
+
+
 def _upgrade_id(req):
     """The upgrade id of the path; a malformed one cannot exist: 404."""
     upgrade_id = req.urlvars['upgrade_id']
@@ -43,7 +50,7 @@ def create_upgrade(req):
     body = util.extract_json(req.body, schema.POST_UPGRADE)
     values = dict(body.get('upgrade', body))
     _check_version(values['instance_version'])
-    values['instance_id'] = str(uuid.UUID(values['instance_id']))
+    values['instance_id'] = normalized_instance(values['instance_id'])
     values.setdefault('metadata', {})
     values.setdefault('allow_downgrade', False)
     upgrade = upgrades.create_upgrade(context, values)
