@@ -31,7 +31,6 @@ import collections
 
 from oslo_log import log as logging
 from oslo_utils import timeutils
-from oslo_utils import uuidutils
 
 from trove_upgrade import conf
 from trove_upgrade.db import api as db_api
@@ -289,7 +288,7 @@ def create_rollout(context, values):
             selector = dict(selector, instance_ids=(
                 trove_instances.resolve_instances(
                     context, selector['instance_ids'])))
-        elif not all(uuidutils.is_uuid_like(i)
+        elif not all(trove_instances.is_instance_id(i)
                      for i in selector['instance_ids']):
             raise exception.TroveNotConfigured(
                 what='Naming instances by name',

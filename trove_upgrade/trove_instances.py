@@ -17,6 +17,8 @@ never writes it):
 Without the option none of this happens, as before the integration.
 """
 
+import re
+
 from trove_upgrade.db import api as db_api
 from trove_upgrade.db import trove as trove_db
 from trove_upgrade import exception
@@ -38,6 +40,14 @@ FACTS = {
 }
 
 configured = trove_db.configured
+
+_ID_RE = re.compile('^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-'
+                    '[0-9a-f]{12}$')
+
+
+def is_instance_id(value):
+    """An instance id as Trove writes them: a lowercase dashed UUID."""
+    return bool(_ID_RE.match(value))
 
 
 def resolve_instance(context, id_or_name):

@@ -21,7 +21,6 @@ import datetime
 
 from oslo_log import log as logging
 from oslo_utils import timeutils
-from oslo_utils import uuidutils
 
 from trove_upgrade.agent import rpcapi as agent_rpcapi
 from trove_upgrade import conf
@@ -70,7 +69,7 @@ def create_upgrade(context, values):
             context, values['instance_id']))
         hold = trove_instances.hold_reasons(
             context, [values['instance_id']]).get(values['instance_id'])
-    elif not uuidutils.is_uuid_like(values['instance_id']):
+    elif not trove_instances.is_instance_id(values['instance_id']):
         raise exception.TroveNotConfigured(
             what='Naming an instance by name',
             hint='give the instance id.')

@@ -13,6 +13,7 @@ from trove_upgrade.db import api as db_api
 from trove_upgrade import exception
 from trove_upgrade.policies import upgrades as policies
 from trove_upgrade import policy
+from trove_upgrade import trove_instances
 from trove_upgrade import upgrades
 
 
@@ -28,9 +29,10 @@ def _check_version(value):
 
 
 def normalized_instance(id_or_name):
-    """An instance id in its canonical form; a name as given."""
-    if uuidutils.is_uuid_like(id_or_name):
-        return str(uuid.UUID(id_or_name))
+    """A dashed UUID in lower case; anything else (a name) as given."""
+    lowered = id_or_name.lower()
+    if trove_instances.is_instance_id(lowered):
+        return lowered
     return id_or_name
 
 
