@@ -123,6 +123,9 @@ def send_held_upgrades(context, agent_api):
     sent = []
     for upgrade in held:
         if upgrade['instance_id'] in reasons:
+            LOG.debug('Upgrade %(id)s still held: %(reason)s.',
+                      {'id': upgrade['id'],
+                       'reason': reasons[upgrade['instance_id']]})
             continue
         released = db_held.release_upgrade(
             context, upgrade['id'], 'conductor',
