@@ -30,6 +30,10 @@ BUILDING = 0x05
 # it, as many deployments do, so the control plane's default matches.
 ENCR_KEY = 'emYjgHFqfXNB1NGehAFIUeoyw4V4XwWHEaKP'
 
+# Read at import, before a test's fixtures point HOME at a temporary
+# directory: the cache is the machine's, not the test's.
+_CACHE = trove_release.cache_dir()
+
 _ENCRYPT = ('import sys\n'
             'from trove.common import crypto_utils as cu\n'
             'print(cu.encode_data(cu.encrypt_data(sys.argv[1], '
@@ -44,6 +48,8 @@ class TroveDatabase(fixtures.Fixture):
     """
 
     def _setUp(self):
+        self.useFixture(fixtures.EnvironmentVariable(
+            'TROVE_UPGRADE_TEST_CACHE', _CACHE))
         self.venv = trove_release.trove_venv(RELEASE)
         name = 'trove_%s' % uuidutils.generate_uuid(dashed=False)
         admin = sa.create_engine(_SERVER + '/')
@@ -77,10 +83,16 @@ class TroveDatabase(fixtures.Fixture):
         dsv_id = uuidutils.generate_uuid()
         self._write('INSERT INTO datastores (id, name) VALUES (:id, :name)',
                     id=ds_id, name=datastore)
+        # registry_ext and repl_strategy: what trove-manage
+        # datastore_version_update writes for MySQL.
         self._write('INSERT INTO datastore_versions (id, datastore_id, name, '
-                    'version, manager, active) VALUES (:id, :ds, :name, '
-                    ':name, :ds_name, 1)', id=dsv_id, ds=ds_id, name=version,
-                    ds_name=datastore)
+                    'version, manager, active, registry_ext, repl_strategy) '
+                    'VALUES (:id, :ds, :name, :name, :ds_name, 1, :ext, '
+                    ':repl)', id=dsv_id, ds=ds_id, name=version,
+                    ds_name=datastore,
+                    ext='trove.guestagent.datastore.mysql.manager.Manager',
+                    repl='trove.guestagent.strategies.replication.'
+                    'mysql_gtid.MysqlGTIDReplication')
         return dsv_id
 
     def trove_encrypt(self, key):
