@@ -33,7 +33,9 @@ from oslo_log import log as logging
 from oslo_utils import timeutils
 
 from trove_upgrade import conf
-from trove_upgrade.db import api as db_api
+from trove_upgrade.db import agents as db_agents
+from trove_upgrade.db import rollouts as db_rollouts
+from trove_upgrade.db import upgrades as db_upgrades
 from trove_upgrade import exception
 from trove_upgrade import rollout_states as rs
 from trove_upgrade import states
@@ -127,7 +129,7 @@ def plan(rollout, agents, dispatches, busy, now=None, down_time=None):
 
     :param agents: the target agents, ordered by instance id.
     :param dispatches: the rollout's attempts, as
-        ``db.api.list_rollout_dispatches`` returns them.
+        ``db.rollouts.list_rollout_dispatches`` returns them.
     :param busy: instances with an unfinished upgrade of anyone's; none of
         them is sent another.
     :param now: the time of the pass (default: now).
@@ -214,8 +216,8 @@ def select_agents(context, selector):
     those whose instance Trove describes so (``trove_instances.select``).
     """
     agent_selector = {k: v for k, v in selector.items() if k != 'trove'}
-    agents = db_api.list_selected_agents(context,
-                                         agent_selector or {'labels': {}})
+    agents = db_agents.list_selected_agents(
+        context, agent_selector or {'labels': {}})
     if 'trove' in selector:
         agents = trove_instances.select(agents, selector['trove'])
     return agents
@@ -224,7 +226,7 @@ def select_agents(context, selector):
 def _owned_elsewhere(context, rollout):
     """Instances an older active rollout selects: it has precedence."""
     owned = set()
-    for other in db_api.list_rollouts_in(context, rs.ACTIVE_STATES):
+    for other in db_rollouts.list_rollouts_in(context, rs.ACTIVE_STATES):
         if other['id'] == rollout['id']:
             break
         owned.update(a['instance_id'] for a in
@@ -246,10 +248,10 @@ def plan_for(context, rollout):
     them until Trove is done, and they wait meanwhile.
     """
     agents = targets(context, rollout)
-    busy = db_api.list_busy_instances(context) | (
+    busy = db_upgrades.list_busy_instances(context) | (
         trove_instances.busy_instances({a['instance_id'] for a in agents}))
     return plan(rollout, agents,
-                db_api.list_rollout_dispatches(context, rollout['id']),
+                db_rollouts.list_rollout_dispatches(context, rollout['id']),
                 busy)
 
 
@@ -257,7 +259,7 @@ def check_no_overlap(context, selector):
     """Refuse a selector that picks agents of an active rollout: 409."""
     selected = {a['instance_id']
                 for a in select_agents(context, selector)}
-    for other in db_api.list_rollouts_in(context, rs.ACTIVE_STATES):
+    for other in db_rollouts.list_rollouts_in(context, rs.ACTIVE_STATES):
         shared = selected & {
             a['instance_id']
             for a in select_agents(context, other['selector'])}
@@ -303,7 +305,7 @@ def create_rollout(context, values):
     running = start_at is None or start_at <= timeutils.utcnow(
         with_timezone=start_at.tzinfo is not None)
     values = dict(values, status=rs.RUNNING if running else rs.PENDING)
-    rollout = db_api.create_rollout(context, values)
+    rollout = db_rollouts.create_rollout(context, values)
     LOG.info('Rollout %(id)s (%(name)s) of version %(version)s created, '
              '%(status)s.', {'id': rollout['id'], 'name': rollout['name'],
                              'version': rollout['instance_version'],
@@ -312,10 +314,10 @@ def create_rollout(context, values):
 
 
 def _move(context, rollout_id, from_states, action, values, finished=False):
-    rollout = db_api.update_rollout(context, rollout_id, from_states, values,
-                                    finished=finished)
+    rollout = db_rollouts.update_rollout(context, rollout_id, from_states,
+                                         values, finished=finished)
     if rollout is None:
-        current = db_api.get_rollout(context, rollout_id)
+        current = db_rollouts.get_rollout(context, rollout_id)
         raise exception.InvalidRolloutState(
             rollout_id=rollout_id, status=current['status'], action=action)
     LOG.info('Rollout %(id)s %(action)s.', {'id': rollout_id,
@@ -336,7 +338,7 @@ def resume_rollout(context, rollout_id):
     rollout paused by its threshold goes on until as many new failures
     exceed it again.
     """
-    rollout = db_api.get_rollout(context, rollout_id)
+    rollout = db_rollouts.get_rollout(context, rollout_id)
     if rollout['status'] != rs.PAUSED:
         raise exception.InvalidRolloutState(
             rollout_id=rollout_id, status=rollout['status'],
@@ -356,7 +358,7 @@ def abort_rollout(context, rollout_id):
                     {'status': rs.ABORTED,
                      'status_detail': 'Aborted by an operator.'},
                     finished=True)
-    for dispatch in db_api.list_rollout_dispatches(context, rollout_id):
+    for dispatch in db_rollouts.list_rollout_dispatches(context, rollout_id):
         if dispatch['status'] in states.CANCELLABLE_STATES:
             try:
                 upgrades.cancel_upgrade(context, dispatch['upgrade_id'])
@@ -368,4 +370,4 @@ def abort_rollout(context, rollout_id):
 
 def delete_rollout(context, rollout_id):
     """Delete an ended rollout; its upgrades keep its id."""
-    db_api.delete_rollout(context, rollout_id, rs.FINISHED_STATES)
+    db_rollouts.delete_rollout(context, rollout_id, rs.FINISHED_STATES)

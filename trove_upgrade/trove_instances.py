@@ -19,7 +19,7 @@ Without the option none of this happens, as before the integration.
 
 import re
 
-from trove_upgrade.db import api as db_api
+from trove_upgrade.db import agents as db_agents
 from trove_upgrade.db import trove as trove_db
 from trove_upgrade import exception
 
@@ -106,7 +106,7 @@ def hold_reasons(context, instance_ids):
     reasons = {}
     for instance_id in instance_ids:
         try:
-            db_api.get_agent(context, instance_id)
+            db_agents.get_agent(context, instance_id)
         except exception.AgentNotFound:
             reasons[instance_id] = ('waiting for the upgrade agent of '
                                     'instance %s to register' % instance_id)

@@ -3,14 +3,15 @@
 An upgrade is held (``held`` true, status DEFERRED) when it may not be
 sent yet (``trove_instances``); releasing it clears ``held`` in a
 compare-and-swap, so that of two conductors' periodic passes only one
-sends it. Kept apart from ``db.api``: nothing else touches the column.
+sends it. Kept apart from ``db.upgrades``: nothing else touches the column.
 """
 
 from oslo_utils import timeutils
 import sqlalchemy as sa
 
-from trove_upgrade.db import api as db_api
+from trove_upgrade.db import common
 from trove_upgrade.db import models
+from trove_upgrade.db import upgrades as db_upgrades
 from trove_upgrade import states
 
 _UPGRADE = models.Upgrade
@@ -18,9 +19,9 @@ _UPGRADE = models.Upgrade
 
 def _move(context, upgrade_id, source, from_state, held, values, detail):
     """CAS the upgrade from (from_state, held) to ``values``; dict or None."""
-    detail = db_api._bounded_detail(detail)
+    detail = common.bounded_detail(detail)
     now = timeutils.utcnow()
-    with db_api.context_manager.writer.using(context) as session:
+    with common.context_manager.writer.using(context) as session:
         result = session.execute(
             sa.update(_UPGRADE)
             .where(_UPGRADE.id == upgrade_id, _UPGRADE.status == from_state,
@@ -30,10 +31,10 @@ def _move(context, upgrade_id, source, from_state, held, values, detail):
         if result.rowcount != 1:
             return None
         session.execute(sa.insert(models.UpgradeEvent.__table__).values(
-            db_api._event_row(context, upgrade_id, now, source, from_state,
-                              values.get('status', from_state), detail)))
-        return db_api._upgrade_dict(db_api._get_upgrade_row(session,
-                                                            upgrade_id))
+            db_upgrades.event_row(context, upgrade_id, now, source,
+                                  from_state,
+                                  values.get('status', from_state), detail)))
+    return db_upgrades.get_upgrade(context, upgrade_id)
 
 
 def hold_upgrade(context, upgrade_id, source, detail):
@@ -54,8 +55,8 @@ def release_upgrade(context, upgrade_id, source, detail):
 
 def list_held_upgrades(context):
     """The held upgrades, oldest first."""
-    with db_api.context_manager.reader.using(context) as session:
-        return [db_api._upgrade_dict(row) for row in session.scalars(
+    with common.context_manager.reader.using(context) as session:
+        return [db_upgrades._upgrade_dict(row) for row in session.scalars(
             sa.select(_UPGRADE)
             .where(_UPGRADE.status == states.DEFERRED,
                    _UPGRADE.held.is_(True))

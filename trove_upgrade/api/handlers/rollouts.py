@@ -9,7 +9,7 @@ from trove_upgrade.api.handlers import upgrades as upgrade_handlers
 from trove_upgrade.api.schemas import rollouts as schema
 from trove_upgrade.api import util
 from trove_upgrade.api import views
-from trove_upgrade.db import api as db_api
+from trove_upgrade.db import rollouts as db_rollouts
 from trove_upgrade import exception
 from trove_upgrade.policies import rollouts as policies
 from trove_upgrade import policy
@@ -88,8 +88,8 @@ def list_rollouts(req):
     limit = util.get_limit(params, req.environ[util.CONF_KEY].api.max_limit)
     filters = {name: params[name] for name in ('status', 'name')
                if name in params}
-    found = db_api.list_rollouts(context, filters=filters, limit=limit,
-                                 marker=params.get('marker'))
+    found = db_rollouts.list_rollouts(context, filters=filters, limit=limit,
+                                      marker=params.get('marker'))
     items = [_view(req, r) for r in found]
     return util.json_response(views.page(req, 'rollouts', items, limit,
                                          'id'))
@@ -99,7 +99,7 @@ def list_rollouts(req):
 def show_rollout(req):
     context = req.environ[util.CONTEXT_KEY]
     policy.authorize(context, policies.SHOW)
-    rollout = db_api.get_rollout(context, _rollout_id(req))
+    rollout = db_rollouts.get_rollout(context, _rollout_id(req))
     return util.json_response(
         {'rollout': _view(req, rollout, with_agents=True)})
 

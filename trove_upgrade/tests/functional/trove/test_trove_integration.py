@@ -15,8 +15,9 @@ from oslo_utils import uuidutils
 
 from trove_upgrade.agent import rpcapi as agent_rpcapi
 from trove_upgrade.conductor import rpcapi as conductor_rpcapi
-from trove_upgrade.db import api as db_api
+from trove_upgrade.db import agents as db_agents
 from trove_upgrade.db import trove as trove_db_api
+from trove_upgrade.db import upgrades as db_upgrades
 from trove_upgrade import exception
 from trove_upgrade import sealing
 from trove_upgrade import states
@@ -91,7 +92,7 @@ class TroveTestCase(harness.AgentTestCase):
 
     def registered(self):
         try:
-            return db_api.get_agent(self.context, self.instance_id)
+            return db_agents.get_agent(self.context, self.instance_id)
         except exception.AgentNotFound:
             return None
 
@@ -124,7 +125,7 @@ class TestTroveAwareDispatch(TroveTestCase):
         e = self.assertRaises(exception.AmbiguousInstanceName,
                               self.create_upgrade_of, 'twin')
         self.assertEqual(400, e.code)
-        self.assertEqual([], db_api.list_upgrades(self.context))
+        self.assertEqual([], db_upgrades.list_upgrades(self.context))
         # By name: recorded for the instance's id.
         upgrade = self.create_upgrade_of('db-1')
         self.assertEqual(self.instance_id, upgrade['instance_id'])
@@ -200,7 +201,7 @@ class TestSealingWithTroveKeys(TroveTestCase):
         self.assertNotEqual('forger', self.registered()['host'])
 
         # An unsealed upgrade cast straight to the agent is refused.
-        upgrade = db_api.create_upgrade(self.context, {
+        upgrade = db_upgrades.create_upgrade(self.context, {
             'instance_id': self.instance_id, 'instance_version': '2.0.0',
             'strategy': 'local',
             'location': os.path.join(self.repo, 'guest-2.0.0.pkg'),
@@ -223,6 +224,6 @@ class TestSealingWithTroveKeys(TroveTestCase):
 
     def registered_as(self, instance_id):
         try:
-            return db_api.get_agent(self.context, instance_id)
+            return db_agents.get_agent(self.context, instance_id)
         except exception.AgentNotFound:
             return None
