@@ -39,7 +39,8 @@ class _ServedAPI(base.TestCase):
         with open(self.config, 'w') as f:
             f.write('[DEFAULT]\nstate_path = %s\ntransport_url = fake:/\n'
                     '[api]\nauth_strategy = noauth2\nbind_host = 127.0.0.1\n'
-                    'bind_port = 0\n' % self.dir)
+                    'bind_port = 0\n'
+                    '[conductor]\nrequire_sealed = false\n' % self.dir)
         subprocess.run([os.path.join(BIN, 'trove-upgrade-manage'),
                         '--config-file', self.config, 'db', 'sync'],
                        check=True, capture_output=True)

@@ -127,13 +127,13 @@ class TestCreateUpgradeBadInput(base.APITestCase):
     def test_bad_uuid(self):
         self.assertRejected(
             self._post(base.upgrade_body(instance_id='not-a-uuid')),
-            "'not-a-uuid' is not a 'uuid' (at $.instance_id)")
+            'Naming an instance by name needs [trove] connection')
 
     def test_uuid_without_dashes(self):
         self.assertRejected(
             self._post(base.upgrade_body(
                 instance_id=base.INSTANCE_ID.replace('-', ''))),
-            "is not a 'uuid' (at $.instance_id)")
+            'Naming an instance by name needs [trove] connection')
 
     def test_instance_id_not_a_string(self):
         self.assertRejected(
