@@ -16,10 +16,14 @@ if ! python3 -c 'import venv, ensurepip' 2>/dev/null || ! command -v git >/dev/n
 fi
 tools/start-services.sh rabbitmq
 
-if [ ! -x .venv/bin/trove-upgrade-adopt ] || [ ! -x .venv/bin/openstack ] || [ ! -x .venv/bin/supervisord ]; then
+# The server and agent extras: a plain install is the CLI plugin only.
+# supervisor runs the real Trove guest agent, as a guest's service manager.
+if ! .venv/bin/python -c 'import oslo_messaging, sqlalchemy, swiftclient' 2>/dev/null \
+        || [ ! -x .venv/bin/openstack ] || [ ! -x .venv/bin/supervisord ] \
+        || [ ! -x .venv/bin/trove-upgrade-adopt ]; then
     echo "Installing trove-upgrade, python-openstackclient and supervisor into .venv ..."
     python3 -m venv .venv
     .venv/bin/pip install -q -U pip
-    .venv/bin/pip install -q -e . python-openstackclient supervisor
+    .venv/bin/pip install -q -e '.[server,agent]' python-openstackclient supervisor
 fi
 exec .venv/bin/python tools/demo.py "$@"

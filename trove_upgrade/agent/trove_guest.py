@@ -10,7 +10,8 @@ become this agent's, which talks to trove-upgrade's conductor.
 
 Precedence: a value set in trove-upgrade's configuration wins; Trove's
 fills what is unset (``[agent] instance_id`` from ``guest_id``,
-``[DEFAULT] transport_url`` from ``transport_url``).
+``[DEFAULT] transport_url`` and ``instance_rpc_encr_key`` from the same
+names).
 
 Healthy, for a Trove guest agent, means it answers oslo.messaging's
 ``oslo_rpc_server_ping`` on topic ``guestagent.<guest_id>``, server
@@ -45,6 +46,7 @@ TROVE_OPTS = [
     cfg.StrOpt('control_exchange', default='trove'),
     cfg.BoolOpt('rpc_ping_enabled', default=False),
     cfg.StrOpt('datastore_manager'),
+    cfg.StrOpt('instance_rpc_encr_key', secret=True),
 ]
 
 MANAGED_TEXT = """\
@@ -118,6 +120,12 @@ def apply(conf, guest):
     if conf.transport_url in (None, default) and guest.transport_url:
         conf.set_default('transport_url', guest.transport_url)
         used.append('transport_url')
+    # Registered by conf/trove.py; the sealing key is derived from it.
+    if ('instance_rpc_encr_key' in conf and not conf.instance_rpc_encr_key
+            and guest.conf.instance_rpc_encr_key):
+        conf.set_default('instance_rpc_encr_key',
+                         guest.conf.instance_rpc_encr_key)
+        used.append('instance_rpc_encr_key')
     if used:
         LOG.info('Using %s from Trove\'s guest configuration in %s',
                  ' and '.join(used), guest.config_dir)
