@@ -46,8 +46,10 @@ class TestTroveGuestConfig(base.TestCase):
 
     def test_trove_values_fill_unset_options_only(self):
         guest = trove_guest.load(self.dir)
-        self.assertEqual(['guest_id', 'transport_url'],
+        self.assertEqual(['guest_id', 'transport_url',
+                          'instance_rpc_encr_key'],
                          trove_guest.apply(self.conf, guest))
+        self.assertEqual('k' * 32, self.conf.instance_rpc_encr_key)
         self.assertEqual('inst-1', self.conf.agent.instance_id)
         self.assertEqual('rabbit://u:p@10.0.0.1:5672/',
                          self.conf.transport_url)
@@ -61,7 +63,9 @@ class TestTroveGuestConfig(base.TestCase):
                                 ._transport_opts)
         self.flags(instance_id='mine', group='agent')
         self.flags(transport_url='rabbit://a:b@127.0.0.1:5672/')
+        self.flags(instance_rpc_encr_key='m' * 32)
         self.assertEqual([], trove_guest.apply(self.conf, guest))
+        self.assertEqual('m' * 32, self.conf.instance_rpc_encr_key)
         self.assertEqual('mine', self.conf.agent.instance_id)
         self.assertEqual('rabbit://a:b@127.0.0.1:5672/',
                          self.conf.transport_url)
