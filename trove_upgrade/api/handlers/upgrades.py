@@ -16,6 +16,7 @@ from trove_upgrade.db import upgrades as db_upgrades
 from trove_upgrade import exception
 from trove_upgrade.policies import upgrades as policies
 from trove_upgrade import policy
+from trove_upgrade import trove_instances
 from trove_upgrade import upgrades
 
 
@@ -28,6 +29,14 @@ def _check_version(value):
         raise webob.exc.HTTPBadRequest(
             'Invalid JSON body: instance_version %r is not a version '
             '(PEP 440, with an optional leading "v").' % value)
+
+
+def normalized_instance(id_or_name):
+    """A dashed UUID in lower case; anything else (a name) as given."""
+    lowered = id_or_name.lower()
+    if trove_instances.is_instance_id(lowered):
+        return lowered
+    return id_or_name
 
 
 def _upgrade_id(req):
@@ -90,7 +99,7 @@ def create_instance_upgrade(req):
 
 def _create(req, context, values):
     _check_version(values['instance_version'])
-    values['instance_id'] = str(uuid.UUID(values['instance_id']))
+    values['instance_id'] = normalized_instance(values['instance_id'])
     values.setdefault('metadata', {})
     values.setdefault('allow_downgrade', False)
     upgrade = upgrades.create_upgrade(context, values)
