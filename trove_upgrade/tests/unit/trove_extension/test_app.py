@@ -91,6 +91,8 @@ class TestLoad(base.TestCase):
         conffile.write_conf(path, {
             'DEFAULT': {'transport_url': 'fake:/', 'state_path': tmp},
             'database': {'connection': db.url},
+            # No instance key here: sealing is for the functional tests.
+            'conductor': {'require_sealed': False},
         })
 
         proc = subprocess.run([sys.executable, '-c', _SCRIPT, path],
