@@ -219,7 +219,8 @@ class AgentTestCase(base.TestCase):
         self.context = tu_context.get_admin_context()
         self.db = self.useFixture(database.Database())
         messaging_conf = self.useFixture(conffixture.ConfFixture(self.conf))
-        messaging_conf.transport_url = RABBIT_URL
+        self.rabbit_url = self.broker_url()
+        messaging_conf.transport_url = self.rabbit_url
         self.flags(control_exchange=self.exchange)
         rpc.cleanup()
         self.addCleanup(rpc.cleanup)
@@ -230,6 +231,10 @@ class AgentTestCase(base.TestCase):
         servers.write_strategy_conf(self.strategy_dir, 'local',
                                     {'allowed_dirs': [self.repo]})
         self.provision(self.initial_version)
+
+    def broker_url(self):
+        """The RabbitMQ of this test: the shared one unless overridden."""
+        return RABBIT_URL
 
     # Processes.
 
@@ -258,7 +263,7 @@ class AgentTestCase(base.TestCase):
     def start_conductor(self):
         path = os.path.join(self.tmp, 'conductor.conf')
         conffile.write_conf(path, {
-            'DEFAULT': {'transport_url': RABBIT_URL,
+            'DEFAULT': {'transport_url': self.rabbit_url,
                         'control_exchange': self.exchange,
                         'state_path': self.tmp},
             'database': {'connection': self.db.url},
@@ -296,8 +301,9 @@ class AgentTestCase(base.TestCase):
                          self.provision_key(agent['instance_id']))
         return agent
 
-    def start_agent(self, pause_at=None, transport_url=RABBIT_URL,
+    def start_agent(self, pause_at=None, transport_url=None,
                     **overrides):
+        transport_url = transport_url or self.rabbit_url
         path = os.path.join(self.tmp, 'agent.conf')
         conffile.write_conf(path, {
             'DEFAULT': {'transport_url': transport_url,
