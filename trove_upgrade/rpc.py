@@ -74,16 +74,29 @@ def get_transport():
     return _TRANSPORT
 
 
+# Messages to the conductors are published mandatory: one that no queue
+# takes (the conductors' queue not declared again yet after a broker
+# restart) is returned by RabbitMQ and the send raises MessageUndeliverable
+# at once. Without it RabbitMQ drops the message, and an agent's report
+# call waits out rpc_response_timeout (60 s) for an answer that cannot come
+# before its outbox tries again.
+_MANDATORY = messaging.TransportOptions(at_least_once=True)
+
+
 def get_rpc_client(target, version_cap=None):
     """An RPC client for ``target`` that never sends above ``version_cap``.
 
     Its sends give up after ``[DEFAULT] rpc_send_retries`` attempts to
-    reach the messaging server, so that a caller learns of an outage.
+    reach the messaging server, so that a caller learns of an outage;
+    those to ``[conductor] topic`` raise ``MessageUndeliverable`` when no
+    conductor's queue takes them.
     """
+    options = _MANDATORY if target.topic == CONF.conductor.topic else None
     return messaging.get_rpc_client(get_transport(), target,
                                     version_cap=version_cap,
                                     serializer=RequestContextSerializer(),
-                                    retry=CONF.rpc_send_retries)
+                                    retry=CONF.rpc_send_retries,
+                                    transport_options=options)
 
 
 def get_rpc_server(target, endpoints):
