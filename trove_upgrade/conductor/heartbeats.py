@@ -47,8 +47,8 @@ class HeartbeatWrites:
     def needs_write(self, instance_id, values):
         """Whether this heartbeat must be written to the database."""
         interval = write_interval()
-        if interval <= 0:
-            return True
+        if interval <= 0 or not isinstance(instance_id, str):
+            return True  # a malformed id is refused by the write path
         last = self._written.get(instance_id)
         return (last is None or last[0] != _key(values)
                 or self._clock() - last[1] >= interval)

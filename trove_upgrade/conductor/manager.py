@@ -117,21 +117,26 @@ class ConductorManager:
         """Record an agent's heartbeat; a bad one is logged only.
 
         A heartbeat that brings nothing new is written only when the one
-        stored is old enough to matter (``heartbeats``).
+        stored is old enough to matter (``heartbeats``). One that is not
+        written changes nothing, whoever sent it, so it is not
+        authenticated either: that read of the instance's keys cost more
+        than the write it saves. Every heartbeat that is written is
+        authenticated first.
         """
+        values = _agent_values(agent_version, guest_version,
+                               rpc_api_version, state, labels, host)
+        if not self.heartbeats.needs_write(instance_id, values):
+            return
         try:
             self._authenticate(context, 'heartbeat', dict(
                 instance_id=instance_id, agent_version=agent_version,
                 guest_version=guest_version,
                 rpc_api_version=rpc_api_version, state=state,
                 labels=labels, host=host), sealed)
-            values = _agent_values(agent_version, guest_version,
-                                   rpc_api_version, state, labels, host)
-            if self.heartbeats.needs_write(instance_id, values):
-                # Forgotten first: a failed write must not count as done.
-                self.heartbeats.forget(instance_id)
-                db_api.register_agent(context, instance_id, values)
-                self.heartbeats.written(instance_id, values)
+            # Forgotten first: a failed write must not count as done.
+            self.heartbeats.forget(instance_id)
+            db_api.register_agent(context, instance_id, values)
+            self.heartbeats.written(instance_id, values)
         except (exception.Invalid,
                 exception.MessageNotAuthenticated) as e:
             LOG.warning('Ignored heartbeat of instance %(instance)s: '

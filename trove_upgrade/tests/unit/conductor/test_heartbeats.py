@@ -123,3 +123,17 @@ class TestHeartbeatWrites(base.TestCase):
                                     **AGENT)
         self.assertEqual([test_manager.OTHER_INSTANCE],
                          list(writes._written))
+
+    def test_a_heartbeat_not_written_reads_no_keys(self):
+        self.manager.register_agent(self.context, INSTANCE, **AGENT)
+        self.advance(1)
+        with mock.patch.object(self.manager, '_authenticate') as auth:
+            self.beat()
+            auth.assert_not_called()
+            self.beat(state='BACKUP')
+            auth.assert_called_once()
+
+    def test_a_malformed_id_is_still_refused(self):
+        self.manager.heartbeat(self.context, ['not', 'an', 'id'], **AGENT)
+        self.manager.heartbeat(self.context, 'not-a-uuid', **AGENT)
+        self.assertEqual([], list(db_api.list_agents(self.context)))
