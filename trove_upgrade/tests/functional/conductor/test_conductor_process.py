@@ -50,7 +50,8 @@ class ConductorProcessTestCase(base.TestCase):
     def setUp(self):
         super().setUp()
         self.tmp = self.useFixture(fixtures.TempDir()).path
-        self.database = self.useFixture(database.Database())
+        self.database = self.useFixture(
+            getattr(self, 'database_fixture', database.Database)())
         self.rabbit = self.useFixture(rabbit.RabbitMQ())
         self.admin = context.get_admin_context()
         self.agent_context = context.RequestContext(request_id='req-agent-1')
