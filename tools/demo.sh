@@ -13,10 +13,12 @@ if ! python3 -c 'import venv, ensurepip' 2>/dev/null || ! command -v git >/dev/n
 fi
 tools/start-services.sh rabbitmq
 
-if [ ! -x .venv/bin/trove-upgrade-agent ] || [ ! -x .venv/bin/openstack ]; then
+# The server and agent extras: a plain install is the CLI plugin only.
+if ! .venv/bin/python -c 'import oslo_messaging, sqlalchemy, swiftclient' 2>/dev/null \
+        || [ ! -x .venv/bin/openstack ]; then
     echo "Installing trove-upgrade and python-openstackclient into .venv ..."
     python3 -m venv .venv
     .venv/bin/pip install -q -U pip
-    .venv/bin/pip install -q -e . python-openstackclient
+    .venv/bin/pip install -q -e '.[server,agent]' python-openstackclient
 fi
 exec .venv/bin/python tools/demo.py "$@"

@@ -33,10 +33,13 @@ from oslo_log import log as logging
 from oslo_utils import timeutils
 
 from trove_upgrade import conf
-from trove_upgrade.db import api as db_api
+from trove_upgrade.db import agents as db_agents
+from trove_upgrade.db import rollouts as db_rollouts
+from trove_upgrade.db import upgrades as db_upgrades
 from trove_upgrade import exception
 from trove_upgrade import rollout_states as rs
 from trove_upgrade import states
+from trove_upgrade import trove_instances
 from trove_upgrade import upgrades
 
 CONF = conf.CONF
@@ -48,6 +51,11 @@ PERCENT = 'percent'
 # What a plan asks the reconciler to do with the rollout's status.
 PAUSE = 'pause'
 COMPLETE = 'complete'
+# Keep RUNNING, saying why in its status detail: it selects nothing yet.
+WAIT = 'wait'
+
+NOTHING_SELECTED = ('The selector matches no agent yet: the rollout waits '
+                    'for one to register (or abort it).')
 
 Plan = collections.namedtuple(
     'Plan', ['agents', 'counters', 'dispatch', 'action', 'reason'])
@@ -121,7 +129,7 @@ def plan(rollout, agents, dispatches, busy, now=None, down_time=None):
 
     :param agents: the target agents, ordered by instance id.
     :param dispatches: the rollout's attempts, as
-        ``db.api.list_rollout_dispatches`` returns them.
+        ``db.rollouts.list_rollout_dispatches`` returns them.
     :param busy: instances with an unfinished upgrade of anyone's; none of
         them is sent another.
     :param now: the time of the pass (default: now).
@@ -159,6 +167,10 @@ def plan(rollout, agents, dispatches, busy, now=None, down_time=None):
         if canary_phase:
             reason += ' during the canary phase'
         return Plan(agent_states, summary, [], PAUSE, reason + '.')
+    if not agents and not dispatches:
+        # Nothing done is not everything done: a rollout whose selector
+        # matches no agent (yet) never claims to have completed.
+        return Plan(agent_states, summary, [], WAIT, NOTHING_SELECTED)
     if all(s in rs.AGENT_SETTLED for s in agent_states.values()):
         return Plan(agent_states, summary, [], COMPLETE,
                     '%d agent(s) succeeded, %d already current, %d failed.'
@@ -196,40 +208,61 @@ def plan(rollout, agents, dispatches, busy, now=None, down_time=None):
     return Plan(agent_states, summary, dispatch, None, None)
 
 
+def select_agents(context, selector):
+    """The agents ``selector`` picks, ordered by instance id.
+
+    Its ``instance_ids``, ``group`` or ``labels`` select among the agents
+    (every agent when it has none of them); its ``trove`` facts then keep
+    those whose instance Trove describes so (``trove_instances.select``).
+    """
+    agent_selector = {k: v for k, v in selector.items() if k != 'trove'}
+    agents = db_agents.list_selected_agents(
+        context, agent_selector or {'labels': {}})
+    if 'trove' in selector:
+        agents = trove_instances.select(agents, selector['trove'])
+    return agents
+
+
 def _owned_elsewhere(context, rollout):
     """Instances an older active rollout selects: it has precedence."""
     owned = set()
-    for other in db_api.list_rollouts_in(context, rs.ACTIVE_STATES):
+    for other in db_rollouts.list_rollouts_in(context, rs.ACTIVE_STATES):
         if other['id'] == rollout['id']:
             break
         owned.update(a['instance_id'] for a in
-                     db_api.list_selected_agents(context, other['selector']))
+                     select_agents(context, other['selector']))
     return owned
 
 
 def targets(context, rollout):
     """The agents the rollout acts on now, ordered by instance id."""
     owned = _owned_elsewhere(context, rollout)
-    return [a for a in db_api.list_selected_agents(context,
-                                                   rollout['selector'])
+    return [a for a in select_agents(context, rollout['selector'])
             if a['instance_id'] not in owned]
 
 
 def plan_for(context, rollout):
-    """:func:`plan` of the rollout on what the database holds now."""
-    return plan(rollout, targets(context, rollout),
-                db_api.list_rollout_dispatches(context, rollout['id']),
-                db_api.list_busy_instances(context))
+    """:func:`plan` of the rollout on what the databases hold now.
+
+    Instances Trove is busy with count as busy: nothing is dispatched to
+    them until Trove is done, and they wait meanwhile.
+    """
+    agents = targets(context, rollout)
+    busy = db_upgrades.list_busy_instances(context) | (
+        trove_instances.busy_instances({a['instance_id'] for a in agents}))
+    return plan(rollout, agents,
+                db_rollouts.list_rollout_dispatches(context, rollout['id']),
+                busy)
 
 
 def check_no_overlap(context, selector):
     """Refuse a selector that picks agents of an active rollout: 409."""
     selected = {a['instance_id']
-                for a in db_api.list_selected_agents(context, selector)}
-    for other in db_api.list_rollouts_in(context, rs.ACTIVE_STATES):
+                for a in select_agents(context, selector)}
+    for other in db_rollouts.list_rollouts_in(context, rs.ACTIVE_STATES):
         shared = selected & {
             a['instance_id']
-            for a in db_api.list_selected_agents(context, other['selector'])}
+            for a in select_agents(context, other['selector'])}
         if shared:
             shown = sorted(shared)
             raise exception.RolloutConflict(reason=(
@@ -242,15 +275,37 @@ def check_no_overlap(context, selector):
 def create_rollout(context, values):
     """Record a rollout; PENDING while ``start_at`` is in the future.
 
+    With ``[trove] connection`` set, ``instance_ids`` may hold names and
+    every one must be an instance Trove has (see
+    ``trove_instances.resolve_instance``); without it they must be ids
+    and ``trove`` facts cannot be selected by.
+
     :raises: RolloutConflict when an active rollout selects one of the
-        agents this one selects.
+        agents this one selects; InstanceNotFound, AmbiguousInstanceName,
+        TroveNotConfigured.
     """
+    selector = values['selector']
+    if 'instance_ids' in selector:
+        if trove_instances.configured():
+            selector = dict(selector, instance_ids=(
+                trove_instances.resolve_instances(
+                    context, selector['instance_ids'])))
+        elif not all(trove_instances.is_instance_id(i)
+                     for i in selector['instance_ids']):
+            raise exception.TroveNotConfigured(
+                what='Naming instances by name',
+                hint='give the instance ids.')
+    if 'trove' in selector and not trove_instances.configured():
+        raise exception.TroveNotConfigured(
+            what='Selecting by Trove facts',
+            hint='select by instance_ids, group or labels.')
+    values = dict(values, selector=selector)
     check_no_overlap(context, values['selector'])
     start_at = values.get('start_at')
     running = start_at is None or start_at <= timeutils.utcnow(
         with_timezone=start_at.tzinfo is not None)
     values = dict(values, status=rs.RUNNING if running else rs.PENDING)
-    rollout = db_api.create_rollout(context, values)
+    rollout = db_rollouts.create_rollout(context, values)
     LOG.info('Rollout %(id)s (%(name)s) of version %(version)s created, '
              '%(status)s.', {'id': rollout['id'], 'name': rollout['name'],
                              'version': rollout['instance_version'],
@@ -259,10 +314,10 @@ def create_rollout(context, values):
 
 
 def _move(context, rollout_id, from_states, action, values, finished=False):
-    rollout = db_api.update_rollout(context, rollout_id, from_states, values,
-                                    finished=finished)
+    rollout = db_rollouts.update_rollout(context, rollout_id, from_states,
+                                         values, finished=finished)
     if rollout is None:
-        current = db_api.get_rollout(context, rollout_id)
+        current = db_rollouts.get_rollout(context, rollout_id)
         raise exception.InvalidRolloutState(
             rollout_id=rollout_id, status=current['status'], action=action)
     LOG.info('Rollout %(id)s %(action)s.', {'id': rollout_id,
@@ -283,7 +338,7 @@ def resume_rollout(context, rollout_id):
     rollout paused by its threshold goes on until as many new failures
     exceed it again.
     """
-    rollout = db_api.get_rollout(context, rollout_id)
+    rollout = db_rollouts.get_rollout(context, rollout_id)
     if rollout['status'] != rs.PAUSED:
         raise exception.InvalidRolloutState(
             rollout_id=rollout_id, status=rollout['status'],
@@ -303,7 +358,7 @@ def abort_rollout(context, rollout_id):
                     {'status': rs.ABORTED,
                      'status_detail': 'Aborted by an operator.'},
                     finished=True)
-    for dispatch in db_api.list_rollout_dispatches(context, rollout_id):
+    for dispatch in db_rollouts.list_rollout_dispatches(context, rollout_id):
         if dispatch['status'] in states.CANCELLABLE_STATES:
             try:
                 upgrades.cancel_upgrade(context, dispatch['upgrade_id'])
@@ -315,4 +370,4 @@ def abort_rollout(context, rollout_id):
 
 def delete_rollout(context, rollout_id):
     """Delete an ended rollout; its upgrades keep its id."""
-    db_api.delete_rollout(context, rollout_id, rs.FINISHED_STATES)
+    db_rollouts.delete_rollout(context, rollout_id, rs.FINISHED_STATES)

@@ -8,6 +8,7 @@ The transports are built on first use, after the service has parsed its
 configuration and, for a forking launcher, in the process that uses them.
 """
 
+import importlib
 import socket
 
 import oslo_messaging as messaging
@@ -16,6 +17,7 @@ from oslo_messaging.rpc import dispatcher
 from trove_upgrade import conf
 from trove_upgrade import context as tu_context
 from trove_upgrade import exception
+from trove_upgrade import hosted_conf
 
 CONF = conf.CONF
 
@@ -27,9 +29,40 @@ _NOTIFICATION_TRANSPORT = None
 _NOTIFIER = None
 
 
-def set_defaults(control_exchange='trove_upgrade'):
-    """Make ``control_exchange`` the exchange when none is configured."""
-    messaging.set_transport_defaults(control_exchange)
+DEFAULT_EXCHANGE = 'trove_upgrade'
+
+
+def set_defaults(control_exchange=DEFAULT_EXCHANGE):
+    """Make ``control_exchange`` the exchange when none is configured.
+
+    oslo.messaging's own helper changes the default for every ConfigOpts
+    of the process; inside trove-api (hosted) that would move Trove's own
+    casts to our exchange, so there only our ConfigOpts gets the default.
+    """
+    if hosted_conf.is_private():
+        messaging.TransportURL.parse(CONF)  # registers the transport options
+        _register_global_only_opts(CONF)
+        CONF.set_default('control_exchange', control_exchange)
+    else:
+        messaging.set_transport_defaults(control_exchange)
+
+
+# oslo.messaging modules that register their options on the global CONF
+# only, as they load, yet read them from the transport's ConfigOpts.
+_GLOBAL_ONLY_OPTS = (
+    ('oslo_messaging._metrics.client', 'oslo_messaging_metrics'),
+    ('oslo_messaging._tracing.client', 'oslo_messaging_tracing'),
+)
+
+
+def _register_global_only_opts(conf):
+    """Without them, a private ConfigOpts fails every send (NoSuchOptError)."""
+    for module_name, group in _GLOBAL_ONLY_OPTS:
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError:  # a release without it reads nothing of it
+            continue
+        conf.register_opts(getattr(module, group), group=group)
 
 
 # Importing this module is what every RPC user does first, so no entry point
@@ -74,29 +107,26 @@ def get_transport():
     return _TRANSPORT
 
 
-# Messages to the conductors are published mandatory: one that no queue
-# takes (the conductors' queue not declared again yet after a broker
-# restart) is returned by RabbitMQ and the send raises MessageUndeliverable
-# at once. Without it RabbitMQ drops the message, and an agent's report
-# call waits out rpc_response_timeout (60 s) for an answer that cannot come
-# before its outbox tries again.
+# A mandatory message that no queue takes (its listeners' queue not
+# declared again yet after a broker restart) is returned by RabbitMQ and
+# the send raises MessageUndeliverable at once. Otherwise RabbitMQ drops
+# it, and a call waits out rpc_response_timeout (60 s) for an answer that
+# cannot come.
 _MANDATORY = messaging.TransportOptions(at_least_once=True)
 
 
-def get_rpc_client(target, version_cap=None):
+def get_rpc_client(target, version_cap=None, mandatory=False):
     """An RPC client for ``target`` that never sends above ``version_cap``.
 
     Its sends give up after ``[DEFAULT] rpc_send_retries`` attempts to
-    reach the messaging server, so that a caller learns of an outage;
-    those to ``[conductor] topic`` raise ``MessageUndeliverable`` when no
-    conductor's queue takes them.
+    reach the messaging server, so that a caller learns of an outage; with
+    ``mandatory`` they raise ``MessageUndeliverable`` when no queue takes
+    the message.
     """
-    options = _MANDATORY if target.topic == CONF.conductor.topic else None
-    return messaging.get_rpc_client(get_transport(), target,
-                                    version_cap=version_cap,
-                                    serializer=RequestContextSerializer(),
-                                    retry=CONF.rpc_send_retries,
-                                    transport_options=options)
+    return messaging.get_rpc_client(
+        get_transport(), target, version_cap=version_cap,
+        serializer=RequestContextSerializer(), retry=CONF.rpc_send_retries,
+        transport_options=_MANDATORY if mandatory else None)
 
 
 def get_rpc_server(target, endpoints):
@@ -138,6 +168,23 @@ def notifications_enabled():
 def default_publisher_id():
     """``trove-upgrade.<host>``: which service host sent a notification."""
     return 'trove-upgrade.%s' % socket.gethostname()
+
+
+def scoped_topic(name):
+    """The topic ``name`` of this deployment: its queue's name too.
+
+    RabbitMQ names a topic's queue after the topic alone, whatever the
+    exchange, so two deployments on one vhost that differ only by
+    ``control_exchange`` would share their queues and consume each
+    other's messages. On any exchange but the default the topic is
+    prefixed with the exchange; on the default it stays as it always was,
+    so that a deployment upgraded in place keeps its queues.
+    """
+    get_transport()  # registers control_exchange
+    exchange = CONF.control_exchange
+    if exchange == DEFAULT_EXCHANGE:
+        return name
+    return '%s.%s' % (exchange, name)
 
 
 def cleanup():

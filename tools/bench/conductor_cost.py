@@ -40,7 +40,9 @@ from trove_upgrade.conductor import heartbeats
 from trove_upgrade.conductor import rpcapi
 from trove_upgrade import conf
 from trove_upgrade import context as tu_context
-from trove_upgrade.db import api as db_api
+from trove_upgrade.db import agents as db_agents
+from trove_upgrade.db import common as db_common
+from trove_upgrade.db import upgrades as db_upgrades
 from trove_upgrade import rpc
 from trove_upgrade import states
 from trove_upgrade.tests.functional.rollouts import fleet as fleet_fixture
@@ -126,13 +128,14 @@ def _upgrades(admin, count):
     pairs = []
     for _ in range(count):
         instance_id = uuidutils.generate_uuid()
-        db_api.register_agent(admin, instance_id, dict(
+        db_agents.register_agent(admin, instance_id, dict(
             AGENT, state='RUNNING'))
-        upgrade = db_api.create_upgrade(admin, {
+        upgrade = db_upgrades.create_upgrade(admin, {
             'instance_id': instance_id, 'instance_version': 'v2.0.0',
             'strategy': 'http',
             'location': 'https://127.0.0.1/guest-v2.0.0.tar'})
-        db_api.transition_upgrade(admin, upgrade['id'], states.SENT, 'api')
+        db_upgrades.transition_upgrade(admin, upgrade['id'], states.SENT,
+                                       'api')
         pairs.append((instance_id, upgrade['id']))
     return pairs
 
@@ -183,7 +186,7 @@ def main():
             finally:
                 fleet.cleanUp()
     finally:
-        db_api.get_engine().dispose()
+        db_common.get_engine().dispose()
         if drop is not None:
             drop()
     _report(args, connection, ours, raw_cast)

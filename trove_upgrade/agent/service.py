@@ -37,6 +37,7 @@ from trove_upgrade.conductor import rpcapi as conductor_rpcapi
 from trove_upgrade import context as tu_context
 from trove_upgrade import rpc
 from trove_upgrade import sealing
+from trove_upgrade import trove_keys
 from trove_upgrade import version
 
 LOG = logging.getLogger(__name__)
@@ -60,21 +61,33 @@ def check_conf(conf):
         raise AgentConfigError(
             '[agent] guest_automatic_updates needs trusted_key_files and '
             'decryption_key_files: packages cannot be verified without them')
-    if conf.agent.require_sealed and not conf.agent.instance_key_file:
+    if conf.agent.require_sealed and not (conf.agent.instance_key_file
+                                          or conf.instance_rpc_encr_key):
         raise AgentConfigError(
-            '[agent] require_sealed needs instance_key_file: upgrade '
-            'messages cannot be authenticated without it')
+            '[agent] require_sealed needs instance_key_file or Trove\'s '
+            '[DEFAULT] instance_rpc_encr_key: upgrade messages cannot be '
+            'authenticated without a key')
 
 
 def load_keyring(conf):
-    """The instance's sealing keys, or None when no key file is set."""
-    if not conf.agent.instance_key_file:
-        return None
-    try:
-        return sealing.load_key_file(conf.agent.instance_key_file,
-                                     conf.agent.instance_id)
-    except sealing.KeyFileError as e:
-        raise AgentConfigError(str(e))
+    """The instance's sealing keys, or None when it has none.
+
+    The key file (``trove-upgrade-manage instance-key``) takes precedence
+    over the key derived from the one Trove gave the instance.
+    """
+    if conf.agent.instance_key_file:
+        try:
+            return sealing.load_key_file(conf.agent.instance_key_file,
+                                         conf.agent.instance_id)
+        except sealing.KeyFileError as e:
+            raise AgentConfigError(str(e))
+    if conf.instance_rpc_encr_key:
+        try:
+            return trove_keys.keyring(conf.agent.instance_id,
+                                      conf.instance_rpc_encr_key)
+        except trove_keys.TroveKeyError as e:
+            raise AgentConfigError(str(e))
+    return None
 
 
 def build_verifier(conf):

@@ -22,7 +22,7 @@ from oslo_utils import uuidutils
 
 from trove_upgrade.conductor import heartbeats
 from trove_upgrade import conf
-from trove_upgrade.db import api as db_api
+from trove_upgrade.db import agents as db_agents
 from trove_upgrade import exception
 from trove_upgrade import instance_keys
 from trove_upgrade import sealing
@@ -104,7 +104,7 @@ class ConductorManager:
         values = _agent_values(agent_version, guest_version,
                                rpc_api_version, state, labels, host)
         self.heartbeats.forget(instance_id)
-        db_api.register_agent(context, instance_id, values)
+        db_agents.register_agent(context, instance_id, values)
         self.heartbeats.written(instance_id, values)
         LOG.info('Agent of instance %(instance)s registered: agent '
                  '%(agent)s, RPC API %(rpc)s, state %(state)s.',
@@ -135,7 +135,7 @@ class ConductorManager:
                 labels=labels, host=host), sealed)
             # Forgotten first: a failed write must not count as done.
             self.heartbeats.forget(instance_id)
-            db_api.register_agent(context, instance_id, values)
+            db_agents.register_agent(context, instance_id, values)
             self.heartbeats.written(instance_id, values)
         except (exception.Invalid,
                 exception.MessageNotAuthenticated) as e:

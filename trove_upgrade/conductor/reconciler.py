@@ -1,5 +1,8 @@
 """The rollout reconciler: one stateless pass over the active rollouts.
 
+The same process sends, on every pass, the upgrades the control plane
+held DEFERRED once nothing holds them (``upgrades.send_held_upgrades``).
+
 Each pass reads everything it needs from the database and remembers
 nothing between passes, so a conductor that was killed, or a second one
 running at the same time, decides the same way. A conductor acts on a
@@ -26,7 +29,8 @@ from trove_upgrade.agent import rpcapi as agent_rpcapi
 from trove_upgrade.conductor import parent_death
 from trove_upgrade import conf
 from trove_upgrade import context as tu_context
-from trove_upgrade.db import api as db_api
+from trove_upgrade.db import rollouts as db_rollouts
+from trove_upgrade.db import upgrades as db_upgrades
 from trove_upgrade import notifications
 from trove_upgrade import rollout_states as rs
 from trove_upgrade import rollouts
@@ -48,7 +52,7 @@ class Reconciler:
 
     def run(self, context):
         """One pass over every active rollout, oldest first."""
-        for rollout in db_api.list_rollouts_in(context, rs.ACTIVE_STATES):
+        for rollout in db_rollouts.list_rollouts_in(context, rs.ACTIVE_STATES):
             try:
                 self.reconcile(context, rollout)
             except Exception:
@@ -58,10 +62,10 @@ class Reconciler:
     def reconcile(self, context, rollout):
         until = timeutils.utcnow() + datetime.timedelta(
             seconds=CONF.conductor.rollout_lease_time)
-        if not db_api.acquire_rollout_lease(context, rollout['id'],
-                                            self.owner, until):
+        if not db_rollouts.acquire_rollout_lease(context, rollout['id'],
+                                                 self.owner, until):
             return
-        rollout = db_api.get_rollout(context, rollout['id'])
+        rollout = db_rollouts.get_rollout(context, rollout['id'])
         self._time_out(context, rollout)
         if rollout['status'] == rs.PENDING:
             rollout = self._start(context, rollout)
@@ -69,20 +73,30 @@ class Reconciler:
             return
         started = time.monotonic()
         plan = rollouts.plan_for(context, rollout)
+        if (plan.action != rollouts.WAIT
+                and rollout['status_detail'] == rollouts.NOTHING_SELECTED):
+            db_rollouts.update_rollout(context, rollout['id'], {rs.RUNNING},
+                                       {'status_detail': None})
         if plan.action == rollouts.PAUSE:
-            if db_api.update_rollout(
+            if db_rollouts.update_rollout(
                     context, rollout['id'], {rs.RUNNING},
                     {'status': rs.PAUSED, 'status_detail': plan.reason}):
                 LOG.warning('Rollout %(id)s paused: %(reason)s',
                             {'id': rollout['id'], 'reason': plan.reason})
         elif plan.action == rollouts.COMPLETE:
-            if db_api.update_rollout(
+            if db_rollouts.update_rollout(
                     context, rollout['id'], {rs.RUNNING},
                     {'status': rs.COMPLETED, 'status_detail': plan.reason},
                     finished=True):
                 LOG.info('Rollout %(id)s completed: %(reason)s',
                          {'id': rollout['id'], 'reason': plan.reason})
-            db_api.release_rollout_lease(context, rollout['id'], self.owner)
+            db_rollouts.release_rollout_lease(context, rollout['id'],
+                                              self.owner)
+        elif plan.action == rollouts.WAIT:
+            if rollout['status_detail'] != plan.reason:
+                db_rollouts.update_rollout(
+                    context, rollout['id'], {rs.RUNNING},
+                    {'status_detail': plan.reason})
         elif plan.dispatch:
             self.dispatch(context, rollout, plan.dispatch,
                           planned=time.monotonic() - started)
@@ -90,7 +104,7 @@ class Reconciler:
     def _time_out(self, context, rollout):
         created_before = timeutils.utcnow() - datetime.timedelta(
             seconds=rollout['agent_deadline'])
-        for upgrade in db_api.timeout_rollout_upgrades(
+        for upgrade in db_rollouts.timeout_rollout_upgrades(
                 context, rollout['id'], created_before):
             LOG.warning('Upgrade %(id)s of rollout %(rollout)s timed out at '
                         'instance %(instance)s.',
@@ -102,8 +116,8 @@ class Reconciler:
         start_at = rollout['start_at']
         if start_at is not None and start_at > timeutils.utcnow():
             return None
-        return db_api.update_rollout(context, rollout['id'], {rs.PENDING},
-                                     {'status': rs.RUNNING})
+        return db_rollouts.update_rollout(context, rollout['id'], {rs.PENDING},
+                                          {'status': rs.RUNNING})
 
     def dispatch(self, context, rollout, targets, planned=0.0):
         """Record, cast and mark SENT the upgrades of ``targets``.
@@ -112,8 +126,8 @@ class Reconciler:
         that says how fast the pass dispatched.
         """
         started = time.monotonic()
-        created = db_api.create_rollout_upgrades(context, rollout, targets,
-                                                 self.owner)
+        created = db_rollouts.create_rollout_upgrades(
+            context, rollout, targets, self.owner)
         recorded = time.monotonic()
         for upgrade in created:
             notifications.notify_upgrade(context, notifications.CREATE,
@@ -129,7 +143,7 @@ class Reconciler:
                       {'id': upgrade_id, 'rollout': rollout['id'],
                        'reason': reason})
         sent = [u['id'] for u in created if u['id'] not in failed]
-        db_api.mark_upgrades_sent(context, sent, 'conductor')
+        db_upgrades.mark_upgrades_sent(context, sent, 'conductor')
         done = time.monotonic()
         LOG.info('Rollout %(id)s dispatched %(count)d upgrade(s) in '
                  '%(seconds).3f s: planned in %(planned).3f s, recorded in '
@@ -163,6 +177,11 @@ def _run_forever(host, parent_pid):
         except Exception:
             LOG.exception('A reconcile pass failed; the next one tries '
                           'again.')
+        try:
+            upgrades.send_held_upgrades(context, reconciler.agent_api)
+        except Exception:
+            LOG.exception('Sending the held upgrades failed; the next '
+                          'pass tries again.')
     rpc.cleanup()
     LOG.info('Rollout reconciler %s stopped.', reconciler.owner)
 

@@ -123,14 +123,16 @@ agent_opts = [
                     '"trove-upgrade-manage instance-key set|rotate". When '
                     'set, the agent seals everything it sends to the '
                     'conductor and refuses every upgrade message not '
-                    'sealed with one of these keys.'),
+                    'sealed with one of these keys. It takes precedence '
+                    'over the key derived from Trove\'s [DEFAULT] '
+                    'instance_rpc_encr_key.'),
     cfg.BoolOpt('require_sealed',
-                default=False,
-                help='Refuse to start without instance_key_file, so that '
-                     'this agent never accepts an unsealed upgrade '
-                     'message. Set it once keys are provisioned; the '
-                     'default keeps agents without keys working during a '
-                     'rolling upgrade.'),
+                default=True,
+                help='Refuse to start without a key: instance_key_file, or '
+                     'Trove\'s [DEFAULT] instance_rpc_encr_key, from which '
+                     'the agent derives its sealing key. So the agent '
+                     'never accepts an unsealed upgrade message. Turn off '
+                     'only on a message bus nobody else can publish on.'),
     cfg.IntOpt('seal_max_age',
                default=300,
                min=1,

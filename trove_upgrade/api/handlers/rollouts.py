@@ -1,7 +1,5 @@
 """Handlers of /v1.0/{tenant_id}/mgmt/rollouts."""
 
-import uuid
-
 from oslo_utils import timeutils
 from oslo_utils import uuidutils
 import webob
@@ -11,7 +9,7 @@ from trove_upgrade.api.handlers import upgrades as upgrade_handlers
 from trove_upgrade.api.schemas import rollouts as schema
 from trove_upgrade.api import util
 from trove_upgrade.api import views
-from trove_upgrade.db import api as db_api
+from trove_upgrade.db import rollouts as db_rollouts
 from trove_upgrade import exception
 from trove_upgrade.policies import rollouts as policies
 from trove_upgrade import policy
@@ -52,8 +50,9 @@ def _values(body):
     values = dict(_DEFAULTS, **body['rollout'])
     upgrade_handlers._check_version(values['instance_version'])
     if 'instance_ids' in values['selector']:
-        values['selector'] = {'instance_ids': sorted(
-            str(uuid.UUID(i)) for i in values['selector']['instance_ids'])}
+        values['selector'] = dict(values['selector'], instance_ids=sorted(
+            upgrade_handlers.normalized_instance(i)
+            for i in values['selector']['instance_ids']))
     for name in ('max_in_flight', 'max_failures'):
         values[name], values[name + '_kind'] = _threshold(values[name])
     values['start_at'] = _start_at(values.get('start_at'))
@@ -89,8 +88,8 @@ def list_rollouts(req):
     limit = util.get_limit(params, req.environ[util.CONF_KEY].api.max_limit)
     filters = {name: params[name] for name in ('status', 'name')
                if name in params}
-    found = db_api.list_rollouts(context, filters=filters, limit=limit,
-                                 marker=params.get('marker'))
+    found = db_rollouts.list_rollouts(context, filters=filters, limit=limit,
+                                      marker=params.get('marker'))
     items = [_view(req, r) for r in found]
     return util.json_response(views.page(req, 'rollouts', items, limit,
                                          'id'))
@@ -100,7 +99,7 @@ def list_rollouts(req):
 def show_rollout(req):
     context = req.environ[util.CONTEXT_KEY]
     policy.authorize(context, policies.SHOW)
-    rollout = db_api.get_rollout(context, _rollout_id(req))
+    rollout = db_rollouts.get_rollout(context, _rollout_id(req))
     return util.json_response(
         {'rollout': _view(req, rollout, with_agents=True)})
 

@@ -8,10 +8,14 @@ STRATEGIES = ['swift', 'http', 'local', 'rsync']
 # version, a location or a label and would corrupt logs.
 _TEXT_PATTERN = '^[^\\x00-\\x1f\\x7f]*$'
 
+# An instance id, or with [trove] connection set an instance name too.
+INSTANCE = {'type': 'string', 'minLength': 1, 'maxLength': 255,
+            'pattern': _TEXT_PATTERN}
+
 _UPGRADE = {
     'type': 'object',
     'properties': {
-        'instance_id': {'type': 'string', 'format': 'uuid'},
+        'instance_id': INSTANCE,
         # Checked again by the handler: pip must be able to compare it.
         'instance_version': {
             'type': 'string', 'minLength': 1, 'maxLength': 64,
@@ -49,6 +53,23 @@ POST_UPGRADE = {
         'additionalProperties': False,
     },
     'else': _UPGRADE,
+}
+
+# Upstream Trove's POST /mgmt/instances/{instance_id}/upgrade: the instance
+# is in the path, and the strategy, when not given, follows from the
+# location (see handlers.upgrades.strategy_from_location).
+_INSTANCE_UPGRADE = dict(
+    _UPGRADE,
+    properties={name: value for name, value in _UPGRADE['properties'].items()
+                if name != 'instance_id'},
+    required=['instance_version', 'location'])
+
+POST_INSTANCE_UPGRADE = {
+    '$schema': 'https://json-schema.org/draft/2020-12/schema',
+    'type': 'object',
+    'properties': {'upgrade': _INSTANCE_UPGRADE},
+    'required': ['upgrade'],
+    'additionalProperties': False,
 }
 
 LIST_UPGRADES_QUERY = {

@@ -16,7 +16,8 @@ import sqlalchemy as sa
 
 from trove_upgrade.conductor import rpcapi
 from trove_upgrade import conf
-from trove_upgrade.db import api as db_api
+from trove_upgrade.db import agents as db_agents
+from trove_upgrade.db import common as db_common
 from trove_upgrade.db import migration
 from trove_upgrade.tests.fixtures import database
 from trove_upgrade.tests.functional.conductor import test_conductor_process
@@ -46,8 +47,8 @@ class MariaDBDatabase(fixtures.Fixture):
         conf.CONF.set_override('connection', self.url, group='database')
         self.addCleanup(conf.CONF.clear_override, 'connection',
                         group='database')
-        facade = db_api.new_facade(connection=self.url)
-        self.addCleanup(db_api.context_manager.patch_factory(facade))
+        facade = db_common.new_facade(connection=self.url)
+        self.addCleanup(db_common.context_manager.patch_factory(facade))
         self.addCleanup(facade.dispose_pool)
 
     @staticmethod
@@ -66,11 +67,11 @@ class _HeartbeatWrites:
 
     def reachable(self):
         since = timeutils.utcnow() - datetime.timedelta(seconds=DOWN_TIME)
-        return [a['instance_id'] for a in db_api.list_agents_by_health(
+        return [a['instance_id'] for a in db_agents.list_agents_by_health(
             self.admin, True, since)]
 
     def agent(self):
-        return db_api.get_agent(self.admin, self.instance_id)
+        return db_agents.get_agent(self.admin, self.instance_id)
 
     def test_heartbeating_agent_stays_reachable_with_few_writes(self):
         self.api.register_agent(self.agent_context, self.instance_id,

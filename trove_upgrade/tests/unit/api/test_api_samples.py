@@ -18,7 +18,7 @@ import re
 from oslo_utils import timeutils
 
 from trove_upgrade import context
-from trove_upgrade.db import api as db_api
+from trove_upgrade.db import agents as db_agents
 from trove_upgrade import states
 from trove_upgrade.tests.unit.api import base
 from trove_upgrade import upgrades
@@ -163,7 +163,7 @@ class TestAPISamples(base.APITestCase):
             timeutils.set_time_override(
                 now - datetime.timedelta(seconds=30 * number))
             self.addCleanup(timeutils.clear_time_override)
-            db_api.register_agent(self.ctx, instance_id, {
+            db_agents.register_agent(self.ctx, instance_id, {
                 'agent_version': '1.0.1',
                 'guest_version': 'v1.0.1',
                 'rpc_api_version': '1.0',
@@ -186,7 +186,7 @@ class TestAPISamples(base.APITestCase):
 
     def test_rollouts(self):
         for number, instance_id in enumerate(INSTANCES):
-            db_api.register_agent(self.ctx, instance_id, {
+            db_agents.register_agent(self.ctx, instance_id, {
                 'agent_version': '1.0.1',
                 'guest_version': 'v1.0.1' if number else 'v1.1.0',
                 'rpc_api_version': '1.0', 'state': 'RUNNING',

@@ -4,11 +4,12 @@ import datetime
 from unittest import mock
 
 from oslo_utils import fixture as utils_fixture
+from oslo_utils import timeutils
 
 from trove_upgrade.conductor import heartbeats
 from trove_upgrade.conductor import manager
 from trove_upgrade import context
-from trove_upgrade.db import api as db_api
+from trove_upgrade.db import agents as db_agents
 from trove_upgrade.tests import base
 from trove_upgrade.tests.fixtures import database
 from trove_upgrade.tests.fixtures import rpc as rpc_fixture
@@ -33,13 +34,13 @@ class TestHeartbeatWrites(base.TestCase):
             clock=lambda: (self.now() - START).total_seconds())
 
     def now(self):
-        return db_api.timeutils.utcnow()
+        return timeutils.utcnow()
 
     def advance(self, seconds):
         self.clock.advance_time_seconds(seconds)
 
     def stored(self):
-        return db_api.get_agent(self.context, INSTANCE)['last_heartbeat_at']
+        return db_agents.get_agent(self.context, INSTANCE)['last_heartbeat_at']
 
     def beat(self, **changes):
         self.manager.heartbeat(self.context, INSTANCE,
@@ -49,8 +50,8 @@ class TestHeartbeatWrites(base.TestCase):
         self.flags(heartbeat_write_interval=60, group='conductor')
         self.manager.register_agent(self.context, INSTANCE, **AGENT)
         self.advance(30)
-        with mock.patch.object(db_api, 'register_agent',
-                               wraps=db_api.register_agent) as write:
+        with mock.patch.object(db_agents, 'register_agent',
+                               wraps=db_agents.register_agent) as write:
             self.beat()
             write.assert_not_called()
             self.assertEqual(START, self.stored())
@@ -64,12 +65,12 @@ class TestHeartbeatWrites(base.TestCase):
         self.manager.register_agent(self.context, INSTANCE, **AGENT)
         self.advance(1)
         self.beat(state='BACKUP')
-        agent = db_api.get_agent(self.context, INSTANCE)
+        agent = db_agents.get_agent(self.context, INSTANCE)
         self.assertEqual('BACKUP', agent['state'])
         self.advance(1)
         self.beat(state='BACKUP', labels={'datastore': 'postgresql'})
         self.assertEqual({'datastore': 'postgresql'},
-                         db_api.get_agent(self.context, INSTANCE)['labels'])
+                         db_agents.get_agent(self.context, INSTANCE)['labels'])
 
     def test_registration_is_always_written(self):
         self.manager.register_agent(self.context, INSTANCE, **AGENT)
@@ -94,13 +95,13 @@ class TestHeartbeatWrites(base.TestCase):
     def test_a_failed_write_is_not_remembered(self):
         self.manager.register_agent(self.context, INSTANCE, **AGENT)
         self.advance(1)
-        with mock.patch.object(db_api, 'register_agent',
+        with mock.patch.object(db_agents, 'register_agent',
                                side_effect=RuntimeError('db down')):
             self.assertRaises(RuntimeError, self.beat, state='BACKUP')
         self.advance(1)
         self.beat(state='BACKUP')
         self.assertEqual('BACKUP',
-                         db_api.get_agent(self.context, INSTANCE)['state'])
+                         db_agents.get_agent(self.context, INSTANCE)['state'])
 
     def test_an_agent_heartbeating_stays_reachable(self):
         # Defaults: write interval 60 s, down time 120 s; agents beat
@@ -136,4 +137,4 @@ class TestHeartbeatWrites(base.TestCase):
     def test_a_malformed_id_is_still_refused(self):
         self.manager.heartbeat(self.context, ['not', 'an', 'id'], **AGENT)
         self.manager.heartbeat(self.context, 'not-a-uuid', **AGENT)
-        self.assertEqual([], list(db_api.list_agents(self.context)))
+        self.assertEqual([], list(db_agents.list_agents(self.context)))
