@@ -2,24 +2,30 @@
 
 The plaintext of a format 2 payload is the files of the manifest, in its
 (signed, sorted) order, end to end, with no archive header. The reader
-takes exactly each signed size from the plaintext, hashes it and writes it
-to a new file in a private staging directory; no name, size, type or
-permission ever comes from the payload, so there is no header to lie and
-no parser to fool. Every byte is inside a chunk that authenticated, but the
-encryption key is held by every guest, so only the signed SHA-256 of the
-ciphertext makes the files genuine: the staging directory is renamed into
-place after that hash matched, and deleted on any failure.
+takes exactly each signed size from the plaintext and writes it to a new
+file in a private staging directory; no name, size, type or permission
+ever comes from the payload, so there is no header to lie and no parser to
+fool. Every byte is inside a chunk that authenticated, but the encryption
+key is held by every guest, so only the signed SHA-256 of the ciphertext
+makes the files genuine: the staging directory is renamed into place after
+that hash matched, and deleted on any failure.
+
+The payload is hashed once. Decryption under the key the manifest names
+maps the signed ciphertext to exactly one plaintext, so once the
+ciphertext hash matches, every file is byte for byte what the signer
+encrypted; hashing each file again would cost a second pass over every
+byte and prove nothing more (the manifest's per-file hashes remain for
+tools and for people).
 
 Three stages overlap on a multi-core machine, each releasing the GIL for
 its bulk work: a reader thread reads ciphertext frames into a small pool of
 reused buffers and hashes them, the calling thread decrypts each frame, and
-a writer thread hashes the plaintext per file, writes and fsyncs it. The
-frame sizes follow from the signed payload size, so the reader never looks
-at the data to decide where a chunk ends.
+a writer thread writes the plaintext out and fsyncs each file. The frame
+sizes follow from the signed payload size, so the reader never looks at
+the data to decide where a chunk ends.
 """
 
 import contextlib
-import hashlib
 import os
 import queue
 import shutil
@@ -202,7 +208,7 @@ class _Stopped(Exception):
 
 
 class _FileWriter:
-    """Cuts the plaintext into the signed files, hashing and writing them."""
+    """Cuts the plaintext into the signed files and writes them."""
 
     def __init__(self, files, stage_dir):
         self._pending = list(files)
@@ -210,7 +216,6 @@ class _FileWriter:
         self._fd = None
         self._entry = None
         self._left = 0
-        self._digest = None
         self._open_next()
 
     def _open_next(self):
@@ -220,7 +225,6 @@ class _FileWriter:
             self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL
                                | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
             self._left = self._entry.size
-            self._digest = hashlib.sha256()
             if self._left == 0:
                 self._close_current()
 
@@ -230,11 +234,6 @@ class _FileWriter:
         finally:
             os.close(self._fd)
             self._fd = None
-        if self._digest.hexdigest() != self._entry.sha256:
-            raise exceptions.FileHashMismatchError(
-                'file %s has SHA-256 %s, the manifest says %s'
-                % (exceptions.quoted(self._entry.name),
-                   self._digest.hexdigest(), self._entry.sha256))
 
     def write(self, plaintext):
         view = memoryview(plaintext)
@@ -243,7 +242,6 @@ class _FileWriter:
                 raise exceptions.PlaintextSizeError(
                     'the decrypted payload goes on past the signed files')
             part = view[:self._left]
-            self._digest.update(part)
             while part:
                 part = part[os.write(self._fd, part):]
             taken = min(len(view), self._left)
