@@ -22,6 +22,7 @@ import signal
 import subprocess
 import sys
 
+from oslo_config import cfg
 from oslo_log import log as logging
 
 from trove_upgrade.agent.strategies import exceptions as strategy_exc
@@ -110,11 +111,17 @@ class InProcessSteps:
 
 
 def _config_args(conf):
+    """The agent's own ``--config-file``/``--config-dir`` arguments."""
     args = []
-    for path in conf.config_file or ():
-        args += ['--config-file', path]
-    for path in conf.config_dir or ():
-        args += ['--config-dir', path]
+    for option, flag in (('config_file', '--config-file'),
+                         ('config_dir', '--config-dir')):
+        try:
+            paths = getattr(conf, option) or ()
+        except cfg.NoSuchOptError:
+            # Not parsed from a command line (unit tests): defaults only.
+            paths = ()
+        for path in paths:
+            args += [flag, path]
     return args
 
 
