@@ -171,9 +171,9 @@ def main():
         print('%-6s %13.1f %13.1f %6.0f%% %10.1f %9.1f %15.1f' % (
             text, verify_rate, figures['openssl'][0], 100 * ratio,
             figures['sha256sum'][0], figures['cp'][0], verify_rss))
-    print('verify: manifest checks, decrypt, ciphertext and file hashes, '
-          'write with fsync, rename; cp: writing the same bytes to a new '
-          'file')
+    print('verify: manifest checks, decrypt, hash the ciphertext, write '
+          'the files with fsync, rename; cp: writing the same bytes to a '
+          'new file, without fsync')
     print('targets (>= %d%% of openssl dgst -sha256, peak RSS <= %d MiB): '
           '%s' % (100 * TARGET_RATIO, TARGET_RSS_MIB,
                   'met' if met else 'NOT met'))

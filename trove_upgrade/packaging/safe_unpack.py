@@ -20,12 +20,14 @@ tools and for people).
 Three stages overlap on a multi-core machine, each releasing the GIL for
 its bulk work: a reader thread reads ciphertext frames into a small pool of
 reused buffers and hashes them, the calling thread decrypts each frame, and
-a writer thread writes the plaintext out and fsyncs each file. The frame
+a writer thread writes the plaintext out, and a fourth thread fsyncs each
+finished file while the next one is written. The frame
 sizes follow from the signed payload size, so the reader never looks at
 the data to decide where a chunk ends.
 """
 
 import contextlib
+import functools
 import os
 import queue
 import shutil
@@ -210,7 +212,8 @@ class _Stopped(Exception):
 class _FileWriter:
     """Cuts the plaintext into the signed files and writes them."""
 
-    def __init__(self, files, stage_dir):
+    def __init__(self, files, stage_dir, sync_stage):
+        self._sync = sync_stage
         self._pending = list(files)
         self._stage_dir = stage_dir
         self._fd = None
@@ -229,11 +232,10 @@ class _FileWriter:
                 self._close_current()
 
     def _close_current(self):
-        try:
-            os.fsync(self._fd)
-        finally:
-            os.close(self._fd)
-            self._fd = None
+        # fsync in its own thread: the disk flushes one file while the
+        # next is decrypted and written.
+        fd, self._fd = self._fd, None
+        self._sync.put(fd)
 
     def write(self, plaintext):
         view = memoryview(plaintext)
@@ -274,8 +276,11 @@ def extract(source, header, key, files, payload_size, stage_dir, digest):
     decryptor = chunked_aead.FrameDecryptor(key, header)
     reader = _FrameReader(source, sizes,
                           header.chunk_size + chunked_aead.TAG_SIZE, digest)
-    writer = _FileWriter(files, stage_dir)
+    opened = set()
+    sync_stage = _Stage(functools.partial(_sync_and_close, opened), 0)
+    writer = _FileWriter(files, stage_dir, _Tracking(sync_stage, opened))
     write_stage = _Stage(writer.write, 2)
+    sync_stage.start()
     write_stage.start()
     reader.start()
     try:
@@ -292,8 +297,33 @@ def extract(source, header, key, files, payload_size, stage_dir, digest):
             write_stage.put(plaintext)
         write_stage.finish()
         writer.close()
+        sync_stage.finish()
     except BaseException:
         reader.stop()
         write_stage.abort()
         writer.abort()
+        sync_stage.abort()
+        for fd in list(opened):
+            os.close(fd)
         raise
+
+
+class _Tracking:
+    """Queues fds for the sync stage, remembering which are still open."""
+
+    def __init__(self, stage, opened):
+        self._stage = stage
+        self._opened = opened
+
+    def put(self, fd):
+        self._opened.add(fd)
+        self._stage.put(fd)
+
+
+def _sync_and_close(opened, fd):
+    try:
+        os.fsync(fd)
+    finally:
+        # Forgotten before it is closed: the number may be reused at once.
+        opened.discard(fd)
+        os.close(fd)
