@@ -37,7 +37,8 @@ import threading
 from trove_upgrade.packaging import chunked_aead
 from trove_upgrade.packaging import exceptions
 
-# Ciphertext buffers in flight, whatever the chunk size: the memory bound.
+# Ciphertext buffers in flight: four at the default chunk size, two (the
+# least that overlaps) for chunks over 2 MiB.
 MAX_BUFFERED_BYTES = 8 * 1024 * 1024
 _DONE = object()
 
