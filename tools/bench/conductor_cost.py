@@ -41,11 +41,11 @@ import rollout_scale
 from trove_upgrade.conductor import heartbeats
 from trove_upgrade.conductor import rpcapi
 from trove_upgrade import conf
-from trove_upgrade import instance_keys
 from trove_upgrade import context as tu_context
 from trove_upgrade.db import agents as db_agents
 from trove_upgrade.db import common as db_common
 from trove_upgrade.db import upgrades as db_upgrades
+from trove_upgrade import instance_keys
 from trove_upgrade import rpc
 from trove_upgrade import states
 from trove_upgrade.tests.functional.rollouts import fleet as fleet_fixture
