@@ -3,9 +3,11 @@
 Starts a real ``trove-upgrade-conductor`` on the real RabbitMQ and a
 database (a temporary PostgreSQL one unless ``--connection`` says
 otherwise), sends it agents' messages with ``ConductorAPI`` from a few
-threads, and reads the CPU the conductor used from /proc (every process of
-it). Beside it, measured in the same run as in ``rollout_scale.py``: the
-CPU of one raw oslo.messaging cast to a bound queue. It prints:
+threads, sealed with each instance's key as ``[conductor] require_sealed``
+(the default) wants, and reads the CPU the conductor used from /proc
+(every process of it). Beside it, measured in the same run as in
+``rollout_scale.py``: the CPU of one raw oslo.messaging cast to a bound
+queue. It prints:
 
 * CPU per heartbeat that brings nothing new (not written, see
   ``[conductor] heartbeat_write_interval``) and per heartbeat that
@@ -43,6 +45,7 @@ from trove_upgrade import context as tu_context
 from trove_upgrade.db import agents as db_agents
 from trove_upgrade.db import common as db_common
 from trove_upgrade.db import upgrades as db_upgrades
+from trove_upgrade import instance_keys
 from trove_upgrade import rpc
 from trove_upgrade import states
 from trove_upgrade.tests.functional.rollouts import fleet as fleet_fixture
@@ -62,12 +65,11 @@ def _queue_empty(topic):
         return count == 0
 
 
-def _settle(api, ctxt, topic):
+def _settle(api, ctxt, topic, instance_id):
     """Wait until the server has taken every cast, then one call more."""
     while not _queue_empty(topic):
         time.sleep(0.05)
-    api.register_agent(ctxt, uuidutils.generate_uuid(), state='RUNNING',
-                       **AGENT)
+    api.register_agent(ctxt, instance_id, state='RUNNING', **AGENT)
     time.sleep(0.3)
 
 
@@ -76,58 +78,58 @@ def _each(pool, function, items):
         future.result()
 
 
-def _measure(pid, api, ctxt, topic, pool, function, items):
+def _measure(pid, apis, ctxt, topic, pool, function, items):
     """CPU seconds of ``pid``'s processes while ``function`` ran on items."""
-    _settle(api, ctxt, topic)
+    first = next(iter(apis))
+    _settle(apis[first], ctxt, topic, first)
     before = rollout_scale._cpu_seconds(pid)
     _each(pool, function, items)
-    _settle(api, ctxt, topic)
+    _settle(apis[first], ctxt, topic, first)
     return rollout_scale._cpu_seconds(pid) - before
 
 
-def _run_server(pid, exchange, topic, args, ctxt, upgrade_ids=None):
-    """Per-heartbeat and per-lifecycle CPU of the server at ``pid``."""
-    CONF.set_override('control_exchange', exchange)
-    CONF.set_override('topic', topic, group='conductor')
-    rpc.cleanup()
-    api = rpcapi.ConductorAPI()
-    instances = [uuidutils.generate_uuid() for _ in range(args.agents)]
+def _run_conductor(pid, topic, args, ctxt, apis, upgrade_ids):
+    """Per-heartbeat and per-lifecycle CPU of the conductor at ``pid``."""
+    instances = [i for i in apis if i not in dict(upgrade_ids)]
     result = {}
     with concurrent.futures.ThreadPoolExecutor(args.threads) as pool:
-        _each(pool, lambda i: api.register_agent(ctxt, i, state='RUNNING',
-                                                 **AGENT), instances)
+        _each(pool, lambda i: apis[i].register_agent(
+            ctxt, i, state='RUNNING', **AGENT), instances)
         result['unchanged'] = _measure(
-            pid, api, ctxt, topic, pool,
-            lambda i: api.heartbeat(ctxt, i, state='RUNNING', **AGENT),
+            pid, apis, ctxt, topic, pool,
+            lambda i: apis[i].heartbeat(ctxt, i, state='RUNNING', **AGENT),
             instances) / len(instances)
         result['changed'] = _measure(
-            pid, api, ctxt, topic, pool,
-            lambda i: api.heartbeat(ctxt, i, state='BACKUP', **AGENT),
+            pid, apis, ctxt, topic, pool,
+            lambda i: apis[i].heartbeat(ctxt, i, state='BACKUP', **AGENT),
             instances) / len(instances)
-        if upgrade_ids is None:
-            upgrade_ids = [(uuidutils.generate_uuid(),
-                            uuidutils.generate_uuid())
-                           for _ in range(args.upgrades)]
 
         def lifecycle(pair):
             instance_id, upgrade_id = pair
+            api = apis[instance_id]
             api.start_upgrade(ctxt, instance_id, upgrade_id, 'v1.0.0')
             for state in STAGES:
                 api.report_upgrade_state(ctxt, instance_id, upgrade_id,
                                          state, None, 'v1.0.0', 'v2.0.0')
 
-        result['lifecycle'] = _measure(pid, api, ctxt, topic, pool,
-                                       lifecycle, upgrade_ids) / len(
-                                           upgrade_ids)
-    rpc.cleanup()
+        result['lifecycle'] = _measure(
+            pid, apis, ctxt, topic, pool, lifecycle,
+            upgrade_ids) / len(upgrade_ids)
     return result
 
 
-def _upgrades(admin, count):
-    """``count`` SENT upgrades, each of an agent of its own."""
+def _agents(admin, count):
+    """``count`` instances with a sealing key each, as production has."""
+    return {instance_id: instance_keys.add_key(admin, instance_id) and
+            instance_keys.keyring(admin, instance_id)
+            for instance_id in (uuidutils.generate_uuid()
+                                for _ in range(count))}
+
+
+def _upgrades(admin, instance_ids):
+    """One SENT upgrade for each of ``instance_ids``, registered first."""
     pairs = []
-    for _ in range(count):
-        instance_id = uuidutils.generate_uuid()
+    for instance_id in instance_ids:
         db_agents.register_agent(admin, instance_id, dict(
             AGENT, state='RUNNING'))
         upgrade = db_upgrades.create_upgrade(admin, {
@@ -169,7 +171,8 @@ def main():
         with tempfile.TemporaryDirectory() as workdir:
             rollout_scale._migrate(workdir, connection)
             CONF.set_override('connection', connection, group='database')
-            upgrade_ids = _upgrades(ctxt, args.upgrades)
+            keyrings = _agents(ctxt, args.agents + args.upgrades)
+            upgrade_ids = _upgrades(ctxt, list(keyrings)[args.agents:])
             fleet = fleet_fixture.Fleet(
                 workdir, {'DEFAULT': {'transport_url': RABBIT,
                                       'control_exchange': exchange},
@@ -181,8 +184,13 @@ def main():
                 _rate, raw_cast = rollout_scale.bench_raw_casts(
                     exchange, args.raw_casts)
                 conductor = fleet.start_conductor()
-                ours = _run_server(conductor.pid, exchange, topic, args,
-                                   ctxt, upgrade_ids)
+                CONF.set_override('topic', topic, group='conductor')
+                rpc.cleanup()
+                apis = {i: rpcapi.ConductorAPI(k)
+                        for i, k in keyrings.items()}
+                ours = _run_conductor(conductor.pid, topic, args, ctxt,
+                                      apis, upgrade_ids)
+                rpc.cleanup()
             finally:
                 fleet.cleanUp()
     finally:
