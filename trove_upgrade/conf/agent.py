@@ -72,6 +72,19 @@ agent_opts = [
                min=1,
                help='Largest upgrade payload, in bytes, the agent '
                     'downloads and decrypts.'),
+    cfg.FloatOpt('download_step_timeout',
+                 default=3600,
+                 min=1,
+                 help='Seconds the download step (manifest, its checks and '
+                      'the payload, retries included) may take. It runs in '
+                      'a child process that is killed at this deadline and '
+                      'the upgrade ends FAILED.'),
+    cfg.FloatOpt('verify_step_timeout',
+                 default=1800,
+                 min=1,
+                 help='Seconds decrypting, verifying and writing out the '
+                      'package may take, in a child process killed at this '
+                      'deadline; the upgrade then ends FAILED.'),
     cfg.IntOpt('max_resume_attempts',
                default=3,
                min=1,

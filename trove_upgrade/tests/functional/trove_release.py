@@ -19,11 +19,15 @@ import sys
 RELEASES = ('25.1.0', '26.0.0')
 
 
+# Fixed when the module is imported: tests point HOME at temporary
+# directories, and a cache found through them would be rebuilt every time.
+_CACHE = os.environ.get('TROVE_UPGRADE_TEST_CACHE') or os.path.join(
+    os.path.expanduser('~'), '.cache', 'trove-upgrade-tests')
+
+
 def cache_dir():
-    path = os.environ.get('TROVE_UPGRADE_TEST_CACHE') or os.path.join(
-        os.path.expanduser('~'), '.cache', 'trove-upgrade-tests')
-    os.makedirs(path, exist_ok=True)
-    return path
+    os.makedirs(_CACHE, exist_ok=True)
+    return _CACHE
 
 
 @contextlib.contextmanager

@@ -7,6 +7,8 @@ openstack_citest (see tools/test-setup.sh); the tests skip only when that
 database server cannot be reached.
 """
 
+import datetime
+
 from oslo_db.sqlalchemy import test_migrations
 import sqlalchemy as sa
 
@@ -116,6 +118,22 @@ class _MigrationsWalk:
                    inspector.get_columns('instance_keys')}
         self.assertTrue(columns['expires_at']['nullable'])
         self.assertFalse(columns['key_material']['nullable'])
+
+    def _check_9d3f6b2c8a17(self, connection):
+        columns = {c['name']: c for c in
+                   sa.inspect(connection).get_columns('upgrades')}
+        self.assertFalse(columns['held']['nullable'])
+        # Rows written without it (every existing one, and those of a
+        # release that does not know it) are not held.
+        connection.execute(sa.text(
+            "INSERT INTO upgrades (id, instance_id, instance_version, "
+            "strategy, location, metadata, allow_downgrade, status, "
+            "created_at) VALUES ('u1', 'i1', '2.0', 'local', '/p', '{}', "
+            ":no, 'PENDING', :now)"),
+            {'no': False, 'now': datetime.datetime(2026, 12, 1)})
+        self.assertEqual([False], [bool(v) for v in connection.scalars(
+            sa.text("SELECT held FROM upgrades WHERE id = 'u1'"))])
+        connection.rollback()
 
 
 class TestModelsSyncSQLite(_ModelsMigrationsSync,
