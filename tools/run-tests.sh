@@ -29,7 +29,8 @@ tools/start-services.sh
 tools/test-setup.sh
 
 # tox itself lives in a small virtualenv of its own; tox builds the test
-# environment from requirements.txt and test-requirements.txt.
+# environment (tox.ini): the package with its server and agent extras,
+# test-requirements.txt, and the services the functional tests start.
 if [ ! -x .tox-bootstrap/bin/tox ]; then
     python3 -m venv .tox-bootstrap
     .tox-bootstrap/bin/pip install -q 'tox>=4'
