@@ -73,12 +73,6 @@ WORK_DIR = 'work'
 MANIFEST_SUFFIX = untrusted.MANIFEST_SUFFIX
 
 
-def _guest_script(manifest):
-    """The guest agent's console script the manifest names, or None."""
-    guest_agent = getattr(manifest, 'guest_agent', None)
-    return guest_agent.console_script if guest_agent else None
-
-
 class UpgradeFailed(Exception):
     """A step before the switch failed; the reason is the message."""
 
@@ -266,7 +260,7 @@ class UpgradePipeline:
             self.installs.install(upgrade['to_version'], wheels,
                                   health_command=command,
                                   health_timeout=timeout,
-                                  console_script=_guest_script(manifest))
+                                  console_script=result['console_script'])
         except install.InstallError as e:
             raise UpgradeFailed('install failed: %s' % e)
 

@@ -118,8 +118,11 @@ class InProcessSteps:
             command, timeout = self.verifier.health_check(manifest)
         except Exception as e:
             raise StepFailed(describe(e))
+        guest_agent = manifest.guest_agent
         return {'wheels': wheels, 'health_command': command,
-                'health_timeout': timeout}
+                'health_timeout': timeout,
+                'console_script': (guest_agent.console_script
+                                   if guest_agent else None)}
 
 
 def _config_args(conf):
