@@ -30,12 +30,12 @@ from trove_upgrade.agent import journal as journal_mod
 from trove_upgrade.agent import manager as manager_mod
 from trove_upgrade.agent import outbox as outbox_mod
 from trove_upgrade.agent import pipeline as pipeline_mod
-from trove_upgrade.agent import rpcapi as agent_rpcapi
 from trove_upgrade.agent import supervisor as supervisor_mod
 from trove_upgrade.agent import verifier as verifier_mod
 from trove_upgrade.conductor import rpcapi as conductor_rpcapi
 from trove_upgrade import context as tu_context
 from trove_upgrade import rpc
+from trove_upgrade import rpc_interface
 from trove_upgrade import sealing
 from trove_upgrade import version
 
@@ -149,7 +149,8 @@ class AgentService(service.Service):
             self.conf, self.journal, self.pipeline, self.state_provider,
             self.conductor_api, self.context, keyring=self.keyring)
         target = messaging.Target(
-            topic=agent_rpcapi.topic_for(self.instance_id), server=self.host)
+            topic=rpc_interface.agent_topic(self.instance_id),
+            server=self.host)
         self.rpcserver = rpc.get_rpc_server(target, [self.manager])
         self.rpcserver.start()
         agent = self.conf.agent

@@ -5,7 +5,8 @@ heartbeat, claim an upgrade before they start it and report each state it
 reaches. All conductors listen on ``[conductor] topic`` and share its
 messages. ``[upgrade_levels] conductor`` caps the version the agents send
 while the conductors run an older release than the agents; the cap and
-``can_send_version`` work as described in ``trove_upgrade.agent.rpcapi``.
+``can_send_version`` work as described in
+``trove_upgrade.conductor.agent_rpcapi``.
 
 An agent that holds its instance's keys seals every message with them
 (version 1.1), so that nobody else on the bus can register, heartbeat,

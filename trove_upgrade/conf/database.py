@@ -7,6 +7,10 @@ one: with oslo.db's 5, every message beyond the fifth at once opened and
 closed a connection of its own, 2,076 PostgreSQL sessions for the 2,000
 upgrades of ``tools/bench/rollout_scale.py``. Connections are still
 opened only when needed, so an idle service holds few.
+
+oslo.db lists the options under its own namespace for the sample config.
+``trove_upgrade.db`` registers them, not ``trove_upgrade.conf``: the
+guest-side agent loads the latter and must not import oslo.db.
 """
 
 from oslo_config import cfg
@@ -23,9 +27,3 @@ def register_opts(conf):
     # sample config generator reads the objects.
     cfg.set_defaults(db_options.database_opts, **_DEFAULTS)
     db_options.set_defaults(conf)
-
-
-def list_opts():
-    # oslo.db lists its own options under its own namespace; the sample
-    # config takes them from there.
-    return {}

@@ -10,12 +10,12 @@ import os
 
 import oslo_messaging as messaging
 
-from trove_upgrade.agent import rpcapi as agent_rpcapi
 from trove_upgrade.conductor import rpcapi as conductor_rpcapi
 from trove_upgrade.db import agents as db_agents
 from trove_upgrade.db import upgrades as db_upgrades
 from trove_upgrade import exception
 from trove_upgrade import instance_keys
+from trove_upgrade import rpc_interface
 from trove_upgrade import sealing
 from trove_upgrade import states
 from trove_upgrade.tests.fixtures import rpc as rpc_fixture
@@ -34,7 +34,7 @@ class TestSealing(harness.AgentTestCase):
     def publish(self, args, sealed=None, version='1.1'):
         """Cast ``upgrade`` on the agent's topic, as any client could."""
         client = messaging.get_rpc_client(self.transport, messaging.Target(
-            topic=agent_rpcapi.topic_for(self.instance_id),
+            topic=rpc_interface.agent_topic(self.instance_id),
             version=version))
         if sealed is not None:
             args = dict(args, sealed=sealed)
@@ -115,7 +115,7 @@ class TestSealing(harness.AgentTestCase):
         # A spy consumes the instance's topic before the agent runs and
         # captures the genuine sealed upgrade the control plane casts.
         spy = rpc_fixture.RecordingServer(
-            messaging.Target(topic=agent_rpcapi.topic_for(self.instance_id),
+            messaging.Target(topic=rpc_interface.agent_topic(self.instance_id),
                              server='spy'),
             [rpc_fixture.AgentEndpoint('1.1')])
         spy.setUp()

@@ -8,8 +8,8 @@ from oslo_serialization import jsonutils
 from oslo_utils import uuidutils
 import webob
 
-from trove_upgrade.agent import rpcapi as agent_rpcapi
 from trove_upgrade.api import deploy
+from trove_upgrade.conductor import agent_rpcapi
 from trove_upgrade import context
 from trove_upgrade.db import models
 from trove_upgrade.db import upgrades as db_upgrades

@@ -4,10 +4,11 @@ import base64
 
 import oslo_messaging as messaging
 
-from trove_upgrade.agent import rpcapi
+from trove_upgrade.conductor import agent_rpcapi as rpcapi
 from trove_upgrade import context
 from trove_upgrade import exception
 from trove_upgrade import instance_keys
+from trove_upgrade import rpc_interface
 from trove_upgrade import sealing
 from trove_upgrade.tests import base
 from trove_upgrade.tests.fixtures import database
@@ -29,7 +30,8 @@ class TestSealedUpgrade(base.TestCase):
         self.context = context.get_admin_context()
         self.endpoint = rpc_fixture.AgentEndpoint('1.1')
         self.server = self.useFixture(rpc_fixture.RecordingServer(
-            messaging.Target(topic=rpcapi.topic_for(INSTANCE), server='g'),
+            messaging.Target(topic=rpc_interface.agent_topic(INSTANCE),
+                             server='g'),
             [self.endpoint]))
 
     def send(self):
@@ -90,8 +92,9 @@ class TestUpgradeMany(base.TestCase):
         for instance_id in (self.keyed, self.plain, self.other):
             self.servers[instance_id] = self.useFixture(
                 rpc_fixture.RecordingServer(
-                    messaging.Target(topic=rpcapi.topic_for(instance_id),
-                                     server='g'),
+                    messaging.Target(
+                        topic=rpc_interface.agent_topic(instance_id),
+                        server='g'),
                     [rpc_fixture.AgentEndpoint('1.1')]))
 
     def upgrades(self, *instance_ids):

@@ -1,5 +1,9 @@
 """Client side of the guest-side upgrade agent's RPC API.
 
+It lives on the control plane's side, since it reads the agents' versions
+and the instances' keys from the database; what the agent shares with it
+(its topic) is in ``trove_upgrade.rpc_interface``.
+
 The control plane (the API and anything else that starts an upgrade) uses
 :class:`AgentAPI` to send work to the upgrade agent of one instance. Each
 instance's agent listens on its own topic, ``guestagent_upgrade.<instance
@@ -36,16 +40,10 @@ from trove_upgrade import exception
 from trove_upgrade import instance_keys
 from trove_upgrade import release_mappings
 from trove_upgrade import rpc
+from trove_upgrade import rpc_interface
 from trove_upgrade import sealing
 
 CONF = conf.CONF
-
-TOPIC_PREFIX = 'guestagent_upgrade'
-
-
-def topic_for(instance_id):
-    """The topic on which ``instance_id``'s upgrade agent listens."""
-    return '%s.%s' % (TOPIC_PREFIX, instance_id)
 
 
 class AgentAPI:
@@ -65,7 +63,7 @@ class AgentAPI:
         # value stops the service at start rather than at its first send.
         release_mappings.resolve_version_cap(
             'agent', CONF.upgrade_levels.agent, auto=lambda: None)
-        target = messaging.Target(topic=TOPIC_PREFIX,
+        target = messaging.Target(topic=rpc_interface.AGENT_TOPIC_PREFIX,
                                   version=self.RPC_API_VERSION)
         self.client = rpc.get_rpc_client(target)
 
@@ -80,8 +78,9 @@ class AgentAPI:
             auto=lambda: db_agents.min_agent_rpc_version(context))
 
     def _prepare(self, instance_id, version_cap):
-        return self.client.prepare(topic=topic_for(instance_id),
-                                   version_cap=version_cap)
+        return self.client.prepare(
+            topic=rpc_interface.agent_topic(instance_id),
+            version_cap=version_cap)
 
     def upgrade(self, context, instance_id, upgrade_id, instance_version,
                 strategy, location, metadata, allow_downgrade):
