@@ -105,10 +105,7 @@ class AgentAPI:
         self._cast_upgrade(
             context, self.version_cap(context),
             instance_keys.keyring(context, instance_id),
-            dict(upgrade_id=upgrade_id, instance_id=instance_id,
-                 instance_version=instance_version, strategy=strategy,
-                 location=location, metadata=metadata,
-                 allow_downgrade=allow_downgrade))
+            rpc_interface.AGENT.message('upgrade', locals()))
 
     def upgrade_many(self, context, upgrades, threads=1):
         """:meth:`upgrade` for each of ``upgrades``, dicts of their fields.
@@ -128,12 +125,8 @@ class AgentAPI:
             return {u['id']: e for u in upgrades}
 
         def send(upgrade):
-            kwargs = {name: upgrade[field] for name, field in (
-                ('upgrade_id', 'id'), ('instance_id', 'instance_id'),
-                ('instance_version', 'instance_version'),
-                ('strategy', 'strategy'), ('location', 'location'),
-                ('metadata', 'metadata'),
-                ('allow_downgrade', 'allow_downgrade'))}
+            kwargs = rpc_interface.AGENT.message(
+                'upgrade', dict(upgrade, upgrade_id=upgrade['id']))
             try:
                 self._cast_upgrade(context, version_cap,
                                    keys[upgrade['instance_id']], kwargs)
