@@ -8,7 +8,6 @@ options are loaded by the guest-side agent too, which must not import
 oslo.db and SQLAlchemy.
 """
 
-from oslo_config import cfg
 from oslo_log import log
 
 from trove_upgrade.conf import agent
@@ -18,8 +17,11 @@ from trove_upgrade.conf import paths
 from trove_upgrade.conf import rpc
 from trove_upgrade.conf import strategies
 from trove_upgrade.conf import upgrade_levels
+from trove_upgrade import hosted_conf
 
-CONF = cfg.CONF
+# The global CONF, except inside another service's process (the Trove API
+# extension), where it is trove-upgrade's own: see hosted_conf.
+CONF = hosted_conf.conf()
 
 AREAS = (
     agent,

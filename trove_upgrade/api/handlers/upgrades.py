@@ -1,5 +1,8 @@
-"""Handlers of /v1.0/{tenant_id}/mgmt/upgrades."""
+"""Handlers of /v1.0/{tenant_id}/mgmt/upgrades, and of upstream Trove's
+/v1.0/{tenant_id}/mgmt/instances/{instance_id}/upgrade."""
 
+import os
+from urllib import parse
 import uuid
 
 from oslo_utils import uuidutils
@@ -35,13 +38,57 @@ def _upgrade_id(req):
     return upgrade_id
 
 
+# Location schemes that name their strategy; http(s) means the http
+# strategy (a Swift storage URL needs "strategy": "swift").
+_SCHEME_STRATEGIES = {'swift': 'swift', 'rsync': 'rsync', 'file': 'local',
+                      'http': 'http', 'https': 'http'}
+
+
+def strategy_from_location(location):
+    """The strategy upstream Trove's body leaves out, told by the location.
+
+    ``swift:``, ``rsync:``, ``http(s):`` and ``file:`` URLs name theirs; an
+    absolute path is ``local``; anything else cannot be told apart (a bare
+    ``container/object`` could be any store) and is refused with 400.
+    """
+    scheme = parse.urlsplit(location).scheme.lower()
+    if scheme in _SCHEME_STRATEGIES:
+        return _SCHEME_STRATEGIES[scheme]
+    if not scheme and os.path.isabs(location):
+        return 'local'
+    raise webob.exc.HTTPBadRequest(
+        'Invalid JSON body: the strategy cannot be told from location %r; '
+        'use a swift://, http(s)://, rsync:// or file: URL or an absolute '
+        'path, or give "strategy".' % location)
+
+
 @util.wsgify
 def create_upgrade(req):
     context = req.environ[util.CONTEXT_KEY]
     policy.authorize(context, policies.CREATE)
     util.require_json(req)
     body = util.extract_json(req.body, schema.POST_UPGRADE)
-    values = dict(body.get('upgrade', body))
+    return _create(req, context, dict(body.get('upgrade', body)))
+
+
+@util.wsgify
+def create_instance_upgrade(req):
+    """Upstream Trove's route: it only cast; here the upgrade is recorded."""
+    context = req.environ[util.CONTEXT_KEY]
+    policy.authorize(context, policies.CREATE)
+    util.require_json(req)
+    instance_id = req.urlvars['instance_id']
+    if not uuidutils.is_uuid_like(instance_id):
+        raise webob.exc.HTTPNotFound(
+            'Instance %s could not be found: an instance id is a UUID.'
+            % instance_id)
+    body = util.extract_json(req.body, schema.POST_INSTANCE_UPGRADE)
+    values = dict(body['upgrade'], instance_id=instance_id)
+    values.setdefault('strategy', strategy_from_location(values['location']))
+    return _create(req, context, values)
+
+
+def _create(req, context, values):
     _check_version(values['instance_version'])
     values['instance_id'] = str(uuid.UUID(values['instance_id']))
     values.setdefault('metadata', {})
