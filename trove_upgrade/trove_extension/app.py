@@ -46,8 +46,8 @@ def _parse(config_files):
 
 def _configure_database(conf):
     """enginefacade reads the global CONF, Trove's here: give it ours."""
-    from trove_upgrade.db import api as db_api
-    db_api.context_manager.configure(**{
+    from trove_upgrade.db import common as db_common
+    db_common.context_manager.configure(**{
         opt.dest: conf.database[opt.dest]
         for opt in db_options.database_opts})
 
