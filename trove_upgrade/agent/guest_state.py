@@ -15,6 +15,8 @@ import subprocess
 from oslo_log import log as logging
 from stevedore import driver
 
+from trove_upgrade import exception
+
 LOG = logging.getLogger(__name__)
 
 RUNNING = 'running'
@@ -24,7 +26,7 @@ ENTRY_POINT_GROUP = 'trove_upgrade.guest_state'
 UNKNOWN = 'unknown'
 
 
-class GuestStateError(Exception):
+class GuestStateError(exception.TroveUpgradeException):
     """The guest state could not be read."""
 
 

@@ -35,7 +35,9 @@ from trove_upgrade.agent import strategies
 from trove_upgrade.agent.strategies import exceptions as strategy_exc
 from trove_upgrade.agent import supervisor as supervisor_mod
 from trove_upgrade.agent import verifier as verifier_mod
+from trove_upgrade import exception
 from trove_upgrade.packaging import exceptions as package_exc
+from trove_upgrade.packaging import manifest as manifest_mod
 from trove_upgrade import states
 
 LOG = logging.getLogger(__name__)
@@ -53,10 +55,9 @@ BEFORE_SWITCH = (ACCEPTED, DOWNLOADING, VERIFYING, INSTALLING)
 PAUSE_ENV = 'TROVE_UPGRADE_AGENT_TEST_PAUSE'
 
 WORK_DIR = 'work'
-MANIFEST_SUFFIX = '.manifest'
 
 
-class UpgradeFailed(Exception):
+class UpgradeFailed(exception.TroveUpgradeException):
     """A step before the switch failed; the reason is the message."""
 
 
@@ -180,7 +181,7 @@ class UpgradePipeline:
         shutil.rmtree(work, ignore_errors=True)
         os.makedirs(work)
         payload_path = os.path.join(work, 'package')
-        manifest_path = payload_path + MANIFEST_SUFFIX
+        manifest_path = payload_path + manifest_mod.MANIFEST_SUFFIX
         location = upgrade['location']
         max_size = self.conf.agent.max_package_size
 
@@ -193,8 +194,8 @@ class UpgradePipeline:
                                 'trusted_key_files and decryption_key_files')
         try:
             strategy = self.load_strategy(upgrade['strategy'])
-            strategy.fetch(location + MANIFEST_SUFFIX, manifest_path,
-                           verifier_mod.MAX_MANIFEST_SIZE)
+            strategy.fetch(location + manifest_mod.MANIFEST_SUFFIX,
+                           manifest_path, verifier_mod.MAX_MANIFEST_SIZE)
             with open(manifest_path, 'rb') as f:
                 manifest_bytes = f.read()
             manifest = self.verifier.verify_manifest(

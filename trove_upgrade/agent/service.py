@@ -34,6 +34,8 @@ from trove_upgrade.agent import supervisor as supervisor_mod
 from trove_upgrade.agent import verifier as verifier_mod
 from trove_upgrade.conductor import rpcapi as conductor_rpcapi
 from trove_upgrade import context as tu_context
+from trove_upgrade import exception
+from trove_upgrade.packaging import exceptions as package_exc
 from trove_upgrade import rpc
 from trove_upgrade import rpc_interface
 from trove_upgrade import sealing
@@ -45,7 +47,7 @@ AGENT_LOCK = 'agent.lock'
 OWNER_WAIT = 30
 
 
-class AgentConfigError(Exception):
+class AgentConfigError(exception.TroveUpgradeException):
     """The agent's configuration cannot work; it refuses to start."""
 
 
@@ -66,14 +68,14 @@ def check_conf(conf):
             'messages cannot be authenticated without it')
 
 
-def load_keyring(conf):
+def load_instance_keys(conf):
     """The instance's sealing keys, or None when no key file is set."""
     if not conf.agent.instance_key_file:
         return None
     try:
         return sealing.load_key_file(conf.agent.instance_key_file,
                                      conf.agent.instance_id)
-    except sealing.KeyFileError as e:
+    except package_exc.KeyFileError as e:
         raise AgentConfigError(str(e))
 
 
@@ -106,7 +108,7 @@ class AgentService(service.Service):
         self.pipeline = pipeline_mod.UpgradePipeline(
             conf, self.journal, self.installs, self.supervisor,
             build_verifier(conf))
-        self.keyring = load_keyring(conf)
+        self.keyring = load_instance_keys(conf)
         self.context = tu_context.get_admin_context()
         self.conductor_api = None
         self.manager = None

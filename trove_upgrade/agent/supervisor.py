@@ -20,6 +20,7 @@ import time
 from oslo_log import log as logging
 
 from trove_upgrade.agent import install
+from trove_upgrade import exception
 
 LOG = logging.getLogger(__name__)
 
@@ -28,7 +29,7 @@ LOG_DIR = 'logs'
 _POLL = 0.05
 
 
-class GuestStartError(Exception):
+class GuestStartError(exception.TroveUpgradeException):
     """The guest agent did not start or did not become healthy."""
 
 

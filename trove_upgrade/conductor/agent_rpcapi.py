@@ -37,11 +37,11 @@ import oslo_messaging as messaging
 from trove_upgrade import conf
 from trove_upgrade.db import agents as db_agents
 from trove_upgrade import exception
-from trove_upgrade import instance_keys
 from trove_upgrade import release_mappings
 from trove_upgrade import rpc
 from trove_upgrade import rpc_interface
 from trove_upgrade import sealing
+from trove_upgrade import sealing_keys
 
 CONF = conf.CONF
 
@@ -104,7 +104,7 @@ class AgentAPI:
         """
         self._cast_upgrade(
             context, self.version_cap(context),
-            instance_keys.keyring(context, instance_id),
+            sealing_keys.keyring(context, instance_id),
             rpc_interface.AGENT.message('upgrade', locals()))
 
     def upgrade_many(self, context, upgrades, threads=1):
@@ -119,7 +119,7 @@ class AgentAPI:
         """
         try:
             version_cap = self.version_cap(context)
-            keys = instance_keys.keyrings(
+            keys = sealing_keys.keyrings(
                 context, {u['instance_id'] for u in upgrades})
         except Exception as e:
             return {u['id']: e for u in upgrades}

@@ -23,9 +23,9 @@ from oslo_utils import uuidutils
 from trove_upgrade import conf
 from trove_upgrade.db import agents as db_agents
 from trove_upgrade import exception
-from trove_upgrade import instance_keys
 from trove_upgrade import rpc_interface
 from trove_upgrade import sealing
+from trove_upgrade import sealing_keys
 from trove_upgrade import upgrades
 
 CONF = conf.CONF
@@ -60,7 +60,7 @@ class ConductorManager:
 
     def __init__(self):
         self.replay_cache = sealing.MemoryReplayCache()
-        self.keyrings = instance_keys.KeyringCache(
+        self.keyrings = sealing_keys.KeyringCache(
             CONF.conductor.instance_key_cache_time)
 
     def _authenticate(self, context, method, values):

@@ -33,6 +33,8 @@ that stop them:
   :class:`MissingFileError`, :class:`FileHashMismatchError`.
 """
 
+from trove_upgrade import exception
+
 
 MAX_MESSAGE_LENGTH = 1024
 MAX_QUOTED_LENGTH = 80
@@ -59,7 +61,7 @@ def quoted(value, limit=MAX_QUOTED_LENGTH):
     return bounded(repr(value), limit + 20)
 
 
-class PackageError(Exception):
+class PackageError(exception.TroveUpgradeException):
     """A package, a manifest or a key was refused; nothing was installed."""
 
     def __init__(self, message=''):

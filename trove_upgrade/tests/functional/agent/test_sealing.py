@@ -14,9 +14,9 @@ from trove_upgrade.conductor import rpcapi as conductor_rpcapi
 from trove_upgrade.db import agents as db_agents
 from trove_upgrade.db import upgrades as db_upgrades
 from trove_upgrade import exception
-from trove_upgrade import instance_keys
 from trove_upgrade import rpc_interface
 from trove_upgrade import sealing
+from trove_upgrade import sealing_keys
 from trove_upgrade import states
 from trove_upgrade.tests.fixtures import rpc as rpc_fixture
 from trove_upgrade.tests.functional.agent import harness
@@ -29,7 +29,7 @@ class TestSealing(harness.AgentTestCase):
         self.transport = messaging.get_rpc_transport(self.conf)
         self.addCleanup(self.transport.cleanup)
         self.flags(group='conductor', topic=self.conductor_topic)
-        self.keys = instance_keys.keyring(self.context, self.instance_id)
+        self.keys = sealing_keys.keyring(self.context, self.instance_id)
 
     def publish(self, args, sealed=None, version='1.1'):
         """Cast ``upgrade`` on the agent's topic, as any client could."""
@@ -41,7 +41,7 @@ class TestSealing(harness.AgentTestCase):
         client.cast({}, 'upgrade', **args)
 
     def forged_keys(self, key_id=None):
-        return sealing.Keyring(self.instance_id, [
+        return sealing.InstanceKeys(self.instance_id, [
             (key_id or sealing.new_key_id(), sealing.generate_key())])
 
     def record_upgrade(self, version):

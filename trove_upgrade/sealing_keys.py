@@ -24,6 +24,7 @@ from oslo_utils import timeutils
 from trove_upgrade import conf
 from trove_upgrade.db import instance_keys as db_keys
 from trove_upgrade import exception
+from trove_upgrade.packaging import exceptions as package_exc
 from trove_upgrade import sealing
 
 CONF = conf.CONF
@@ -59,10 +60,10 @@ def _keyring(instance_id, rows, master):
             try:
                 material = sealing.unwrap_key(master, instance_id,
                                               row['key_id'], material)
-            except sealing.KeyFileError as e:
+            except package_exc.KeyFileError as e:
                 raise exception.InstanceKeyError(reason=str(e))
         keys.append((row['key_id'], material))
-    return sealing.Keyring(instance_id, keys)
+    return sealing.InstanceKeys(instance_id, keys)
 
 
 def _master_key_for(rows):
