@@ -180,7 +180,7 @@ class TestCreateUpgradeBadInput(base.APITestCase):
     def test_unknown_strategy(self):
         self.assertRejected(
             self._post(base.upgrade_body(strategy='ftp')),
-            "'ftp' is not one of ['swift', 'http', 'local', 'rsync'] "
+            "'ftp' is not one of ['http', 'local', 'rsync', 'swift'] "
             "(at $.strategy)")
 
     def test_metadata_not_an_object(self):
