@@ -115,3 +115,17 @@ class SealingUnavailable(Conflict):
 
 class InstanceKeyError(Invalid):
     msg_fmt = 'Instance key error: %(reason)s'
+
+
+class InstanceNotFound(NotFound):
+    msg_fmt = 'Trove has no instance %(instance)s: %(reason)s'
+
+
+class AmbiguousInstanceName(Invalid):
+    msg_fmt = ('Instance name %(name)s is ambiguous: instances %(ids)s have '
+               'it. Give the instance id instead.')
+
+
+class TroveNotConfigured(Invalid):
+    msg_fmt = ('%(what)s needs [trove] connection, which is not set: '
+               '%(hint)s')

@@ -29,7 +29,10 @@ _NOTIFICATION_TRANSPORT = None
 _NOTIFIER = None
 
 
-def set_defaults(control_exchange='trove_upgrade'):
+DEFAULT_EXCHANGE = 'trove_upgrade'
+
+
+def set_defaults(control_exchange=DEFAULT_EXCHANGE):
     """Make ``control_exchange`` the exchange when none is configured.
 
     oslo.messaging's own helper changes the default for every ConfigOpts
@@ -104,16 +107,26 @@ def get_transport():
     return _TRANSPORT
 
 
-def get_rpc_client(target, version_cap=None):
+# A mandatory message that no queue takes (its listeners' queue not
+# declared again yet after a broker restart) is returned by RabbitMQ and
+# the send raises MessageUndeliverable at once. Otherwise RabbitMQ drops
+# it, and a call waits out rpc_response_timeout (60 s) for an answer that
+# cannot come.
+_MANDATORY = messaging.TransportOptions(at_least_once=True)
+
+
+def get_rpc_client(target, version_cap=None, mandatory=False):
     """An RPC client for ``target`` that never sends above ``version_cap``.
 
     Its sends give up after ``[DEFAULT] rpc_send_retries`` attempts to
-    reach the messaging server, so that a caller learns of an outage.
+    reach the messaging server, so that a caller learns of an outage; with
+    ``mandatory`` they raise ``MessageUndeliverable`` when no queue takes
+    the message.
     """
-    return messaging.get_rpc_client(get_transport(), target,
-                                    version_cap=version_cap,
-                                    serializer=RequestContextSerializer(),
-                                    retry=CONF.rpc_send_retries)
+    return messaging.get_rpc_client(
+        get_transport(), target, version_cap=version_cap,
+        serializer=RequestContextSerializer(), retry=CONF.rpc_send_retries,
+        transport_options=_MANDATORY if mandatory else None)
 
 
 def get_rpc_server(target, endpoints):
@@ -155,6 +168,23 @@ def notifications_enabled():
 def default_publisher_id():
     """``trove-upgrade.<host>``: which service host sent a notification."""
     return 'trove-upgrade.%s' % socket.gethostname()
+
+
+def scoped_topic(name):
+    """The topic ``name`` of this deployment: its queue's name too.
+
+    RabbitMQ names a topic's queue after the topic alone, whatever the
+    exchange, so two deployments on one vhost that differ only by
+    ``control_exchange`` would share their queues and consume each
+    other's messages. On any exchange but the default the topic is
+    prefixed with the exchange; on the default it stays as it always was,
+    so that a deployment upgraded in place keeps its queues.
+    """
+    get_transport()  # registers control_exchange
+    exchange = CONF.control_exchange
+    if exchange == DEFAULT_EXCHANGE:
+        return name
+    return '%s.%s' % (exchange, name)
 
 
 def cleanup():

@@ -13,6 +13,8 @@ control-plane code (the database layer, the key store).
 
 import inspect
 
+from trove_upgrade import rpc
+
 AGENT_TOPIC_PREFIX = 'guestagent_upgrade'
 
 # Parameters of an endpoint that are not arguments of the message.
@@ -20,8 +22,12 @@ _ENDPOINT_ONLY = ('self', 'context', 'sealed')
 
 
 def agent_topic(instance_id):
-    """The topic on which ``instance_id``'s upgrade agent listens."""
-    return '%s.%s' % (AGENT_TOPIC_PREFIX, instance_id)
+    """The topic on which ``instance_id``'s upgrade agent listens.
+
+    Prefixed with the control exchange unless it is the default
+    (``rpc.scoped_topic``).
+    """
+    return rpc.scoped_topic('%s.%s' % (AGENT_TOPIC_PREFIX, instance_id))
 
 
 class Interface:

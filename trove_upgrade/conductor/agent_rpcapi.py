@@ -7,8 +7,9 @@ and the instances' keys from the database; what the agent shares with it
 The control plane (the API and anything else that starts an upgrade) uses
 :class:`AgentAPI` to send work to the upgrade agent of one instance. Each
 instance's agent listens on its own topic, ``guestagent_upgrade.<instance
-id>``: the upgrade consumer never competes with Trove's own
-``guestagent.<instance id>`` consumer for messages.
+id>`` (prefixed with ``[DEFAULT] control_exchange`` unless it is the
+default ``trove_upgrade``): the upgrade consumer never competes with
+Trove's own ``guestagent.<instance id>`` consumer for messages.
 
 Rolling upgrades follow Ironic and Nova. ``[upgrade_levels] agent`` caps the
 version this client sends so that agents of an older release still

@@ -1,5 +1,8 @@
 """The rollout reconciler: one stateless pass over the active rollouts.
 
+The same process sends, on every pass, the upgrades the control plane
+held DEFERRED once nothing holds them (``upgrades.send_held_upgrades``).
+
 Each pass reads everything it needs from the database and remembers
 nothing between passes, so a conductor that was killed, or a second one
 running at the same time, decides the same way. A conductor acts on a
@@ -23,6 +26,7 @@ from oslo_log import log as logging
 from oslo_utils import timeutils
 
 from trove_upgrade.conductor import agent_rpcapi
+from trove_upgrade.conductor import parent_death
 from trove_upgrade import conf
 from trove_upgrade import context as tu_context
 from trove_upgrade.db import rollouts as db_rollouts
@@ -69,6 +73,10 @@ class Reconciler:
             return
         started = time.monotonic()
         plan = rollouts.plan_for(context, rollout)
+        if (plan.action != rollouts.WAIT
+                and rollout['status_detail'] == rollouts.NOTHING_SELECTED):
+            db_rollouts.update_rollout(context, rollout['id'], {rs.RUNNING},
+                                       {'status_detail': None})
         if plan.action == rollouts.PAUSE:
             if db_rollouts.update_rollout(
                     context, rollout['id'], {rs.RUNNING},
@@ -84,6 +92,11 @@ class Reconciler:
                          {'id': rollout['id'], 'reason': plan.reason})
             db_rollouts.release_rollout_lease(context, rollout['id'],
                                               self.owner)
+        elif plan.action == rollouts.WAIT:
+            if rollout['status_detail'] != plan.reason:
+                db_rollouts.update_rollout(
+                    context, rollout['id'], {rs.RUNNING},
+                    {'status_detail': plan.reason})
         elif plan.dispatch:
             self.dispatch(context, rollout, plan.dispatch,
                           planned=time.monotonic() - started)
@@ -143,15 +156,18 @@ class Reconciler:
         return sent
 
 
-def _run_forever(host):
+def _run_forever(host, parent_pid):
     """The reconciler process: a pass every ``rollout_interval`` seconds.
 
-    SIGTERM (sent by the conductor service when it stops) ends it after the
-    pass in hand.
+    SIGTERM (sent by the conductor service when it stops, or by the kernel
+    when the conductor's worker dies without stopping it) ends it after
+    the pass in hand.
     """
     stopping = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stopping.set())
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    parent_death.die_with_parent(parent_pid)
+    parent_death.set_title('trove-upgrade-conductor: rollout reconciler')
     reconciler = Reconciler(host)
     context = tu_context.get_admin_context()
     LOG.info('Rollout reconciler %s started.', reconciler.owner)
@@ -161,6 +177,11 @@ def _run_forever(host):
         except Exception:
             LOG.exception('A reconcile pass failed; the next one tries '
                           'again.')
+        try:
+            upgrades.send_held_upgrades(context, reconciler.agent_api)
+        except Exception:
+            LOG.exception('Sending the held upgrades failed; the next '
+                          'pass tries again.')
     rpc.cleanup()
     LOG.info('Rollout reconciler %s stopped.', reconciler.owner)
 
@@ -168,7 +189,8 @@ def _run_forever(host):
 def start_process(host):
     """Fork the reconciler process; call before opening any connection."""
     process = multiprocessing.get_context('fork').Process(
-        target=_run_forever, args=(host,), name='rollout-reconciler',
+        target=_run_forever, args=(host, os.getpid()),
+        name='rollout-reconciler',
         daemon=True)
     process.start()
     return process

@@ -9,9 +9,16 @@ conductor_group = cfg.OptGroup(
 
 conductor_opts = [
     cfg.StrOpt('topic',
-               default='trove_upgrade_conductor',
                help='RPC topic on which the conductor listens for agent '
-                    'registrations, heartbeats and upgrade reports.'),
+                    'registrations, heartbeats and upgrade reports; it '
+                    'also names the conductors\' RabbitMQ queue. Unset, '
+                    'it is trove_upgrade_conductor on the default '
+                    '[DEFAULT] control_exchange trove_upgrade, and '
+                    '<control_exchange>.trove_upgrade_conductor on any '
+                    'other, so that deployments with different exchanges '
+                    'on one vhost never share a queue. Set it only to the '
+                    'same value on the conductors and the agents of one '
+                    'deployment.'),
     cfg.IntOpt('upgrade_timeout',
                default=3600,
                min=1,
@@ -28,13 +35,26 @@ conductor_opts = [
                min=1,
                help='An agent whose last heartbeat is older than this many '
                     'seconds is reported as unreachable.'),
+    cfg.IntOpt('heartbeat_write_interval',
+               default=60,
+               min=0,
+               help='Seconds a conductor leaves the stored heartbeat of an '
+                    'agent alone when a heartbeat brings nothing new (same '
+                    'versions, state, labels and host): it records it '
+                    'only once the heartbeat it last stored is this old, '
+                    'so most heartbeats cost no database write. Keep it '
+                    'below agent_down_time minus the agents\' '
+                    'heartbeat_interval, or reachable agents would show '
+                    'as unreachable; a value above half of agent_down_time '
+                    'counts as that half. 0 records every heartbeat.'),
     cfg.FloatOpt('rollout_interval',
                  default=5.0,
                  min=0.1,
                  help='Seconds between two passes of the rollout '
                       'reconciler, which dispatches the upgrades of running '
                       'rollouts, pauses them on failures and completes '
-                      'them.'),
+                      'them, and sends the upgrades held DEFERRED that '
+                      'nothing holds any more.'),
     cfg.IntOpt('rollout_send_threads',
                default=8,
                min=1,
@@ -52,11 +72,16 @@ conductor_opts = [
                     'conductor (or this one, restarted) takes a rollout '
                     'over once its lease expired.'),
     cfg.BoolOpt('require_sealed',
-                default=False,
+                default=True,
                 help='Refuse registrations, heartbeats, claims and reports '
                      'of instances that have no key, and refuse to send '
                      'upgrades to them. Messages of an instance with a key '
-                     'must be sealed with it whatever this says.'),
+                     'must be sealed with it whatever this says. An '
+                     'instance has a key when one was set with '
+                     '"trove-upgrade-manage instance-key", or, with '
+                     '[trove] connection set, when Trove gave it one. '
+                     'Turn off only on a message bus nobody else can '
+                     'publish on.'),
     cfg.IntOpt('seal_max_age',
                default=300,
                min=1,

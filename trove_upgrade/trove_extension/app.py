@@ -41,11 +41,20 @@ def _parse(config_files):
     tu_conf.CONF([], project='trove-upgrade', prog='trove-upgrade',
                  version=version.version_string(),
                  default_config_files=config_files or None)
+    if not conf.config_file:
+        # Defaults alone would serve an empty SQLite database of its own.
+        raise RuntimeError(
+            'The trove-upgrade API extension is enabled but no '
+            'trove-upgrade configuration file was found: set '
+            '[trove_upgrade] config_files in trove.conf or create '
+            '/etc/trove-upgrade/trove-upgrade.conf.')
     return conf
 
 
 def _configure_database(conf):
     """enginefacade reads the global CONF, Trove's here: give it ours."""
+    # Imported only now: it registers [database] on the configuration,
+    # which must be ours by then.
     from trove_upgrade.db import common as db_common
     db_common.context_manager.configure(**{
         opt.dest: conf.database[opt.dest]

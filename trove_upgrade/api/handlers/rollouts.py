@@ -1,7 +1,5 @@
 """Handlers of /v1.0/{tenant_id}/mgmt/rollouts."""
 
-import uuid
-
 from oslo_utils import timeutils
 from oslo_utils import uuidutils
 import webob
@@ -52,8 +50,9 @@ def _values(body):
     values = dict(_DEFAULTS, **body['rollout'])
     upgrade_handlers._check_version(values['instance_version'])
     if 'instance_ids' in values['selector']:
-        values['selector'] = {'instance_ids': sorted(
-            str(uuid.UUID(i)) for i in values['selector']['instance_ids'])}
+        values['selector'] = dict(values['selector'], instance_ids=sorted(
+            upgrade_handlers.normalized_instance(i)
+            for i in values['selector']['instance_ids']))
     for name in ('max_in_flight', 'max_failures'):
         values[name], values[name + '_kind'] = _threshold(values[name])
     values['start_at'] = _start_at(values.get('start_at'))

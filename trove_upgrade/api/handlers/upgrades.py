@@ -16,6 +16,7 @@ from trove_upgrade.db import upgrades as db_upgrades
 from trove_upgrade import exception
 from trove_upgrade.policies import upgrades as policies
 from trove_upgrade import policy
+from trove_upgrade import trove_instances
 from trove_upgrade import upgrades
 
 
@@ -28,6 +29,14 @@ def _check_version(value):
         raise webob.exc.HTTPBadRequest(
             'Invalid JSON body: instance_version %r is not a version '
             '(PEP 440, with an optional leading "v").' % value)
+
+
+def normalized_instance(id_or_name):
+    """A dashed UUID in lower case; anything else (a name) as given."""
+    lowered = id_or_name.lower()
+    if trove_instances.is_instance_id(lowered):
+        return lowered
+    return id_or_name
 
 
 def _upgrade_id(req):
@@ -79,9 +88,8 @@ def create_instance_upgrade(req):
     util.require_json(req)
     instance_id = req.urlvars['instance_id']
     if not uuidutils.is_uuid_like(instance_id):
-        raise webob.exc.HTTPNotFound(
-            'Instance %s could not be found: an instance id is a UUID.'
-            % instance_id)
+        raise exception.InstanceNotFound(
+            instance=instance_id, reason='an instance id is a UUID')
     body = util.extract_json(req.body, schema.POST_INSTANCE_UPGRADE)
     values = dict(body['upgrade'], instance_id=instance_id)
     values.setdefault('strategy', strategy_from_location(values['location']))
@@ -90,7 +98,7 @@ def create_instance_upgrade(req):
 
 def _create(req, context, values):
     _check_version(values['instance_version'])
-    values['instance_id'] = str(uuid.UUID(values['instance_id']))
+    values['instance_id'] = normalized_instance(values['instance_id'])
     values.setdefault('metadata', {})
     values.setdefault('allow_downgrade', False)
     upgrade = upgrades.create_upgrade(context, values)

@@ -11,10 +11,14 @@ STRATEGIES = strategy_plugins.installed()
 # version, a location or a label and would corrupt logs.
 _TEXT_PATTERN = '^[^\\x00-\\x1f\\x7f]*$'
 
+# An instance id, or with [trove] connection set an instance name too.
+INSTANCE = {'type': 'string', 'minLength': 1, 'maxLength': 255,
+            'pattern': _TEXT_PATTERN}
+
 _UPGRADE = {
     'type': 'object',
     'properties': {
-        'instance_id': {'type': 'string', 'format': 'uuid'},
+        'instance_id': INSTANCE,
         # Checked again by the handler: pip must be able to compare it.
         'instance_version': {
             'type': 'string', 'minLength': 1, 'maxLength': 64,

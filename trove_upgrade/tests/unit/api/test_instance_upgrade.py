@@ -84,7 +84,8 @@ class TestInstanceUpgrade(base.APITestCase):
     def test_a_malformed_instance_id_is_404(self):
         resp = self.create(instance_id='not-a-uuid', location='/p.pkg')
 
-        self.assertError(resp, 404, 'Instance not-a-uuid could not be found')
+        self.assertError(resp, 404, 'Trove has no instance not-a-uuid: an '
+                                    'instance id is a UUID')
         self.assertNothingRecorded()
 
     def test_non_admin_is_403_and_only_post_is_allowed(self):

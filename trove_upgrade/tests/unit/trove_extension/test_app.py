@@ -55,6 +55,8 @@ _SCRIPT = textwrap.dedent('''
     print(json.dumps({
         'global_exchange': cfg.CONF.control_exchange,
         'global_connection': cfg.CONF.database.connection,
+        'global_pool': cfg.CONF.database.max_pool_size,
+        'own_pool': conf.CONF.database.max_pool_size,
         'global_has_api': 'api' in cfg.CONF,
         'own_exchange': conf.CONF.control_exchange,
         'own_connection': conf.CONF.database.connection,
@@ -89,6 +91,8 @@ class TestLoad(base.TestCase):
         conffile.write_conf(path, {
             'DEFAULT': {'transport_url': 'fake:/', 'state_path': tmp},
             'database': {'connection': db.url},
+            # No instance key here: sealing is for the functional tests.
+            'conductor': {'require_sealed': False},
         })
 
         proc = subprocess.run([sys.executable, '-c', _SCRIPT, path],
@@ -100,8 +104,10 @@ class TestLoad(base.TestCase):
         self.assertEqual(('openstack', 'sqlite://', False),
                          (seen['global_exchange'], seen['global_connection'],
                           seen['global_has_api']))
-        self.assertEqual(('trove_upgrade', db.url),
-                         (seen['own_exchange'], seen['own_connection']))
+        self.assertEqual(('trove_upgrade', db.url, 64),
+                         (seen['own_exchange'], seen['own_connection'],
+                          seen['own_pool']))
+        self.assertEqual(5, seen['global_pool'])
         self.assertEqual((200, {'upgrades': []}),
                          (seen['list']['status'], seen['list']['body']))
         created = seen['create']
@@ -117,3 +123,32 @@ class TestLoad(base.TestCase):
             error, = seen[name]['body']['errors']
             self.assertEqual((status, 'req-from-trove'),
                              (error['status'], error['request_id']), name)
+
+
+class TestLoadRefusals(base.TestCase):
+    """A configuration that cannot work stops trove-api at start."""
+
+    def load(self, *config_files):
+        home = self.useFixture(fixtures.TempDir()).path
+        script = ('from trove_upgrade.trove_extension import app\n'
+                  'app.load(%r)\n' % list(config_files))
+        return subprocess.run([sys.executable, '-c', script],
+                              capture_output=True, text=True, timeout=120,
+                              cwd=home, env=dict(os.environ, HOME=home))
+
+    def test_a_missing_file_is_named(self):
+        proc = self.load('/nonexistent/trove-upgrade.conf')
+
+        self.assertNotEqual(0, proc.returncode)
+        self.assertIn('/nonexistent/trove-upgrade.conf', proc.stderr)
+
+    def test_no_file_at_all_is_refused(self):
+        if os.path.exists('/etc/trove-upgrade/trove-upgrade.conf'):
+            self.skipTest('this machine has a trove-upgrade configuration')
+
+        proc = self.load()
+
+        self.assertNotEqual(0, proc.returncode)
+        self.assertIn('RuntimeError: The trove-upgrade API extension is '
+                      'enabled but no trove-upgrade configuration file was '
+                      'found', proc.stderr)
