@@ -10,16 +10,23 @@
 #    License for the specific language governing permissions and limitations
 #    under the License.
 
-"""Exceptions of the control plane.
+"""The root of every trove-upgrade error, and the control plane's errors.
 
-Each carries the HTTP status the API answers with (``code``) so that the API
-layer turns any of them into a JSON error without knowing them one by one;
-nothing below the API layer knows about HTTP beyond that number.
+Every error of trove-upgrade, on the guest too (packages, strategies,
+sealing, the journal), derives from :class:`TroveUpgradeException`, so
+that a process can catch one class; each area keeps its own classes in its
+own module. Each carries the HTTP status the API answers with (``code``) so
+that the API layer turns any of them into a JSON error without knowing them
+one by one; nothing below the API layer knows about HTTP beyond that
+number. This module imports nothing: the guest loads it.
 """
 
 
 class TroveUpgradeException(Exception):
-    """Base of every control-plane error; ``msg_fmt`` is filled from kwargs."""
+    """Base of every trove-upgrade error; ``msg_fmt`` is filled from kwargs.
+
+    A message given as the first argument is used as it is.
+    """
 
     msg_fmt = 'An unknown error occurred.'
     code = 500

@@ -28,7 +28,7 @@ id it does not hold, a bad tag, a seal for another instance, a timestamp
 older than the maximum age (or as far in the future), and a message id seen
 before within that age (a replay).
 
-This module is pure: keys come in as :class:`Keyring` objects and seen
+This module is pure: keys come in as :class:`InstanceKeys` objects and seen
 message ids go through a :class:`ReplayCache`, so both sides and the tests
 share it.
 """
@@ -44,6 +44,10 @@ import uuid
 
 from cryptography.hazmat.primitives.ciphers import aead
 
+from trove_upgrade import exception
+from trove_upgrade.packaging import canonical
+from trove_upgrade.packaging import exceptions as package_exc
+
 FORMAT = 1
 KEY_SIZE = 32
 NONCE_SIZE = 12
@@ -56,7 +60,7 @@ _ENVELOPE_FIELDS = ('format', 'instance_id', 'key_id', 'nonce', 'timestamp',
                     'message_id', 'version', 'ciphertext')
 
 
-class SealError(Exception):
+class SealError(exception.TroveUpgradeException):
     """A message cannot be trusted; the receiver must not act on it."""
 
 
@@ -88,10 +92,6 @@ class ReplayedMessage(SealError):
     """A message with this id was already accepted."""
 
 
-class KeyFileError(Exception):
-    """An instance key file cannot be read or written."""
-
-
 def generate_key():
     """32 random bytes: a new AES-256 instance key."""
     return os.urandom(KEY_SIZE)
@@ -103,8 +103,7 @@ def new_key_id():
 
 def canonical_json(value):
     """The one JSON text of ``value`` both sides compute identically."""
-    return json.dumps(value, sort_keys=True, separators=(',', ':'),
-                      ensure_ascii=False).encode('utf-8')
+    return canonical.dumps(value, floats=True)
 
 
 def _b64(data):
@@ -118,7 +117,7 @@ def _unb64(text, what):
         raise MalformedSeal('the %s is not base64' % what)
 
 
-class Keyring:
+class InstanceKeys:
     """The keys of one instance, newest first.
 
     The newest key seals; every key of the ring opens, so messages sealed
@@ -276,8 +275,9 @@ def unwrap_key(master_key, instance_id, key_id, wrapped):
         return aead.AESGCM(master_key).decrypt(
             wrapped[:NONCE_SIZE], wrapped[NONCE_SIZE:], aad)
     except Exception:
-        raise KeyFileError('key %s of instance %s does not open with the '
-                           'master key' % (key_id, instance_id))
+        raise package_exc.KeyFileError(
+            'key %s of instance %s does not open with the master key'
+            % (key_id, instance_id))
 
 
 def dump_key_file(path, keyring):
@@ -295,28 +295,30 @@ def dump_key_file(path, keyring):
 def load_key_file(path, instance_id=None):
     """The keyring in ``path``; it must be for ``instance_id`` if given.
 
-    :raises: KeyFileError when the file is missing, readable by others,
-        malformed or for another instance.
+    :raises: packaging.exceptions.KeyFileError when the file is missing,
+        readable by others, malformed or for another instance.
     """
     try:
         mode = os.stat(path).st_mode
         if mode & 0o077:
-            raise KeyFileError('instance key file %s is readable by others '
-                               '(mode %o); it must be 0600'
-                               % (path, mode & 0o777))
+            raise package_exc.KeyFileError(
+                'instance key file %s is readable by others (mode %o); it '
+                'must be 0600' % (path, mode & 0o777))
         with open(path, encoding='utf-8') as f:
             data = json.load(f)
         keys = [(k['key_id'], _unb64(k['key'], 'key'))
                 for k in data['keys']]
-        keyring = Keyring(data['instance_id'], keys)
-    except KeyFileError:
+        keyring = InstanceKeys(data['instance_id'], keys)
+    except package_exc.KeyFileError:
         raise
     except (OSError, ValueError, KeyError, TypeError, MalformedSeal) as e:
-        raise KeyFileError('cannot read instance key file %s: %s'
-                           % (path, e))
+        raise package_exc.KeyFileError('cannot read instance key file %s: %s'
+                                       % (path, e))
     if not keyring:
-        raise KeyFileError('instance key file %s holds no key' % path)
+        raise package_exc.KeyFileError(
+            'instance key file %s holds no key' % path)
     if instance_id is not None and keyring.instance_id != instance_id:
-        raise KeyFileError('instance key file %s is for instance %s, not %s'
-                           % (path, keyring.instance_id, instance_id))
+        raise package_exc.KeyFileError(
+            'instance key file %s is for instance %s, not %s'
+            % (path, keyring.instance_id, instance_id))
     return keyring

@@ -35,6 +35,7 @@ from cryptography.hazmat.primitives.ciphers import modes
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.kdf import hkdf
 
+from trove_upgrade import exception
 from trove_upgrade import sealing
 
 INFO = b'trove-upgrade sealing v1 instance '
@@ -42,7 +43,7 @@ KEY_ID_PREFIX = 'trove-v1-'
 _IV_SIZE = 16
 
 
-class TroveKeyError(Exception):
+class TroveKeyError(exception.TroveUpgradeException):
     """Trove's key of an instance cannot be read or decrypted."""
 
 
@@ -70,9 +71,9 @@ def key_id(material):
 
 
 def keyring(instance_id, trove_key):
-    """The :class:`sealing.Keyring` derived from Trove's key."""
+    """The :class:`sealing.InstanceKeys` derived from Trove's key."""
     material = derive_key(instance_id, trove_key)
-    return sealing.Keyring(instance_id, [(key_id(material), material)])
+    return sealing.InstanceKeys(instance_id, [(key_id(material), material)])
 
 
 def decrypt_trove_key(encrypted_key, inst_rpc_key_encr_key):

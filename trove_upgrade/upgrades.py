@@ -34,7 +34,7 @@ import datetime
 from oslo_log import log as logging
 from oslo_utils import timeutils
 
-from trove_upgrade.agent import rpcapi as agent_rpcapi
+from trove_upgrade.conductor import agent_rpcapi
 from trove_upgrade import conf
 from trove_upgrade.db import held as db_held
 from trove_upgrade.db import upgrades as db_upgrades

@@ -36,11 +36,12 @@ import os
 
 from trove_upgrade.agent import install
 from trove_upgrade.agent import journal as journal_mod
+from trove_upgrade import exception
 
 DEFAULT_VENV = '/opt/guest-agent-venv'
 
 
-class AdoptionError(Exception):
+class AdoptionError(exception.TroveUpgradeException):
     """The install cannot be adopted; the message says why."""
 
 

@@ -27,6 +27,8 @@ import subprocess
 from oslo_log import log as logging
 from stevedore import driver
 
+from trove_upgrade import exception
+
 LOG = logging.getLogger(__name__)
 
 RUNNING = 'running'
@@ -36,7 +38,7 @@ ENTRY_POINT_GROUP = 'trove_upgrade.guest_state'
 UNKNOWN = 'unknown'
 
 
-class GuestStateError(Exception):
+class GuestStateError(exception.TroveUpgradeException):
     """The guest state could not be read."""
 
 

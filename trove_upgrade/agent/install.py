@@ -43,6 +43,7 @@ import zipfile
 from oslo_log import log as logging
 
 from trove_upgrade.agent import journal as journal_mod
+from trove_upgrade import exception
 from trove_upgrade.packaging import wheels as wheels_mod
 
 LOG = logging.getLogger(__name__)
@@ -60,7 +61,7 @@ _VERSION_RE = re.compile(r'^[A-Za-z0-9][A-Za-z0-9._+-]{0,63}$')
 _OUTPUT_LIMIT = 2000
 
 
-class InstallError(Exception):
+class InstallError(exception.TroveUpgradeException):
     """A new install could not be built or did not pass its checks."""
 
 

@@ -33,6 +33,8 @@ import json
 import os
 import threading
 
+from trove_upgrade import exception
+
 JOURNAL_NAME = 'journal.json'
 LOCK_NAME = '.lock'
 FORMAT = 1
@@ -41,7 +43,7 @@ FORMAT = 1
 PROCESSED_LIMIT = 1000
 
 
-class JournalError(Exception):
+class JournalError(exception.TroveUpgradeException):
     """The journal cannot be read; the agent must not guess its state."""
 
 

@@ -47,6 +47,7 @@ from trove_upgrade.agent import journal as journal_mod
 from trove_upgrade.agent import strategies
 from trove_upgrade.agent.strategies import exceptions as strategy_exc
 from trove_upgrade.packaging import exceptions as package_exc
+from trove_upgrade import rpc_interface
 from trove_upgrade import sealing
 from trove_upgrade import states
 
@@ -72,7 +73,7 @@ class JournalReplayCache(sealing.ReplayCache):
 
 
 class AgentManager:
-    """Server side of ``trove_upgrade.agent.rpcapi.AgentAPI``."""
+    """Server side of ``trove_upgrade.conductor.agent_rpcapi.AgentAPI``."""
 
     RPC_API_VERSION = RPC_API_VERSION
 
@@ -96,15 +97,13 @@ class AgentManager:
 
     # RPC.
 
+    @rpc_interface.AGENT.endpoint
     def upgrade(self, context, upgrade_id, instance_id, instance_version,
                 strategy, location, metadata=None, allow_downgrade=False,
                 sealed=None):
         """Validate and queue an upgrade; the runner carries it out."""
         if self.keyring is not None:
-            args = dict(upgrade_id=upgrade_id, instance_id=instance_id,
-                        instance_version=instance_version,
-                        strategy=strategy, location=location,
-                        metadata=metadata, allow_downgrade=allow_downgrade)
+            args = rpc_interface.AGENT.message('upgrade', locals())
             try:
                 sealing.open_sealed(self.keyring, sealed, 'upgrade',
                                     sealing.TO_AGENT, args,

@@ -52,6 +52,7 @@ from trove_upgrade.agent import install
 from trove_upgrade.agent import strategies
 from trove_upgrade.agent import supervisor as supervisor_mod
 from trove_upgrade.agent import untrusted
+from trove_upgrade import exception
 from trove_upgrade.packaging import exceptions as package_exc
 from trove_upgrade import states
 
@@ -70,10 +71,9 @@ BEFORE_SWITCH = (ACCEPTED, DOWNLOADING, VERIFYING, INSTALLING)
 PAUSE_ENV = 'TROVE_UPGRADE_AGENT_TEST_PAUSE'
 
 WORK_DIR = 'work'
-MANIFEST_SUFFIX = untrusted.MANIFEST_SUFFIX
 
 
-class UpgradeFailed(Exception):
+class UpgradeFailed(exception.TroveUpgradeException):
     """A step before the switch failed; the reason is the message."""
 
     def __init__(self, reason):

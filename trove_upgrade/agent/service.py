@@ -42,13 +42,15 @@ from trove_upgrade.agent import journal as journal_mod
 from trove_upgrade.agent import manager as manager_mod
 from trove_upgrade.agent import outbox as outbox_mod
 from trove_upgrade.agent import pipeline as pipeline_mod
-from trove_upgrade.agent import rpcapi as agent_rpcapi
 from trove_upgrade.agent import service_manager
 from trove_upgrade.agent import trove_guest
 from trove_upgrade.agent import verifier as verifier_mod
 from trove_upgrade.conductor import rpcapi as conductor_rpcapi
 from trove_upgrade import context as tu_context
+from trove_upgrade import exception
+from trove_upgrade.packaging import exceptions as package_exc
 from trove_upgrade import rpc
+from trove_upgrade import rpc_interface
 from trove_upgrade import sealing
 from trove_upgrade import trove_keys
 from trove_upgrade import version
@@ -59,7 +61,7 @@ AGENT_LOCK = 'agent.lock'
 OWNER_WAIT = 30
 
 
-class AgentConfigError(Exception):
+class AgentConfigError(exception.TroveUpgradeException):
     """The agent's configuration cannot work; it refuses to start."""
 
 
@@ -105,7 +107,7 @@ def trove_probe(conf, guest):
                                           conf.trove_guest.ping_timeout)
 
 
-def load_keyring(conf):
+def load_instance_keys(conf):
     """The instance's sealing keys, or None when it has none.
 
     The key file (``trove-upgrade-manage instance-key``) takes precedence
@@ -115,7 +117,7 @@ def load_keyring(conf):
         try:
             return sealing.load_key_file(conf.agent.instance_key_file,
                                          conf.agent.instance_id)
-        except sealing.KeyFileError as e:
+        except package_exc.KeyFileError as e:
             raise AgentConfigError(str(e))
     if conf.instance_rpc_encr_key:
         try:
@@ -156,7 +158,7 @@ class AgentService(service.Service):
         self.pipeline = pipeline_mod.UpgradePipeline(
             conf, self.journal, self.installs, self.supervisor,
             build_verifier(conf))
-        self.keyring = load_keyring(conf)
+        self.keyring = load_instance_keys(conf)
         self.context = tu_context.get_admin_context()
         self.conductor_api = None
         self.manager = None
@@ -199,7 +201,8 @@ class AgentService(service.Service):
             self.conf, self.journal, self.pipeline, self.state_provider,
             self.conductor_api, self.context, keyring=self.keyring)
         target = messaging.Target(
-            topic=agent_rpcapi.topic_for(self.instance_id), server=self.host)
+            topic=rpc_interface.agent_topic(self.instance_id),
+            server=self.host)
         self.rpcserver = rpc.get_rpc_server(target, [self.manager])
         self.rpcserver.start()
         agent = self.conf.agent

@@ -34,6 +34,7 @@ import time
 from oslo_log import log as logging
 
 from trove_upgrade.agent import install
+from trove_upgrade import exception
 
 LOG = logging.getLogger(__name__)
 
@@ -42,7 +43,7 @@ LOG_DIR = 'logs'
 _POLL = 0.05
 
 
-class GuestStartError(Exception):
+class GuestStartError(exception.TroveUpgradeException):
     """The guest agent did not start or did not become healthy."""
 
 

@@ -43,6 +43,7 @@ import oslo_messaging as messaging
 from oslo_messaging import transport as messaging_transport
 
 from trove_upgrade.agent import journal as journal_mod
+from trove_upgrade import exception
 
 LOG = logging.getLogger(__name__)
 
@@ -69,7 +70,7 @@ rpc_ping_enabled = True
 """
 
 
-class TroveGuestConfigError(Exception):
+class TroveGuestConfigError(exception.TroveUpgradeException):
     """Trove's guest configuration exists but cannot be read."""
 
 

@@ -39,10 +39,10 @@ from oslo_log import log as logging
 
 from trove_upgrade.agent.strategies import exceptions as strategy_exc
 from trove_upgrade.packaging import exceptions as package_exc
+from trove_upgrade.packaging import manifest as manifest_mod
 
 LOG = logging.getLogger(__name__)
 
-MANIFEST_SUFFIX = '.manifest'
 PAYLOAD = 'package'
 WHEELS = 'wheels'
 RESULT_SUFFIX = '.result.json'
@@ -82,7 +82,8 @@ class InProcessSteps:
         self.load_strategy = load_strategy
 
     def _manifest(self, upgrade, work):
-        with open(os.path.join(work, PAYLOAD + MANIFEST_SUFFIX), 'rb') as f:
+        path = os.path.join(work, PAYLOAD + manifest_mod.MANIFEST_SUFFIX)
+        with open(path, 'rb') as f:
             data = f.read(self.verifier.max_manifest_size + 1)
         return self.verifier.verify_manifest(
             data, upgrade['to_version'], upgrade['from_version'],
@@ -94,8 +95,8 @@ class InProcessSteps:
         try:
             strategy = self.load_strategy(upgrade['strategy'])
             payload = os.path.join(work, PAYLOAD)
-            strategy.fetch(upgrade['location'] + MANIFEST_SUFFIX,
-                           payload + MANIFEST_SUFFIX,
+            strategy.fetch(upgrade['location'] + manifest_mod.MANIFEST_SUFFIX,
+                           payload + manifest_mod.MANIFEST_SUFFIX,
                            self.verifier.max_manifest_size)
             manifest = self._manifest(upgrade, work)
             # The signed size bounds the download: a server sending more

@@ -23,11 +23,9 @@ import sys
 from oslo_log import log as logging
 from oslo_service import service
 
-from trove_upgrade.agent import guest_state
-from trove_upgrade.agent import journal
 from trove_upgrade.agent import service as agent_service
 from trove_upgrade import conf
-from trove_upgrade.packaging import exceptions as package_exc
+from trove_upgrade import exception
 from trove_upgrade import version
 
 CONF = conf.CONF
@@ -42,8 +40,7 @@ def main(argv=None):
     CONF.log_opt_values(LOG, logging.DEBUG)
     try:
         agent = agent_service.AgentService(CONF)
-    except (agent_service.AgentConfigError, guest_state.GuestStateError,
-            journal.JournalError, package_exc.PackageError, OSError) as e:
+    except (exception.TroveUpgradeException, OSError) as e:
         LOG.error('trove-upgrade-agent cannot start: %s', e)
         return 2
     launcher = service.launch(CONF, agent, restart_method='mutate')

@@ -41,8 +41,8 @@ from trove_upgrade import conf
 from trove_upgrade import context as tu_context
 from trove_upgrade.db import migration
 from trove_upgrade import exception
-from trove_upgrade import instance_keys
 from trove_upgrade import sealing
+from trove_upgrade import sealing_keys
 from trove_upgrade import version
 
 CONF = conf.CONF
@@ -62,21 +62,21 @@ def _key_set():
     instance_id, path = CONF.command.instance_id, CONF.command.key_file
     if os.path.exists(path):
         keyring = sealing.load_key_file(path, instance_id)
-        known = {k['key_id'] for k in instance_keys.list_keys(
+        known = {k['key_id'] for k in sealing_keys.list_keys(
             context, instance_id)}
         # Oldest first, so the file's newest key seals; the first one
         # stored expires the keys the file does not hold.
         grace = 0
         for key_id, material in reversed(keyring.keys):
             if key_id not in known:
-                instance_keys.add_key(context, instance_id, material,
-                                      key_id, grace=grace)
+                sealing_keys.add_key(context, instance_id, material,
+                                     key_id, grace=grace)
                 grace = None
         print('Stored the %d keys of %s for instance %s.'
               % (len(keyring.keys), path, instance_id))
         return
-    key = instance_keys.add_key(context, instance_id)
-    sealing.dump_key_file(path, instance_keys.keyring(context, instance_id))
+    key = sealing_keys.add_key(context, instance_id)
+    sealing.dump_key_file(path, sealing_keys.keyring(context, instance_id))
     print('Key %s of instance %s written to %s.'
           % (key['key_id'], instance_id, path))
 
@@ -84,14 +84,14 @@ def _key_set():
 def _key_rotate():
     context = tu_context.get_admin_context()
     instance_id = CONF.command.instance_id
-    if not instance_keys.keyring(context, instance_id):
+    if not sealing_keys.keyring(context, instance_id):
         raise exception.InstanceKeyError(
             reason='instance %s has no key to rotate; use set'
             % instance_id)
-    key = instance_keys.add_key(context, instance_id,
-                                grace=CONF.command.grace)
+    key = sealing_keys.add_key(context, instance_id,
+                               grace=CONF.command.grace)
     sealing.dump_key_file(CONF.command.output,
-                          instance_keys.keyring(context, instance_id))
+                          sealing_keys.keyring(context, instance_id))
     print('Key %s of instance %s written to %s; older keys expire in %d '
           'seconds.' % (key['key_id'], instance_id, CONF.command.output,
                         CONF.command.grace))
@@ -99,7 +99,7 @@ def _key_rotate():
 
 def _key_list():
     context = tu_context.get_admin_context()
-    for key in instance_keys.list_keys(context, CONF.command.instance_id):
+    for key in sealing_keys.list_keys(context, CONF.command.instance_id):
         print('%s %s created %s expires %s'
               % (key['instance_id'], key['key_id'],
                  key['created_at'].isoformat(),
@@ -166,7 +166,7 @@ def main(argv=None):
     except alembic_util.CommandError as exc:
         print('Migration error: %s' % exc, file=sys.stderr)
         return 1
-    except (exception.TroveUpgradeException, sealing.KeyFileError) as exc:
+    except exception.TroveUpgradeException as exc:
         print('Error: %s' % exc, file=sys.stderr)
         return 1
     return 0

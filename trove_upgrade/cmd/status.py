@@ -43,7 +43,7 @@ from oslo_upgradecheck import upgradecheck
 from oslo_utils import timeutils
 import sqlalchemy as sa
 
-from trove_upgrade.agent import rpcapi as agent_rpcapi
+from trove_upgrade.conductor import agent_rpcapi
 from trove_upgrade import conf
 from trove_upgrade import context
 from trove_upgrade.db import agents as db_agents

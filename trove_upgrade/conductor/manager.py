@@ -36,8 +36,9 @@ from trove_upgrade.conductor import heartbeats
 from trove_upgrade import conf
 from trove_upgrade.db import agents as db_agents
 from trove_upgrade import exception
-from trove_upgrade import instance_keys
+from trove_upgrade import rpc_interface
 from trove_upgrade import sealing
+from trove_upgrade import sealing_keys
 from trove_upgrade import upgrades
 
 CONF = conf.CONF
@@ -72,15 +73,19 @@ class ConductorManager:
 
     def __init__(self):
         self.replay_cache = sealing.MemoryReplayCache()
-        self.keyrings = instance_keys.KeyringCache(
+        self.keyrings = sealing_keys.KeyringCache(
             CONF.conductor.instance_key_cache_time)
         self.heartbeats = heartbeats.HeartbeatWrites()
 
-    def _authenticate(self, context, method, args, sealed):
+    def _authenticate(self, context, method, values):
         """Refuse a message not sealed as its instance requires.
+
+        ``values`` are the endpoint's arguments (its ``locals()``).
 
         :raises: MessageNotAuthenticated, logged with the instance id.
         """
+        args = rpc_interface.CONDUCTOR.message(method, values)
+        sealed = values['sealed']
         instance_id = args['instance_id']
         _check_instance_id(instance_id)
         keys = self.keyrings.get(context, instance_id)
@@ -105,14 +110,12 @@ class ConductorManager:
 
     @messaging.expected_exceptions(exception.Invalid,
                                    exception.MessageNotAuthenticated)
+    @rpc_interface.CONDUCTOR.endpoint
     def register_agent(self, context, instance_id, agent_version,
                        guest_version, rpc_api_version, state, labels, host,
                        sealed=None):
         """Record an agent's registration; return this RPC API version."""
-        self._authenticate(context, 'register_agent', dict(
-            instance_id=instance_id, agent_version=agent_version,
-            guest_version=guest_version, rpc_api_version=rpc_api_version,
-            state=state, labels=labels, host=host), sealed)
+        self._authenticate(context, 'register_agent', locals())
         values = _agent_values(agent_version, guest_version,
                                rpc_api_version, state, labels, host)
         self.heartbeats.forget(instance_id)
@@ -124,6 +127,7 @@ class ConductorManager:
                   'rpc': rpc_api_version, 'state': state})
         return self.RPC_API_VERSION
 
+    @rpc_interface.CONDUCTOR.endpoint
     def heartbeat(self, context, instance_id, agent_version, guest_version,
                   rpc_api_version, state, labels, host, sealed=None):
         """Record an agent's heartbeat; a bad one is logged only.
@@ -140,11 +144,7 @@ class ConductorManager:
         if not self.heartbeats.needs_write(instance_id, values):
             return
         try:
-            self._authenticate(context, 'heartbeat', dict(
-                instance_id=instance_id, agent_version=agent_version,
-                guest_version=guest_version,
-                rpc_api_version=rpc_api_version, state=state,
-                labels=labels, host=host), sealed)
+            self._authenticate(context, 'heartbeat', locals())
             # Forgotten first: a failed write must not count as done.
             self.heartbeats.forget(instance_id)
             db_agents.register_agent(context, instance_id, values)
@@ -156,25 +156,22 @@ class ConductorManager:
 
     @messaging.expected_exceptions(exception.Invalid,
                                    exception.MessageNotAuthenticated)
+    @rpc_interface.CONDUCTOR.endpoint
     def start_upgrade(self, context, instance_id, upgrade_id, from_version,
                       sealed=None):
         """An agent's claim of an upgrade; see ``upgrades.claim_upgrade``."""
-        self._authenticate(context, 'start_upgrade', dict(
-            instance_id=instance_id, upgrade_id=upgrade_id,
-            from_version=from_version), sealed)
+        self._authenticate(context, 'start_upgrade', locals())
         return upgrades.claim_upgrade(context, instance_id, upgrade_id,
                                       from_version)
 
     @messaging.expected_exceptions(exception.Invalid,
                                    exception.MessageNotAuthenticated)
+    @rpc_interface.CONDUCTOR.endpoint
     def report_upgrade_state(self, context, instance_id, upgrade_id,
                              to_state, detail, from_version, to_version,
                              sealed=None):
         """An agent's state report; see ``upgrades.record_report``."""
-        self._authenticate(context, 'report_upgrade_state', dict(
-            instance_id=instance_id, upgrade_id=upgrade_id,
-            to_state=to_state, detail=detail, from_version=from_version,
-            to_version=to_version), sealed)
+        self._authenticate(context, 'report_upgrade_state', locals())
         return upgrades.record_report(context, instance_id, upgrade_id,
                                       to_state, detail, from_version,
                                       to_version)

@@ -37,7 +37,7 @@ import time
 from oslo_log import log as logging
 from oslo_utils import timeutils
 
-from trove_upgrade.agent import rpcapi as agent_rpcapi
+from trove_upgrade.conductor import agent_rpcapi
 from trove_upgrade.conductor import parent_death
 from trove_upgrade import conf
 from trove_upgrade import context as tu_context

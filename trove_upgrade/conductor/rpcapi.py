@@ -17,7 +17,8 @@ heartbeat, claim an upgrade before they start it and report each state it
 reaches. All conductors listen on :func:`topic` and share its
 messages. ``[upgrade_levels] conductor`` caps the version the agents send
 while the conductors run an older release than the agents; the cap and
-``can_send_version`` work as described in ``trove_upgrade.agent.rpcapi``.
+``can_send_version`` work as described in
+``trove_upgrade.conductor.agent_rpcapi``.
 
 An agent that holds its instance's keys seals every message with them
 (version 1.1), so that nobody else on the bus can register, heartbeat,
@@ -29,6 +30,7 @@ import oslo_messaging as messaging
 from trove_upgrade import conf
 from trove_upgrade import release_mappings
 from trove_upgrade import rpc
+from trove_upgrade import rpc_interface
 from trove_upgrade import sealing
 
 CONF = conf.CONF
@@ -71,12 +73,15 @@ class ConductorAPI:
         self.client = rpc.get_rpc_client(target, version_cap=version_cap,
                                          mandatory=True)
 
-    def _send(self, context, kind, method, **kwargs):
+    def _send(self, context, method, values):
         """Cast or call ``method``, sealed at 1.1 when keys are held.
 
-        A conductor capped below 1.1 does not know seals and gets the
-        message unsealed, as before this version.
+        The message carries the arguments ``rpc_interface.CONDUCTOR``
+        declares, taken from ``values``. A conductor capped below 1.1 does
+        not know seals and gets the message unsealed, as before this
+        version.
         """
+        kwargs = rpc_interface.CONDUCTOR.message(method, values)
         version = '1.1'
         if self.keyring and self.client.can_send_version(version):
             kwargs['sealed'] = sealing.seal(self.keyring, method, version,
@@ -84,6 +89,7 @@ class ConductorAPI:
         else:
             version = '1.0'
         cctxt = self.client.prepare(version=version)
+        kind = rpc_interface.CONDUCTOR.kind(method)
         return getattr(cctxt, kind)(context, method, **kwargs)
 
     def register_agent(self, context, instance_id, agent_version,
@@ -94,22 +100,12 @@ class ConductorAPI:
             send to it.
         :raises: trove_upgrade.exception.Invalid when a field is malformed.
         """
-        return self._send(context, 'call', 'register_agent',
-                          instance_id=instance_id,
-                          agent_version=agent_version,
-                          guest_version=guest_version,
-                          rpc_api_version=rpc_api_version,
-                          state=state, labels=labels, host=host)
+        return self._send(context, 'register_agent', locals())
 
     def heartbeat(self, context, instance_id, agent_version, guest_version,
                   rpc_api_version, state, labels, host):
         """Tell the conductor the agent is alive and what it runs (cast)."""
-        self._send(context, 'cast', 'heartbeat',
-                   instance_id=instance_id,
-                   agent_version=agent_version,
-                   guest_version=guest_version,
-                   rpc_api_version=rpc_api_version,
-                   state=state, labels=labels, host=host)
+        self._send(context, 'heartbeat', locals())
 
     def start_upgrade(self, context, instance_id, upgrade_id, from_version):
         """Claim an upgrade before starting its work (call).
@@ -120,9 +116,7 @@ class ConductorAPI:
         :returns: ``{'proceed': bool, 'status': <recorded status or None>,
             'reason': <why not, or None>}``
         """
-        return self._send(context, 'call', 'start_upgrade',
-                          instance_id=instance_id, upgrade_id=upgrade_id,
-                          from_version=from_version)
+        return self._send(context, 'start_upgrade', locals())
 
     def report_upgrade_state(self, context, instance_id, upgrade_id,
                              to_state, detail, from_version, to_version):
@@ -141,7 +135,4 @@ class ConductorAPI:
         :returns: ``{'recorded': bool, 'status': ..., 'reason': ...}``, the
             outcome the conductor recorded (see ``upgrades.record_report``).
         """
-        return self._send(context, 'call', 'report_upgrade_state',
-                          instance_id=instance_id, upgrade_id=upgrade_id,
-                          to_state=to_state, detail=detail,
-                          from_version=from_version, to_version=to_version)
+        return self._send(context, 'report_upgrade_state', locals())

@@ -14,7 +14,10 @@
 
 Each area keeps its options in its own module with ``register_opts`` and
 ``list_opts``; this package registers them all, and ``opts.list_opts`` lists
-them all for oslo-config-generator and the documentation.
+them all for oslo-config-generator and the documentation. Only
+``[database]`` is registered by ``trove_upgrade.db``, which uses it: these
+options are loaded by the guest-side agent too, which must not import
+oslo.db and SQLAlchemy.
 """
 
 from oslo_log import log
@@ -22,7 +25,6 @@ from oslo_log import log
 from trove_upgrade.conf import agent
 from trove_upgrade.conf import api
 from trove_upgrade.conf import conductor
-from trove_upgrade.conf import database
 from trove_upgrade.conf import paths
 from trove_upgrade.conf import rpc
 from trove_upgrade.conf import strategies
@@ -39,7 +41,6 @@ AREAS = (
     agent,
     api,
     conductor,
-    database,
     paths,
     rpc,
     strategies,

@@ -19,6 +19,10 @@ one: with oslo.db's 5, every message beyond the fifth at once opened and
 closed a connection of its own, 2,076 PostgreSQL sessions for the 2,000
 upgrades of ``tools/bench/rollout_scale.py``. Connections are still
 opened only when needed, so an idle service holds few.
+
+oslo.db lists the options under its own namespace for the sample config.
+``trove_upgrade.db`` registers them, not ``trove_upgrade.conf``: the
+guest-side agent loads the latter and must not import oslo.db.
 """
 
 from oslo_config import cfg
@@ -43,9 +47,3 @@ def register_opts(conf):
         # On oslo.db's option objects themselves, not only on ``conf``:
         # the sample config generator reads the objects.
         cfg.set_defaults(db_options.database_opts, **_DEFAULTS)
-
-
-def list_opts():
-    # oslo.db lists its own options under its own namespace; the sample
-    # config takes them from there.
-    return {}

@@ -18,6 +18,7 @@ from oslo_log import log
 from oslo_policy import opts as policy_opts
 
 from trove_upgrade import conf
+from trove_upgrade.conf import database
 
 
 def list_opts():
@@ -37,6 +38,7 @@ def set_defaults():
     # into every user of the options.
     from trove_upgrade import rpc
     rpc.set_defaults()
+    database.register_opts(conf.CONF)
     policy_opts.set_defaults(conf.CONF, policy_file='policy.yaml')
     log.set_defaults(default_log_levels=list(itertools.chain(
         log.get_default_log_levels(), ['keystonemiddleware=WARN'])))

@@ -25,8 +25,7 @@ configuration and the documentation describe them.
 from oslo_config import cfg
 
 from trove_upgrade.conf import agent
-
-STRATEGY_NAMES = ('swift', 'http', 'local', 'rsync')
+from trove_upgrade import strategy_plugins
 
 strategy_opts = [
     cfg.StrOpt('strategy_config_dir',
@@ -36,10 +35,14 @@ strategy_opts = [
                     'directory, section [NAME]. A missing file means the '
                     'strategy runs with its defaults.'),
     cfg.ListOpt('allowed_strategies',
-                default=list(STRATEGY_NAMES),
+                default=strategy_plugins.built_in(),
                 help='Strategies this agent may use to download an upgrade. '
                      'An upgrade naming another strategy is refused, even '
-                     'when that strategy is installed.'),
+                     'when that strategy is installed. Strategies are '
+                     'plugins in the entry point namespace %s; the default '
+                     'is those trove-upgrade ships, and a strategy of '
+                     'another package must be added here to be used.'
+                     % strategy_plugins.NAMESPACE),
     cfg.IntOpt('download_retries',
                default=3,
                min=0,

@@ -26,7 +26,11 @@ from oslo_db.sqlalchemy import enginefacade
 from oslo_db.sqlalchemy import utils as sqlalchemyutils
 import sqlalchemy as sa
 
+from trove_upgrade import conf
+from trove_upgrade.conf import database as database_conf
 from trove_upgrade import exception
+
+database_conf.register_opts(conf.CONF)
 
 
 def _use_utf8mb4(engine):

@@ -29,30 +29,37 @@ from trove_upgrade.packaging import exceptions
 MAX_INT_DIGITS = 20
 
 
-def _check(value):
+def _check(value, floats=False):
     if isinstance(value, bool) or value is None or isinstance(value, str):
         return
     if isinstance(value, int):
         return
     if isinstance(value, float):
+        if floats:
+            return
         raise TypeError('floats are not allowed in canonical JSON')
     if isinstance(value, (list, tuple)):
         for item in value:
-            _check(item)
+            _check(item, floats)
         return
     if isinstance(value, dict):
         for key, item in value.items():
             if not isinstance(key, str):
                 raise TypeError('object keys must be strings')
-            _check(item)
+            _check(item, floats)
         return
     raise TypeError('%s is not allowed in canonical JSON'
                     % type(value).__name__)
 
 
-def dumps(value):
-    """Encode ``value`` as canonical JSON bytes."""
-    _check(value)
+def dumps(value, floats=False):
+    """Encode ``value`` as canonical JSON bytes.
+
+    ``floats`` admits finite floats, in Python's shortest spelling: for the
+    seals of RPC messages (``trove_upgrade.sealing``), whose timestamps and
+    arguments may hold them. Signed documents never do.
+    """
+    _check(value, floats)
     return json.dumps(value, sort_keys=True, separators=(',', ':'),
                       ensure_ascii=False, allow_nan=False).encode('utf-8')
 

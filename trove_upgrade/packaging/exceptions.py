@@ -49,6 +49,8 @@ that stop them:
 Every message is cut to :data:`MAX_MESSAGE_LENGTH` characters.
 """
 
+from trove_upgrade import exception
+
 
 MAX_MESSAGE_LENGTH = 1024
 MAX_QUOTED_LENGTH = 80
@@ -75,7 +77,7 @@ def quoted(value, limit=MAX_QUOTED_LENGTH):
     return bounded(repr(value), limit + 20)
 
 
-class PackageError(Exception):
+class PackageError(exception.TroveUpgradeException):
     """A package, a manifest or a key was refused; nothing was installed."""
 
     def __init__(self, message=''):

@@ -33,7 +33,6 @@ from trove_upgrade.api import fault_wrap
 from trove_upgrade.api import sizelimit
 from trove_upgrade.api import util
 from trove_upgrade import context
-from trove_upgrade.db import common as db_common
 from trove_upgrade import hosted_conf
 from trove_upgrade import version
 
@@ -66,6 +65,9 @@ def _parse(config_files):
 
 def _configure_database(conf):
     """enginefacade reads the global CONF, Trove's here: give it ours."""
+    # Imported only now: it registers [database] on the configuration,
+    # which must be ours by then.
+    from trove_upgrade.db import common as db_common
     db_common.context_manager.configure(**{
         opt.dest: conf.database[opt.dest]
         for opt in db_options.database_opts})

@@ -23,8 +23,7 @@ from stevedore import exception as stevedore_exc
 
 from trove_upgrade.agent.strategies import exceptions
 from trove_upgrade import conf as tu_conf
-
-NAMESPACE = 'trove_upgrade.strategies'
+from trove_upgrade import strategy_plugins
 
 
 def load(name, conf=tu_conf.CONF):
@@ -35,13 +34,13 @@ def load(name, conf=tu_conf.CONF):
             name=name, allowed=', '.join(allowed) or '(empty)')
     try:
         manager = driver.DriverManager(
-            NAMESPACE, name, invoke_on_load=False,
+            strategy_plugins.NAMESPACE, name, invoke_on_load=False,
             on_load_failure_callback=_not_loadable(name))
     except stevedore_exc.NoMatches:
         raise exceptions.StrategyNotInstalled(
             name=name,
             reason='no plugin of that name in entry point group %s'
-                   % NAMESPACE)
+                   % strategy_plugins.NAMESPACE)
     return manager.driver(conf)
 
 

@@ -19,19 +19,13 @@ after the last attempt it becomes :class:`DownloadFailed` (``fetch``) or
 :class:`LocationUnreachable` (``check_location``) carrying its message.
 """
 
+from trove_upgrade import exception
 
-class StrategyError(Exception):
+
+class StrategyError(exception.TroveUpgradeException):
     """Base of every strategy error; ``str()`` is the human-readable reason."""
 
     msg_fmt = 'The download strategy failed.'
-
-    def __init__(self, **kwargs):
-        self.kwargs = kwargs
-        super().__init__(self.msg_fmt % kwargs)
-
-    @property
-    def message(self):
-        return str(self)
 
 
 class StrategyNotAllowed(StrategyError):

@@ -13,8 +13,11 @@
 """Schemas of /v1.0/{tenant_id}/mgmt/upgrades."""
 
 from trove_upgrade import states
+from trove_upgrade import strategy_plugins
 
-STRATEGIES = ['swift', 'http', 'local', 'rsync']
+# Read when the API starts: a strategy plugin installed later is accepted
+# once the API is restarted, as every plugin of a service.
+STRATEGIES = strategy_plugins.installed()
 
 # Printable text: no control characters, which have no business in a
 # version, a location or a label and would corrupt logs.

@@ -27,8 +27,7 @@ from osc_lib import exceptions
 from osc_lib import utils
 
 from trove_upgrade import rollout_states as rs
-
-STRATEGIES = ('swift', 'http', 'local', 'rsync')
+from trove_upgrade import strategy_plugins
 
 LIST_COLUMNS = ('ID', 'Name', 'Instance Version', 'Status', 'Created At')
 LONG_COLUMNS = LIST_COLUMNS + ('Selector', 'Max In Flight', 'Max Failures',
@@ -85,9 +84,9 @@ class CreateRollout(command.ShowOne):
                             dest='instance_version',
                             help='Guest agent version to roll out')
         parser.add_argument('--strategy', metavar='<strategy>',
-                            required=True, choices=STRATEGIES,
-                            help='Download strategy: %s'
-                                 % ', '.join(STRATEGIES))
+                            required=True,
+                            help=strategy_plugins.HELP
+                            % strategy_plugins.listing())
         parser.add_argument('--location', metavar='<location>',
                             required=True,
                             help='Where the agents find the package')

@@ -24,11 +24,10 @@ from osc_lib import utils
 
 from trove_upgrade.osc.v1 import batch
 from trove_upgrade import states
+from trove_upgrade import strategy_plugins
 
 # Seconds between two looks at an upgrade under --wait.
 WAIT_INTERVAL = 2
-
-STRATEGIES = ('swift', 'http', 'local', 'rsync')
 
 LIST_COLUMNS = ('ID', 'Instance ID', 'Instance Version', 'Strategy',
                 'Status', 'Created At')
@@ -101,8 +100,7 @@ class CreateUpgrade(command.ShowOne):
             help='Guest agent version to install, e.g. v1.0.1')
         parser.add_argument(
             '--strategy', metavar='<strategy>', required=True,
-            help='How the agent fetches the package: %s'
-                 % ', '.join(STRATEGIES))
+            help=strategy_plugins.HELP % strategy_plugins.listing())
         parser.add_argument(
             '--location', metavar='<location>', required=True,
             help='Where the package is, in the strategy\'s terms: '

@@ -46,9 +46,9 @@ from trove_upgrade.agent import install
 from trove_upgrade.agent import journal
 from trove_upgrade import context as tu_context
 from trove_upgrade.db import upgrades as db_upgrades
-from trove_upgrade import instance_keys
 from trove_upgrade import rpc
 from trove_upgrade import sealing
+from trove_upgrade import sealing_keys
 from trove_upgrade.tests import base
 from trove_upgrade.tests import conffile
 from trove_upgrade.tests.fixtures import database
@@ -347,8 +347,8 @@ class AgentTestCase(base.TestCase):
         """The key file of ``instance_id``, with a key in the database."""
         path = os.path.join(self.tmp, '%s.key' % instance_id)
         if not os.path.exists(path):
-            instance_keys.add_key(self.context, instance_id)
-            sealing.dump_key_file(path, instance_keys.keyring(
+            sealing_keys.add_key(self.context, instance_id)
+            sealing.dump_key_file(path, sealing_keys.keyring(
                 self.context, instance_id))
         return path
 

@@ -20,14 +20,16 @@ import os
 
 from trove_upgrade import states
 from trove_upgrade.tests.functional.agent import harness
+from trove_upgrade.tests.functional import https_server
 from trove_upgrade.tests.functional import servers
 
 
 class TestHttpsUpgrade(harness.AgentTestCase):
 
     def test_upgrade_over_https_with_a_broken_transfer(self):
-        ca = servers.CertificateAuthority(self.tmp)
-        server = self.useFixture(servers.HttpsFileServer(self.repo, ca=ca))
+        ca = https_server.CertificateAuthority(self.tmp)
+        server = self.useFixture(
+            https_server.HttpsFileServer(self.repo, ca=ca))
         servers.write_strategy_conf(self.strategy_dir, 'http',
                                     {'ca_file': ca.cert_file})
         size = os.path.getsize(os.path.join(self.repo, 'guest-2.0.0.pkg'))

@@ -22,13 +22,13 @@ import os
 
 import oslo_messaging as messaging
 
-from trove_upgrade.agent import rpcapi as agent_rpcapi
 from trove_upgrade.conductor import rpcapi as conductor_rpcapi
 from trove_upgrade.db import agents as db_agents
 from trove_upgrade.db import upgrades as db_upgrades
 from trove_upgrade import exception
-from trove_upgrade import instance_keys
+from trove_upgrade import rpc_interface
 from trove_upgrade import sealing
+from trove_upgrade import sealing_keys
 from trove_upgrade import states
 from trove_upgrade.tests.fixtures import rpc as rpc_fixture
 from trove_upgrade.tests.functional.agent import harness
@@ -41,19 +41,19 @@ class TestSealing(harness.AgentTestCase):
         self.transport = messaging.get_rpc_transport(self.conf)
         self.addCleanup(self.transport.cleanup)
         self.flags(group='conductor', topic=self.conductor_topic)
-        self.keys = instance_keys.keyring(self.context, self.instance_id)
+        self.keys = sealing_keys.keyring(self.context, self.instance_id)
 
     def publish(self, args, sealed=None, version='1.1'):
         """Cast ``upgrade`` on the agent's topic, as any client could."""
         client = messaging.get_rpc_client(self.transport, messaging.Target(
-            topic=agent_rpcapi.topic_for(self.instance_id),
+            topic=rpc_interface.agent_topic(self.instance_id),
             version=version))
         if sealed is not None:
             args = dict(args, sealed=sealed)
         client.cast({}, 'upgrade', **args)
 
     def forged_keys(self, key_id=None):
-        return sealing.Keyring(self.instance_id, [
+        return sealing.InstanceKeys(self.instance_id, [
             (key_id or sealing.new_key_id(), sealing.generate_key())])
 
     def record_upgrade(self, version):
@@ -127,7 +127,7 @@ class TestSealing(harness.AgentTestCase):
         # A spy consumes the instance's topic before the agent runs and
         # captures the genuine sealed upgrade the control plane casts.
         spy = rpc_fixture.RecordingServer(
-            messaging.Target(topic=agent_rpcapi.topic_for(self.instance_id),
+            messaging.Target(topic=rpc_interface.agent_topic(self.instance_id),
                              server='spy'),
             [rpc_fixture.AgentEndpoint('1.1')])
         spy.setUp()

@@ -15,7 +15,7 @@
 import os
 import signal
 
-from trove_upgrade.agent import rpcapi as agent_rpcapi
+from trove_upgrade.conductor import agent_rpcapi
 from trove_upgrade import states
 from trove_upgrade.tests.functional.agent import harness
 from trove_upgrade import upgrades

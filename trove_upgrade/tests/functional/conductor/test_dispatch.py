@@ -18,13 +18,13 @@ import oslo_messaging as messaging
 from oslo_messaging import conffixture
 from oslo_utils import uuidutils
 
-from trove_upgrade.agent import rpcapi as agent_rpcapi
 from trove_upgrade.conductor import rpcapi as conductor_rpcapi
 from trove_upgrade import context
 from trove_upgrade.db import agents as db_agents
 from trove_upgrade.db import upgrades as db_upgrades
 from trove_upgrade import exception
 from trove_upgrade import rpc
+from trove_upgrade import rpc_interface
 from trove_upgrade import states
 from trove_upgrade.tests import base
 from trove_upgrade.tests.fixtures import database
@@ -54,7 +54,8 @@ class TestDispatch(base.TestCase):
         endpoint = rpc_fixture.AgentEndpoint(version)
         server = self.useFixture(rpc_fixture.RecordingServer(
             messaging.Target(
-                topic=agent_rpcapi.topic_for(instance_id or self.instance_id),
+                topic=rpc_interface.agent_topic(
+                    instance_id or self.instance_id),
                 server='guest-%s' % uuidutils.generate_uuid()[:8]),
             [endpoint]))
         return server, endpoint

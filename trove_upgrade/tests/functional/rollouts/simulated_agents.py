@@ -59,11 +59,11 @@ import trove_upgrade.cmd  # noqa: F401
 import kombu
 import oslo_messaging as messaging
 
-from trove_upgrade.agent import rpcapi as agent_rpcapi
 from trove_upgrade.conductor import rpcapi as conductor_rpcapi
 from trove_upgrade import conf
 from trove_upgrade import context as tu_context
 from trove_upgrade import rpc
+from trove_upgrade import rpc_interface
 from trove_upgrade import states
 
 CONF = conf.CONF
@@ -177,7 +177,7 @@ class Fleet:
     def start(self):
         for agent in self.agents:
             target = messaging.Target(
-                topic=agent_rpcapi.topic_for(agent.instance_id),
+                topic=rpc_interface.agent_topic(agent.instance_id),
                 server='simulated')
             server = rpc.get_rpc_server(target, [agent])
             server.start()
@@ -188,7 +188,7 @@ class Fleet:
         """Consume every agent's topic on one connection until stopping."""
         pool = concurrent.futures.ThreadPoolExecutor(workers)
         serializer = rpc.RequestContextSerializer()
-        agents = {agent_rpcapi.topic_for(a.instance_id): a
+        agents = {rpc_interface.agent_topic(a.instance_id): a
                   for a in self.agents}
         rabbit = CONF.oslo_messaging_rabbit
         exchange = kombu.Exchange(

@@ -19,6 +19,7 @@ import fixtures
 from trove_upgrade.agent import strategies
 from trove_upgrade.agent.strategies import exceptions
 from trove_upgrade.tests import base
+from trove_upgrade.tests.functional import https_server
 from trove_upgrade.tests.functional import servers
 
 PACKAGE = os.urandom(300 * 1024 + 17)
@@ -40,12 +41,12 @@ class HttpsStrategyTestCase(base.TestCase):
                            ('pkg.tar.manifest', MANIFEST)):
             with open(os.path.join(cls.root, name), 'wb') as f:
                 f.write(data)
-        cls.ca = servers.CertificateAuthority(workdir.path)
+        cls.ca = https_server.CertificateAuthority(workdir.path)
         os.mkdir(os.path.join(workdir.path, 'other'))
-        cls.other_ca = servers.CertificateAuthority(
+        cls.other_ca = https_server.CertificateAuthority(
             os.path.join(workdir.path, 'other'), name='another CA')
-        cls.server = cls._serve(servers.HttpsFileServer(cls.root, cls.ca))
-        cls.mtls_server = cls._serve(servers.HttpsFileServer(
+        cls.server = cls._serve(https_server.HttpsFileServer(cls.root, cls.ca))
+        cls.mtls_server = cls._serve(https_server.HttpsFileServer(
             cls.root, cls.ca, client_ca=cls.ca))
 
     @classmethod
@@ -233,7 +234,7 @@ class PlainHttpStrategyTestCase(base.TestCase):
         cls.addClassCleanup(root.cleanUp)
         with open(os.path.join(root.path, 'pkg.tar'), 'wb') as f:
             f.write(PACKAGE)
-        cls.server = servers.HttpsFileServer(root.path, tls=False)
+        cls.server = https_server.HttpsFileServer(root.path, tls=False)
         cls.server.setUp()
         cls.addClassCleanup(cls.server.cleanUp)
 

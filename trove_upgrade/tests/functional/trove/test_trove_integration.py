@@ -25,12 +25,13 @@ import os
 
 from oslo_utils import uuidutils
 
-from trove_upgrade.agent import rpcapi as agent_rpcapi
+from trove_upgrade.conductor import agent_rpcapi
 from trove_upgrade.conductor import rpcapi as conductor_rpcapi
 from trove_upgrade.db import agents as db_agents
 from trove_upgrade.db import trove as trove_db_api
 from trove_upgrade.db import upgrades as db_upgrades
 from trove_upgrade import exception
+from trove_upgrade import rpc_interface
 from trove_upgrade import sealing
 from trove_upgrade import states
 from trove_upgrade.tests import conffile
@@ -194,8 +195,8 @@ class TestSealingWithTroveKeys(TroveTestCase):
     def test_forged_messages_refused_by_default(self):
         self.start_agent()
         self.wait_for(self.registered, 'the agent to register')
-        forged = sealing.Keyring(self.instance_id,
-                                 [('trove-v1-forged', sealing.generate_key())])
+        forged = sealing.InstanceKeys(
+            self.instance_id, [('trove-v1-forged', sealing.generate_key())])
         for keyring in (forged, None):
             e = self.assertRaises(
                 exception.MessageNotAuthenticated,
@@ -219,7 +220,7 @@ class TestSealingWithTroveKeys(TroveTestCase):
             'location': os.path.join(self.repo, 'guest-2.0.0.pkg'),
             'metadata': {}, 'allow_downgrade': False})
         client = agent_rpcapi.AgentAPI().client.prepare(
-            topic=agent_rpcapi.topic_for(self.instance_id), version='1.0')
+            topic=rpc_interface.agent_topic(self.instance_id), version='1.0')
         client.cast(self.context, 'upgrade', upgrade_id=upgrade['id'],
                     instance_id=self.instance_id, instance_version='2.0.0',
                     strategy='local', location=upgrade['location'],

@@ -35,9 +35,9 @@ import kombu
 from oslo_utils import uuidutils
 from testtools import content
 
-from trove_upgrade.agent import rpcapi as agent_rpcapi
 from trove_upgrade.db import common as db_common
 from trove_upgrade.db import upgrades as db_upgrades
+from trove_upgrade import rpc_interface
 from trove_upgrade import states
 from trove_upgrade.tests import conffile
 from trove_upgrade.tests.functional.agent import harness
@@ -192,7 +192,7 @@ class TestTroveAPIExtension(harness.AgentTestCase):
     def setUp(self):
         super().setUp()
         self.addCleanup(_delete_from_broker, '%s.%s' % (
-            agent_rpcapi.TOPIC_PREFIX, self.instance_id))
+            rpc_interface.AGENT_TOPIC_PREFIX, self.instance_id))
         self.addDetail('trove-api.log', content.content_from_file(
             self.trove_log, buffer_now=False))
 

@@ -26,8 +26,8 @@ class TestSealedUpgrade(test_manager.TestAgentManager):
 
     def setUp(self):
         super().setUp()
-        self.keys = sealing.Keyring(INSTANCE,
-                                    [('k1', sealing.generate_key())])
+        self.keys = sealing.InstanceKeys(INSTANCE,
+                                         [('k1', sealing.generate_key())])
         self.manager = manager.AgentManager(
             self.conf, self.journal, self.pipeline, self.state,
             self.conductor, None, load_strategy=self._load,
@@ -58,7 +58,7 @@ class TestSealedUpgrade(test_manager.TestAgentManager):
         self.assertNothingRecorded()
 
     def test_wrong_key_refused(self):
-        self._upgrade(keys=sealing.Keyring(
+        self._upgrade(keys=sealing.InstanceKeys(
             INSTANCE, [('k1', sealing.generate_key())]))
         self.assertNothingRecorded()
 

@@ -33,7 +33,7 @@ class TestKeyLoading(base.TestCase):
                    guest_command='bin/g')
 
     def test_no_key_file_no_keyring(self):
-        self.assertIsNone(service.load_keyring(self.conf))
+        self.assertIsNone(service.load_instance_keys(self.conf))
 
     def test_require_sealed_needs_a_key_file(self):
         self.flags(group='agent', require_sealed=True)
@@ -42,20 +42,20 @@ class TestKeyLoading(base.TestCase):
         self.assertIn('instance_key_file', str(e))
 
     def test_loads_the_instance_keys(self):
-        keys = sealing.Keyring(INSTANCE, [('k', sealing.generate_key())])
+        keys = sealing.InstanceKeys(INSTANCE, [('k', sealing.generate_key())])
         sealing.dump_key_file(self.path, keys)
         self.flags(group='agent', instance_key_file=self.path,
                    require_sealed=True)
         service.check_conf(self.conf)
-        self.assertEqual(keys.keys, service.load_keyring(self.conf).keys)
+        self.assertEqual(keys.keys, service.load_instance_keys(self.conf).keys)
 
     def test_bad_key_files_stop_the_agent(self):
         self.flags(group='agent', instance_key_file=self.path)
         e = self.assertRaises(service.AgentConfigError,
-                              service.load_keyring, self.conf)
+                              service.load_instance_keys, self.conf)
         self.assertIn(self.path, str(e))
-        sealing.dump_key_file(self.path, sealing.Keyring(
+        sealing.dump_key_file(self.path, sealing.InstanceKeys(
             'other', [('k', sealing.generate_key())]))
         e = self.assertRaises(service.AgentConfigError,
-                              service.load_keyring, self.conf)
+                              service.load_instance_keys, self.conf)
         self.assertIn('for instance other', str(e))

@@ -20,8 +20,8 @@ from oslo_serialization import jsonutils
 from oslo_utils import uuidutils
 import webob
 
-from trove_upgrade.agent import rpcapi as agent_rpcapi
 from trove_upgrade.api import deploy
+from trove_upgrade.conductor import agent_rpcapi
 from trove_upgrade import context
 from trove_upgrade.db import models
 from trove_upgrade.db import upgrades as db_upgrades
@@ -192,7 +192,7 @@ class TestCreateUpgradeBadInput(base.APITestCase):
     def test_unknown_strategy(self):
         self.assertRejected(
             self._post(base.upgrade_body(strategy='ftp')),
-            "'ftp' is not one of ['swift', 'http', 'local', 'rsync'] "
+            "'ftp' is not one of ['http', 'local', 'rsync', 'swift'] "
             "(at $.strategy)")
 
     def test_metadata_not_an_object(self):

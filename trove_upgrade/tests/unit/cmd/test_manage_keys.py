@@ -20,8 +20,8 @@ import fixtures
 
 from trove_upgrade.cmd import manage
 from trove_upgrade import context
-from trove_upgrade import instance_keys
 from trove_upgrade import sealing
+from trove_upgrade import sealing_keys
 from trove_upgrade.tests import base
 from trove_upgrade.tests.fixtures import database
 
@@ -56,17 +56,17 @@ class TestInstanceKeyCommands(base.TestCase):
         self.assertEqual(0, code)
         self.assertEqual(0o600, stat.S_IMODE(os.stat(path).st_mode))
         self.assertEqual(sealing.load_key_file(path, INSTANCE).keys,
-                         instance_keys.keyring(self.context, INSTANCE).keys)
+                         sealing_keys.keyring(self.context, INSTANCE).keys)
 
     def test_set_imports_a_key_file(self):
         path = os.path.join(self.dir, 'k')
-        keys = sealing.Keyring(INSTANCE, [('b', sealing.generate_key()),
-                                          ('a', sealing.generate_key())])
+        keys = sealing.InstanceKeys(INSTANCE, [('b', sealing.generate_key()),
+                                               ('a', sealing.generate_key())])
         sealing.dump_key_file(path, keys)
-        instance_keys.add_key(self.context, INSTANCE)
+        sealing_keys.add_key(self.context, INSTANCE)
         self.assertEqual(0, self.manage('instance-key', 'set', INSTANCE,
                                         '--key-file', path)[0])
-        stored = instance_keys.keyring(self.context, INSTANCE)
+        stored = sealing_keys.keyring(self.context, INSTANCE)
         self.assertEqual(sorted(keys.keys), sorted(stored.keys))
         self.assertEqual('b', stored.sealing_key()[0])
 
@@ -98,10 +98,10 @@ class TestInstanceKeyCommands(base.TestCase):
 
     def test_set_refuses_a_file_for_another_instance(self):
         path = os.path.join(self.dir, 'k')
-        sealing.dump_key_file(path, sealing.Keyring(
+        sealing.dump_key_file(path, sealing.InstanceKeys(
             'other', [('a', sealing.generate_key())]))
         code, _, err = self.manage('instance-key', 'set', INSTANCE,
                                    '--key-file', path)
         self.assertEqual(1, code)
         self.assertIn('for instance other', err)
-        self.assertEqual([], instance_keys.list_keys(self.context))
+        self.assertEqual([], sealing_keys.list_keys(self.context))

@@ -20,8 +20,8 @@ from trove_upgrade.conductor import rpcapi
 from trove_upgrade import context
 from trove_upgrade.db import agents as db_agents
 from trove_upgrade import exception
-from trove_upgrade import instance_keys
 from trove_upgrade import sealing
+from trove_upgrade import sealing_keys
 from trove_upgrade import states
 from trove_upgrade.tests.fixtures import rpc as rpc_fixture
 from trove_upgrade.tests.unit.conductor import test_manager
@@ -34,8 +34,8 @@ class SealedTestCase(test_manager.ManagerTestCase):
 
     def setUp(self):
         super().setUp()
-        instance_keys.add_key(self.context, INSTANCE)
-        self.keys = instance_keys.keyring(self.context, INSTANCE)
+        sealing_keys.add_key(self.context, INSTANCE)
+        self.keys = sealing_keys.keyring(self.context, INSTANCE)
 
     def sealed(self, method, args, keys=None):
         return sealing.seal(keys or self.keys, method, '1.1',
@@ -59,10 +59,10 @@ class TestSealedRegistration(SealedTestCase):
                          db_agents.get_agent(self.context, INSTANCE)['host'])
 
     def test_refusals(self):
-        wrong = sealing.Keyring(INSTANCE, [(self.keys.keys[0][0],
-                                            sealing.generate_key())])
-        other = sealing.Keyring(INSTANCE, [('other',
-                                            sealing.generate_key())])
+        wrong = sealing.InstanceKeys(INSTANCE, [(self.keys.keys[0][0],
+                                                 sealing.generate_key())])
+        other = sealing.InstanceKeys(INSTANCE, [('other',
+                                                 sealing.generate_key())])
         for sealed, reason in ((None, 'not sealed'),
                                (self.sealed('register_agent', AGENT, wrong),
                                 'does not verify'),
@@ -95,24 +95,24 @@ class TestSealedRegistration(SealedTestCase):
         self.flags(group='conductor', instance_key_cache_time=0)
         self.manager = manager.ConductorManager()
         old = self.keys
-        instance_keys.add_key(self.context, INSTANCE, grace=3600)
+        sealing_keys.add_key(self.context, INSTANCE, grace=3600)
         self.manager.register_agent(
             self.context, sealed=self.sealed('register_agent', AGENT, old),
             **AGENT)
-        instance_keys.add_key(self.context, INSTANCE, grace=0)
+        sealing_keys.add_key(self.context, INSTANCE, grace=0)
         self.assertNotAuthenticated(
             self.manager.register_agent, self.context,
             sealed=self.sealed('register_agent', AGENT, old), **AGENT)
 
     def test_keys_are_read_again_after_the_cache_time(self):
         clock = [1000.0]
-        self.manager.keyrings = instance_keys.KeyringCache(
+        self.manager.keyrings = sealing_keys.KeyringCache(
             5, timer=lambda: clock[0])
         old = self.keys
         self.manager.register_agent(
             self.context, sealed=self.sealed('register_agent', AGENT, old),
             **AGENT)
-        instance_keys.add_key(self.context, INSTANCE, grace=0)
+        sealing_keys.add_key(self.context, INSTANCE, grace=0)
         # Still the keys read 4 seconds ago.
         clock[0] += 4
         self.manager.register_agent(
@@ -126,10 +126,10 @@ class TestSealedRegistration(SealedTestCase):
     def test_a_key_set_later_is_required_after_the_cache_time(self):
         other = dict(AGENT, instance_id=test_manager.OTHER_INSTANCE)
         clock = [1000.0]
-        self.manager.keyrings = instance_keys.KeyringCache(
+        self.manager.keyrings = sealing_keys.KeyringCache(
             5, timer=lambda: clock[0])
         self.manager.register_agent(self.context, **other)
-        instance_keys.add_key(self.context, other['instance_id'])
+        sealing_keys.add_key(self.context, other['instance_id'])
         clock[0] += 5
         self.assertNotAuthenticated(self.manager.register_agent,
                                     self.context, **other)

@@ -18,10 +18,10 @@ import fixtures
 import oslo_messaging as messaging
 from oslo_utils import fixture as utils_fixture
 
-from trove_upgrade.agent import rpcapi as agent_rpcapi
 from trove_upgrade import context
 from trove_upgrade.db import upgrades as db_upgrades
 from trove_upgrade import exception
+from trove_upgrade import rpc_interface
 from trove_upgrade import states
 from trove_upgrade.tests import base
 from trove_upgrade.tests.fixtures import database
@@ -68,7 +68,7 @@ class TestCreate(UpgradesTestCase):
 
     def test_recorded_sent_and_cast(self):
         agent = self.useFixture(rpc_fixture.RecordingServer(
-            messaging.Target(topic=agent_rpcapi.topic_for(INSTANCE),
+            messaging.Target(topic=rpc_interface.agent_topic(INSTANCE),
                              server='guest'),
             [rpc_fixture.AgentEndpoint()]))
         upgrade = upgrades.create_upgrade(self.context, VALUES)

@@ -15,10 +15,11 @@
 import oslo_messaging as messaging
 from oslo_utils import uuidutils
 
-from trove_upgrade.agent import rpcapi
+from trove_upgrade.conductor import agent_rpcapi as rpcapi
 from trove_upgrade import context
 from trove_upgrade.db import agents as db_agents
 from trove_upgrade import exception
+from trove_upgrade import rpc_interface
 from trove_upgrade.tests import base
 from trove_upgrade.tests.fixtures import database
 from trove_upgrade.tests.fixtures import rpc as rpc_fixture
@@ -37,14 +38,14 @@ class TestTopic(base.TestCase):
 
     def test_one_topic_per_instance(self):
         self.assertEqual('guestagent_upgrade.%s' % INSTANCE,
-                         rpcapi.topic_for(INSTANCE))
+                         rpc_interface.agent_topic(INSTANCE))
 
     def test_never_troves_own_topic(self):
         # Trove's guest agent consumes guestagent.<id>: sharing it would
         # hand upgrades to a consumer that does not know them.
         self.assertNotEqual('guestagent.%s' % INSTANCE,
-                            rpcapi.topic_for(INSTANCE))
-        self.assertFalse(rpcapi.topic_for(INSTANCE).startswith(
+                            rpc_interface.agent_topic(INSTANCE))
+        self.assertFalse(rpc_interface.agent_topic(INSTANCE).startswith(
             'guestagent.'))
 
 
@@ -143,7 +144,7 @@ class TestUpgrade(base.TestCase):
                                               is_admin=True)
         self.agent = rpc_fixture.AgentEndpoint('1.0')
         self.server = self.useFixture(rpc_fixture.RecordingServer(
-            messaging.Target(topic=rpcapi.topic_for(INSTANCE),
+            messaging.Target(topic=rpc_interface.agent_topic(INSTANCE),
                              server='guest-1'),
             [self.agent]))
 
@@ -174,7 +175,7 @@ class TestUpgrade(base.TestCase):
     def test_another_instance_does_not_receive_it(self):
         other_instance = uuidutils.generate_uuid()
         other = self.useFixture(rpc_fixture.RecordingServer(
-            messaging.Target(topic=rpcapi.topic_for(other_instance),
+            messaging.Target(topic=rpc_interface.agent_topic(other_instance),
                              server='guest-2'),
             [rpc_fixture.AgentEndpoint()]))
         self.send()

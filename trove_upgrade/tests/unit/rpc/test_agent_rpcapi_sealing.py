@@ -16,11 +16,12 @@ import base64
 
 import oslo_messaging as messaging
 
-from trove_upgrade.agent import rpcapi
+from trove_upgrade.conductor import agent_rpcapi as rpcapi
 from trove_upgrade import context
 from trove_upgrade import exception
-from trove_upgrade import instance_keys
+from trove_upgrade import rpc_interface
 from trove_upgrade import sealing
+from trove_upgrade import sealing_keys
 from trove_upgrade.tests import base
 from trove_upgrade.tests.fixtures import database
 from trove_upgrade.tests.fixtures import rpc as rpc_fixture
@@ -41,7 +42,8 @@ class TestSealedUpgrade(base.TestCase):
         self.context = context.get_admin_context()
         self.endpoint = rpc_fixture.AgentEndpoint('1.1')
         self.server = self.useFixture(rpc_fixture.RecordingServer(
-            messaging.Target(topic=rpcapi.topic_for(INSTANCE), server='g'),
+            messaging.Target(topic=rpc_interface.agent_topic(INSTANCE),
+                             server='g'),
             [self.endpoint]))
 
     def send(self):
@@ -54,19 +56,19 @@ class TestSealedUpgrade(base.TestCase):
         self.assertNotIn('sealed', message.args)
 
     def test_with_key_sealed_at_1_1(self):
-        instance_keys.add_key(self.context, INSTANCE)
+        sealing_keys.add_key(self.context, INSTANCE)
         self.send()
         [message] = self.server.wait_for(1)
         self.assertEqual('1.1', message.version)
         args = dict(message.args)
         sealed = args.pop('sealed')
         sealing.open_sealed(
-            instance_keys.keyring(self.context, INSTANCE), sealed,
+            sealing_keys.keyring(self.context, INSTANCE), sealed,
             'upgrade', sealing.TO_AGENT, args, 60,
             sealing.MemoryReplayCache())
 
     def test_with_key_capped_below_1_1_refused(self):
-        instance_keys.add_key(self.context, INSTANCE)
+        sealing_keys.add_key(self.context, INSTANCE)
         self.flags(group='upgrade_levels', agent='1.0')
         e = self.assertRaises(exception.SealingUnavailable, self.send)
         self.assertIn('capped below 1.1', str(e))
@@ -80,7 +82,7 @@ class TestSealedUpgrade(base.TestCase):
         key = base64.b64encode(sealing.generate_key()).decode()
         path = self.create_tempfiles([('master', key)])[0]
         self.flags(group='conductor', instance_key_master_key_file=path)
-        instance_keys.add_key(self.context, INSTANCE)
+        sealing_keys.add_key(self.context, INSTANCE)
         self.send()
         self.server.wait_for(1)
         self.flags(group='conductor', instance_key_master_key_file=None)
@@ -97,13 +99,14 @@ class TestUpgradeMany(base.TestCase):
         self.useFixture(rpc_fixture.FakeTransport())
         self.context = context.get_admin_context()
         self.keyed, self.plain, self.other = INSTANCE, OTHER, THIRD
-        instance_keys.add_key(self.context, self.keyed)
+        sealing_keys.add_key(self.context, self.keyed)
         self.servers = {}
         for instance_id in (self.keyed, self.plain, self.other):
             self.servers[instance_id] = self.useFixture(
                 rpc_fixture.RecordingServer(
-                    messaging.Target(topic=rpcapi.topic_for(instance_id),
-                                     server='g'),
+                    messaging.Target(
+                        topic=rpc_interface.agent_topic(instance_id),
+                        server='g'),
                     [rpc_fixture.AgentEndpoint('1.1')]))
 
     def upgrades(self, *instance_ids):
@@ -119,7 +122,7 @@ class TestUpgradeMany(base.TestCase):
                                           sealed.args['upgrade_id']))
         args = dict(sealed.args)
         sealing.open_sealed(
-            instance_keys.keyring(self.context, self.keyed),
+            sealing_keys.keyring(self.context, self.keyed),
             args.pop('sealed'), 'upgrade', sealing.TO_AGENT, args, 60,
             sealing.MemoryReplayCache())
         [plain] = self.servers[self.plain].wait_for(1)
@@ -158,7 +161,7 @@ class TestUpgradeMany(base.TestCase):
         path = self.create_tempfiles([('master', base64.b64encode(
             sealing.generate_key()).decode())])[0]
         self.flags(group='conductor', instance_key_master_key_file=path)
-        instance_keys.add_key(self.context, self.other)
+        sealing_keys.add_key(self.context, self.other)
         self.flags(group='conductor', instance_key_master_key_file=None)
         failed = rpcapi.AgentAPI().upgrade_many(
             self.context, self.upgrades(self.plain, self.other))

@@ -13,7 +13,7 @@
 """The release mapping stays the one true list of RPC versions."""
 
 from trove_upgrade.agent import manager as agent_manager
-from trove_upgrade.agent import rpcapi as agent_rpcapi
+from trove_upgrade.conductor import agent_rpcapi
 from trove_upgrade.conductor import manager as conductor_manager
 from trove_upgrade.conductor import rpcapi as conductor_rpcapi
 from trove_upgrade import exception

@@ -15,6 +15,7 @@ import stat
 
 import fixtures
 
+from trove_upgrade.packaging import exceptions as package_exc
 from trove_upgrade import sealing
 from trove_upgrade.tests import base
 
@@ -26,8 +27,8 @@ MAX_AGE = 300
 
 
 def keyring(*key_ids, instance_id=INSTANCE):
-    return sealing.Keyring(instance_id, [(k, sealing.generate_key())
-                                         for k in key_ids or ('k1',)])
+    return sealing.InstanceKeys(instance_id, [(k, sealing.generate_key())
+                                              for k in key_ids or ('k1',)])
 
 
 class TestSealing(base.TestCase):
@@ -101,7 +102,7 @@ class TestSealing(base.TestCase):
         self.assertRaises(sealing.BadSeal, self.open, envelope)
 
     def test_instance_mismatch(self):
-        other = sealing.Keyring('other-instance', self.keys.keys)
+        other = sealing.InstanceKeys('other-instance', self.keys.keys)
         envelope = self.seal(keys=other)
         self.assertRaises(sealing.InstanceMismatch, self.open, envelope)
 
@@ -146,17 +147,17 @@ class TestSealing(base.TestCase):
 
     def test_rotation(self):
         old = keyring('old')
-        rotated = sealing.Keyring(INSTANCE, [('new', sealing.generate_key())]
-                                  + old.keys)
+        rotated = sealing.InstanceKeys(
+            INSTANCE, [('new', sealing.generate_key())] + old.keys)
         self.assertEqual('new', self.seal(keys=rotated)['key_id'])
         self.open(self.seal(keys=old), keys=rotated)
         self.open(self.seal(keys=rotated), keys=rotated)
-        retired = sealing.Keyring(INSTANCE, rotated.keys[:1])
+        retired = sealing.InstanceKeys(INSTANCE, rotated.keys[:1])
         self.assertRaises(sealing.UnknownKey, self.open,
                           self.seal(keys=old), keys=retired)
 
     def test_key_size(self):
-        self.assertRaises(ValueError, sealing.Keyring, INSTANCE,
+        self.assertRaises(ValueError, sealing.InstanceKeys, INSTANCE,
                           [('k', b'short')])
 
 
@@ -176,27 +177,27 @@ class TestKeyFiles(base.TestCase):
 
     def test_refuses_other_instance(self):
         sealing.dump_key_file(self.path, keyring())
-        self.assertRaisesRegex(sealing.KeyFileError, 'for instance',
+        self.assertRaisesRegex(package_exc.KeyFileError, 'for instance',
                                sealing.load_key_file, self.path, 'other')
 
     def test_refuses_open_mode(self):
         sealing.dump_key_file(self.path, keyring())
         os.chmod(self.path, 0o644)
-        self.assertRaisesRegex(sealing.KeyFileError, 'must be 0600',
+        self.assertRaisesRegex(package_exc.KeyFileError, 'must be 0600',
                                sealing.load_key_file, self.path)
 
     def test_refuses_missing_and_garbage(self):
-        self.assertRaises(sealing.KeyFileError, sealing.load_key_file,
+        self.assertRaises(package_exc.KeyFileError, sealing.load_key_file,
                           self.path)
         fd = os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o600)
         os.write(fd, b'{"instance_id": "x", "keys": [{"key": "AA=="}]}')
         os.close(fd)
-        self.assertRaises(sealing.KeyFileError, sealing.load_key_file,
+        self.assertRaises(package_exc.KeyFileError, sealing.load_key_file,
                           self.path)
 
     def test_refuses_empty(self):
-        sealing.dump_key_file(self.path, sealing.Keyring(INSTANCE, []))
-        self.assertRaisesRegex(sealing.KeyFileError, 'no key',
+        sealing.dump_key_file(self.path, sealing.InstanceKeys(INSTANCE, []))
+        self.assertRaisesRegex(package_exc.KeyFileError, 'no key',
                                sealing.load_key_file, self.path)
 
     def test_wrap_unwrap(self):
@@ -206,7 +207,7 @@ class TestKeyFiles(base.TestCase):
         self.assertNotIn(material, wrapped)
         self.assertEqual(material,
                          sealing.unwrap_key(master, INSTANCE, 'k', wrapped))
-        self.assertRaises(sealing.KeyFileError, sealing.unwrap_key,
+        self.assertRaises(package_exc.KeyFileError, sealing.unwrap_key,
                           master, INSTANCE, 'other', wrapped)
-        self.assertRaises(sealing.KeyFileError, sealing.unwrap_key,
+        self.assertRaises(package_exc.KeyFileError, sealing.unwrap_key,
                           sealing.generate_key(), INSTANCE, 'k', wrapped)

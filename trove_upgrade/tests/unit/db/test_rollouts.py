@@ -22,7 +22,7 @@ from trove_upgrade.db import upgrades as db_upgrades
 from trove_upgrade import exception
 from trove_upgrade import rollout_states as rs
 from trove_upgrade import states
-from trove_upgrade.tests.unit.db import test_api
+from trove_upgrade.tests.unit.db import base as db_base
 
 ROLLOUT = {
     'name': 'blue', 'instance_version': 'v2.0.0', 'strategy': 'http',
@@ -32,7 +32,7 @@ ROLLOUT = {
     'per_agent_retries': 0, 'agent_deadline': 60, 'status': rs.RUNNING}
 
 
-class TestRolloutsDb(test_api.DbTestCase):
+class TestRolloutsDb(db_base.DbTestCase):
 
     def rollout(self, **overrides):
         rollout = db_rollouts.create_rollout(self.context,
@@ -100,8 +100,8 @@ class TestRolloutsDb(test_api.DbTestCase):
     def test_mark_sent_leaves_claimed_upgrades_alone(self):
         rollout = self.rollout()
         first, second = db_rollouts.create_rollout_upgrades(
-            self.context, rollout, [(test_api.INSTANCE, 1, False),
-                                    (test_api.OTHER_INSTANCE, 1, True)],
+            self.context, rollout, [(db_base.INSTANCE, 1, False),
+                                    (db_base.OTHER_INSTANCE, 1, True)],
             'me')
         db_upgrades.transition_upgrade(self.context, second['id'],
                                        states.DOWNLOADING, 'agent')
@@ -121,19 +121,19 @@ class TestRolloutsDb(test_api.DbTestCase):
         dispatches = db_rollouts.list_rollout_dispatches(self.context,
                                                          rollout['id'])
         self.assertEqual(
-            [(test_api.INSTANCE, 1, False, states.SENT),
-             (test_api.OTHER_INSTANCE, 1, True, states.DOWNLOADING)],
+            [(db_base.INSTANCE, 1, False, states.SENT),
+             (db_base.OTHER_INSTANCE, 1, True, states.DOWNLOADING)],
             [(d['instance_id'], d['attempt'], d['canary'], d['status'])
              for d in dispatches])
-        self.assertEqual({test_api.OTHER_INSTANCE, test_api.INSTANCE},
+        self.assertEqual({db_base.OTHER_INSTANCE, db_base.INSTANCE},
                          db_upgrades.list_busy_instances(self.context))
 
     def test_timeout_only_this_rollouts_old_upgrades(self):
         rollout = self.rollout()
         mine, = db_rollouts.create_rollout_upgrades(
-            self.context, rollout, [(test_api.INSTANCE, 1, False)], 'me')
+            self.context, rollout, [(db_base.INSTANCE, 1, False)], 'me')
         other = db_upgrades.create_upgrade(self.context, self._values(
-            instance_id=test_api.OTHER_INSTANCE))
+            instance_id=db_base.OTHER_INSTANCE))
         self.now += datetime.timedelta(seconds=61)
         timed_out = db_rollouts.timeout_rollout_upgrades(
             self.context, rollout['id'],
@@ -145,7 +145,7 @@ class TestRolloutsDb(test_api.DbTestCase):
     def test_delete_keeps_the_tagged_upgrades(self):
         rollout = self.rollout()
         upgrade, = db_rollouts.create_rollout_upgrades(
-            self.context, rollout, [(test_api.INSTANCE, 1, False)], 'me')
+            self.context, rollout, [(db_base.INSTANCE, 1, False)], 'me')
         e = self.assertRaises(exception.InvalidRolloutState,
                               db_rollouts.delete_rollout, self.context,
                               rollout['id'], rs.FINISHED_STATES)
@@ -163,8 +163,8 @@ class TestRolloutsDb(test_api.DbTestCase):
         # A third agent shares the first one's labels: each labels text
         # is matched once, and that answer serves every agent holding it.
         third = '6f1c1a53-9d63-4c43-a0a1-6b1ad1f3c003'
-        for instance_id, labels in ((test_api.INSTANCE, {'group': 'blue'}),
-                                    (test_api.OTHER_INSTANCE,
+        for instance_id, labels in ((db_base.INSTANCE, {'group': 'blue'}),
+                                    (db_base.OTHER_INSTANCE,
                                      {'group': 'red', 'az': 'a'}),
                                     (third, {'group': 'blue'})):
             db_agents.register_agent(self.context, instance_id,
@@ -174,16 +174,16 @@ class TestRolloutsDb(test_api.DbTestCase):
             return [a['instance_id'] for a in
                     db_agents.list_selected_agents(self.context, selector)]
 
-        self.assertEqual([test_api.INSTANCE, third], ids({'group': 'blue'}))
-        self.assertEqual([test_api.OTHER_INSTANCE],
+        self.assertEqual([db_base.INSTANCE, third], ids({'group': 'blue'}))
+        self.assertEqual([db_base.OTHER_INSTANCE],
                          ids({'labels': {'az': 'a'}}))
         self.assertEqual([], ids({'labels': {'az': 'b'}}))
         self.assertEqual(
             {'instance_id', 'guest_version', 'last_heartbeat_at'},
             set(db_agents.list_selected_agents(self.context,
                                                {'group': 'red'})[0]))
-        self.assertEqual([test_api.OTHER_INSTANCE], ids(
-            {'instance_ids': [test_api.OTHER_INSTANCE,
+        self.assertEqual([db_base.OTHER_INSTANCE], ids(
+            {'instance_ids': [db_base.OTHER_INSTANCE,
                               uuidutils.generate_uuid()]}))
         for selector in ({}, {'group': 'a', 'labels': {'b': 'c'}},
                          {'colour': 'red'}):

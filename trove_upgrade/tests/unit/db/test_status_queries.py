@@ -21,9 +21,9 @@ from trove_upgrade.db import common as db_common
 from trove_upgrade.db import models
 from trove_upgrade.db import upgrades as db_upgrades
 from trove_upgrade import states
-from trove_upgrade.tests.unit.db import test_api
+from trove_upgrade.tests.unit.db import base as db_base
 
-T0 = test_api.T0
+T0 = db_base.T0
 A1 = '6f1c1a53-9d63-4c43-a0a1-6b1ad1f3c0a1'
 A2 = '6f1c1a53-9d63-4c43-a0a1-6b1ad1f3c0a2'
 A3 = '6f1c1a53-9d63-4c43-a0a1-6b1ad1f3c0a3'
@@ -34,7 +34,7 @@ def _ids(rows, key='id'):
     return [row[key] for row in rows]
 
 
-class TestListUnfinishedUpgrades(test_api.DbTestCase):
+class TestListUnfinishedUpgrades(db_base.DbTestCase):
 
     def test_lists_unfinished_upgrades_created_before_oldest_first(self):
         newer_old = self._create(instance_id=A2)
@@ -71,7 +71,7 @@ class TestListUnfinishedUpgrades(test_api.DbTestCase):
             [], db_upgrades.list_unfinished_upgrades(self.context, self.now))
 
 
-class TestListSilentAgents(test_api.DbTestCase):
+class TestListSilentAgents(db_base.DbTestCase):
 
     def _register(self, instance_id, **values):
         return db_agents.register_agent(self.context, instance_id, values)
@@ -102,7 +102,7 @@ class TestListSilentAgents(test_api.DbTestCase):
         self.assertEqual([], db_agents.list_silent_agents(self.context, T0))
 
 
-class TestListAgentsBelowRpcVersion(test_api.DbTestCase):
+class TestListAgentsBelowRpcVersion(db_base.DbTestCase):
 
     def setUp(self):
         super().setUp()

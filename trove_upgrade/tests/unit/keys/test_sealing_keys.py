@@ -18,7 +18,7 @@ import fixtures
 
 from trove_upgrade import context
 from trove_upgrade.db import instance_keys as db_keys
-from trove_upgrade import instance_keys
+from trove_upgrade import sealing_keys
 from trove_upgrade.tests import base
 from trove_upgrade.tests.fixtures import database
 
@@ -33,25 +33,25 @@ class TestKeyrings(base.TestCase):
         super().setUp()
         self.useFixture(database.Database())
         self.context = context.get_admin_context()
-        instance_keys.add_key(self.context, FIRST)
-        instance_keys.add_key(self.context, SECOND)
-        instance_keys.add_key(self.context, SECOND, grace=3600)
+        sealing_keys.add_key(self.context, FIRST)
+        sealing_keys.add_key(self.context, SECOND)
+        sealing_keys.add_key(self.context, SECOND, grace=3600)
 
     def test_many_at_once_are_each_as_read_alone(self):
         wanted = [FIRST, SECOND, KEYLESS]
         with mock.patch.object(db_keys, 'get_instance_keys_of',
                                wraps=db_keys.get_instance_keys_of) as read:
-            found = instance_keys.keyrings(self.context, wanted)
+            found = sealing_keys.keyrings(self.context, wanted)
         read.assert_called_once()
         for instance_id in wanted:
-            alone = instance_keys.keyring(self.context, instance_id)
+            alone = sealing_keys.keyring(self.context, instance_id)
             self.assertEqual(alone.keys, found[instance_id].keys)
         self.assertEqual(2, len(found[SECOND].keys))
         self.assertFalse(found[KEYLESS])
 
     def test_expired_keys_are_left_out(self):
-        instance_keys.add_key(self.context, FIRST, grace=0)
-        self.assertEqual(1, len(instance_keys.keyrings(
+        sealing_keys.add_key(self.context, FIRST, grace=0)
+        self.assertEqual(1, len(sealing_keys.keyrings(
             self.context, [FIRST])[FIRST].keys))
 
 
@@ -63,15 +63,15 @@ class TestKeyringCache(base.TestCase):
         self.context = context.get_admin_context()
         self.clock = [100.0]
         self.read = self.useFixture(fixtures.MockPatchObject(
-            instance_keys, 'keyring', wraps=instance_keys.keyring)).mock
+            sealing_keys, 'keyring', wraps=sealing_keys.keyring)).mock
 
     def cache(self, ttl):
-        return instance_keys.KeyringCache(ttl, timer=lambda: self.clock[0])
+        return sealing_keys.KeyringCache(ttl, timer=lambda: self.clock[0])
 
     def test_read_once_per_cache_time(self):
         cache = self.cache(5)
         self.assertFalse(cache.get(self.context, FIRST))
-        instance_keys.add_key(self.context, FIRST)
+        sealing_keys.add_key(self.context, FIRST)
         self.clock[0] += 4.9
         self.assertFalse(cache.get(self.context, FIRST))
         self.clock[0] += 0.1

@@ -41,6 +41,7 @@ from trove_upgrade import conf
 from trove_upgrade.db import instance_keys as db_keys
 from trove_upgrade.db import trove as trove_db
 from trove_upgrade import exception
+from trove_upgrade.packaging import exceptions as package_exc
 from trove_upgrade import sealing
 from trove_upgrade import trove_keys
 
@@ -77,10 +78,10 @@ def _keyring(instance_id, rows, master):
             try:
                 material = sealing.unwrap_key(master, instance_id,
                                               row['key_id'], material)
-            except sealing.KeyFileError as e:
+            except package_exc.KeyFileError as e:
                 raise exception.InstanceKeyError(reason=str(e))
         keys.append((row['key_id'], material))
-    return sealing.Keyring(instance_id, keys)
+    return sealing.InstanceKeys(instance_id, keys)
 
 
 def _master_key_for(rows):

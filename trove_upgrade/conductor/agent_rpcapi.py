@@ -12,6 +12,10 @@
 
 """Client side of the guest-side upgrade agent's RPC API.
 
+It lives on the control plane's side, since it reads the agents' versions
+and the instances' keys from the database; what the agent shares with it
+(its topic) is in ``trove_upgrade.rpc_interface``.
+
 The control plane (the API and anything else that starts an upgrade) uses
 :class:`AgentAPI` to send work to the upgrade agent of one instance. Each
 instance's agent listens on its own topic, ``guestagent_upgrade.<instance
@@ -46,23 +50,13 @@ import oslo_messaging as messaging
 from trove_upgrade import conf
 from trove_upgrade.db import agents as db_agents
 from trove_upgrade import exception
-from trove_upgrade import instance_keys
 from trove_upgrade import release_mappings
 from trove_upgrade import rpc
+from trove_upgrade import rpc_interface
 from trove_upgrade import sealing
+from trove_upgrade import sealing_keys
 
 CONF = conf.CONF
-
-TOPIC_PREFIX = 'guestagent_upgrade'
-
-
-def topic_for(instance_id):
-    """The topic on which ``instance_id``'s upgrade agent listens.
-
-    Prefixed with the control exchange unless it is the default
-    (``rpc.scoped_topic``).
-    """
-    return rpc.scoped_topic('%s.%s' % (TOPIC_PREFIX, instance_id))
 
 
 class AgentAPI:
@@ -82,7 +76,7 @@ class AgentAPI:
         # value stops the service at start rather than at its first send.
         release_mappings.resolve_version_cap(
             'agent', CONF.upgrade_levels.agent, auto=lambda: None)
-        target = messaging.Target(topic=TOPIC_PREFIX,
+        target = messaging.Target(topic=rpc_interface.AGENT_TOPIC_PREFIX,
                                   version=self.RPC_API_VERSION)
         self.client = rpc.get_rpc_client(target)
 
@@ -97,8 +91,9 @@ class AgentAPI:
             auto=lambda: db_agents.min_agent_rpc_version(context))
 
     def _prepare(self, instance_id, version_cap):
-        return self.client.prepare(topic=topic_for(instance_id),
-                                   version_cap=version_cap)
+        return self.client.prepare(
+            topic=rpc_interface.agent_topic(instance_id),
+            version_cap=version_cap)
 
     def upgrade(self, context, instance_id, upgrade_id, instance_version,
                 strategy, location, metadata, allow_downgrade):
@@ -122,11 +117,8 @@ class AgentAPI:
         """
         self._cast_upgrade(
             context, self.version_cap(context),
-            instance_keys.keyring(context, instance_id),
-            dict(upgrade_id=upgrade_id, instance_id=instance_id,
-                 instance_version=instance_version, strategy=strategy,
-                 location=location, metadata=metadata,
-                 allow_downgrade=allow_downgrade))
+            sealing_keys.keyring(context, instance_id),
+            rpc_interface.AGENT.message('upgrade', locals()))
 
     def upgrade_many(self, context, upgrades, threads=1):
         """:meth:`upgrade` for each of ``upgrades``, dicts of their fields.
@@ -140,18 +132,14 @@ class AgentAPI:
         """
         try:
             version_cap = self.version_cap(context)
-            keys = instance_keys.keyrings(
+            keys = sealing_keys.keyrings(
                 context, {u['instance_id'] for u in upgrades})
         except Exception as e:
             return {u['id']: e for u in upgrades}
 
         def send(upgrade):
-            kwargs = {name: upgrade[field] for name, field in (
-                ('upgrade_id', 'id'), ('instance_id', 'instance_id'),
-                ('instance_version', 'instance_version'),
-                ('strategy', 'strategy'), ('location', 'location'),
-                ('metadata', 'metadata'),
-                ('allow_downgrade', 'allow_downgrade'))}
+            kwargs = rpc_interface.AGENT.message(
+                'upgrade', dict(upgrade, upgrade_id=upgrade['id']))
             try:
                 self._cast_upgrade(context, version_cap,
                                    keys[upgrade['instance_id']], kwargs)
