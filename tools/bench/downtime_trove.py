@@ -125,7 +125,8 @@ class Guest:
         self.root = os.path.join(self.dir, 'root')
         self.journal = journal_mod.UpgradeJournal(self.root)
         self.installs = install.InstallRoot(self.root, self.journal.lock)
-        self.installs.install(FROM, guest.wheelhouse(FROM, cache))
+        self.installs.install(FROM, guest.wheelhouse(FROM, cache),
+                              console_script=guest.CONSOLE_SCRIPT)
         self.installs.switch(FROM)
         self.pinger = Pinger(self.exchange, self.guest_id)
         self.supervisor = TimedSupervisor(
