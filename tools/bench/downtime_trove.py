@@ -34,6 +34,7 @@ from trove_upgrade.agent import verifier
 from trove_upgrade import conf
 from trove_upgrade.packaging import build
 from trove_upgrade.packaging import keys
+from trove_upgrade.packaging import manifest as manifest_mod
 from trove_upgrade.tests.functional.trove import guest
 from trove_upgrade.tests.functional import trove_release
 
@@ -156,7 +157,8 @@ def _package(work, cache):
         guest.wheelhouse(TO, cache), path, version=TO,
         signing_keys=[signing], encryption_key=enc,
         expires=datetime.datetime.now(datetime.timezone.utc)
-        + datetime.timedelta(days=1))
+        + datetime.timedelta(days=1),
+        guest_agent=manifest_mod.GuestAgent(guest.CONSOLE_SCRIPT))
     return path, sign_path, enc_path
 
 
