@@ -16,7 +16,7 @@ import uuid
 from trove_upgrade.agent import install
 from trove_upgrade.agent import journal as journal_mod
 from trove_upgrade.agent import trove_guest
-from trove_upgrade.db import api as db_api
+from trove_upgrade.db import agents as db_agents
 from trove_upgrade import exception
 from trove_upgrade import states
 from trove_upgrade.tests import conffile
@@ -203,7 +203,7 @@ class TestTroveGuestAgentUpgrade(harness.AgentTestCase):
 
     def _agent_registered(self):
         try:
-            agent = db_api.get_agent(self.context, self.instance_id)
+            agent = db_agents.get_agent(self.context, self.instance_id)
         except exception.AgentNotFound:
             return None
         return agent if agent['guest_version'] == FROM else None
