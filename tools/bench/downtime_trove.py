@@ -224,15 +224,15 @@ def main(work):
           '%s' % (FROM, TO, cache, TO), flush=True)
     package, sign_path, enc_path = _package(work, cache)
     guest.wheelhouse(FROM, cache)
-    down_sbs, cold = side_by_side(work, cache, package, sign_path, enc_path)
-    down_in_place = in_place(work, cache)
     print('real trove-guestagent %s -> %s; downtime = last answer of the '
           'old release to first answer of the new one on '
           'guestagent.<guest_id> (ping resolution ~%.2fs)'
-          % (FROM, TO, PING_TIMEOUT / PINGERS))
+          % (FROM, TO, PING_TIMEOUT / PINGERS), flush=True)
+    down_sbs, cold = side_by_side(work, cache, package, sign_path, enc_path)
     print('%-28s %9.2fs' % ('side-by-side downtime', down_sbs))
+    print('%-28s %9.2fs' % ('cold start of %s' % TO, cold), flush=True)
+    down_in_place = in_place(work, cache)
     print('%-28s %9.2fs' % ('in-place downtime', down_in_place))
-    print('%-28s %9.2fs' % ('cold start of %s' % TO, cold))
     print('target: side-by-side <= cold start + 0.5s (%.2fs): %s; below '
           'in place: %s' % (cold + 0.5,
                             'met' if down_sbs <= cold + 0.5 else 'NOT met',
