@@ -26,6 +26,10 @@ build whose guest agent exits at start (rolled back, 25.1.0 answers on its
 topic again), then with the real 26.0.0 (SUCCESS, 26.0.0 answers).
 """
 
+# Importing trove_upgrade.cmd selects the threading backend of oslo.service,
+# as every entry point does.
+import trove_upgrade.cmd  # noqa: F401
+
 import json
 import os
 import subprocess
