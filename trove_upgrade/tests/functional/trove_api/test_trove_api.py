@@ -27,7 +27,6 @@ from testtools import content
 from trove_upgrade.agent import rpcapi as agent_rpcapi
 from trove_upgrade.db import common as db_common
 from trove_upgrade.db import upgrades as db_upgrades
-from trove_upgrade import rpc
 from trove_upgrade import states
 from trove_upgrade.tests import conffile
 from trove_upgrade.tests.functional.agent import harness
@@ -186,8 +185,9 @@ class TestTroveAPIExtension(harness.AgentTestCase):
 
     def setUp(self):
         super().setUp()
+        # A conductor topic set in the configuration is used as it is.
         self.topics.update([agent_rpcapi.topic_for(self.instance_id),
-                            rpc.scoped_topic(self.conductor_topic)])
+                            self.conductor_topic])
         self.addDetail('trove-api.log', content.content_from_file(
             self.trove_log, buffer_now=False))
 
