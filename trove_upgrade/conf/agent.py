@@ -83,10 +83,13 @@ agent_opts = [
                  min=1,
                  help='Seconds between two heartbeats to the conductor.'),
     cfg.FloatOpt('report_interval',
-                 default=5.0,
+                 default=1.0,
                  min=0.1,
                  help='Seconds between two attempts to resend the reports '
-                      'the conductor has not received yet.'),
+                      'the conductor has not received yet. An attempt '
+                      'with nothing to resend only reads the journal; a '
+                      'short interval brings the reports of an outage to '
+                      'the conductor soon after the broker is back.'),
     cfg.FloatOpt('deferred_check_interval',
                  default=10.0,
                  min=0.1,
