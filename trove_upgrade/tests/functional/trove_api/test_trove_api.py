@@ -28,6 +28,7 @@ import shutil
 import socket
 import subprocess
 import tempfile
+import textwrap
 import uuid
 
 import fixtures
@@ -58,16 +59,18 @@ def _run(*argv, cwd=None):
                                               proc.stderr[-3000:]))
 
 
-def _delete_from_broker(topic, exchanges=()):
-    """The queues and exchanges a topic's RPC server left, and others.
+def _delete_from_broker(topics, exchanges):
+    """The queues and exchanges the test's RPC servers and clients left.
 
-    Its fanout queues have random names; they expire by themselves.
+    Their fanout queues have random names; they expire by themselves.
     """
     with kombu.Connection(AMQP_URL) as connection:
         channel = connection.default_channel
-        for queue in (topic, '%s.%s' % (topic, socket.gethostname())):
-            channel.queue_delete(queue)
-        for exchange in (topic + '_fanout',) + tuple(exchanges):
+        for topic in topics:
+            for queue in (topic, '%s.%s' % (topic, socket.gethostname())):
+                channel.queue_delete(queue)
+            channel.exchange_delete(topic + '_fanout')
+        for exchange in exchanges:
             channel.exchange_delete(exchange)
 
 
@@ -97,6 +100,9 @@ class TestTroveAPIExtension(harness.AgentTestCase):
         cls.bus = ('trove_upgrade_trove_api_test_%s' % unique,
                    'trove_upgrade_conductor_trove_api_test_%s' % unique)
         cls.trove_exchange = 'trove_api_test_%s' % unique
+        # The topics (queue names) of the conductors and agents, deleted
+        # once every process is gone.
+        cls.topics = set()
         cls.keystone = keystone.Keystone()
         cls.keystone.setUp()
         try:
@@ -178,7 +184,7 @@ class TestTroveAPIExtension(harness.AgentTestCase):
                 os.killpg(api.pid, 9)
                 api.wait()
         cls.keystone.cleanUp()
-        _delete_from_broker(cls.bus[1], (cls.bus[0], cls.trove_exchange))
+        _delete_from_broker(cls.topics, (cls.bus[0], cls.trove_exchange))
         shutil.rmtree(cls.dir, ignore_errors=True)
 
     # The harness, on the class's bus and database.
@@ -191,8 +197,9 @@ class TestTroveAPIExtension(harness.AgentTestCase):
 
     def setUp(self):
         super().setUp()
-        self.addCleanup(_delete_from_broker, '%s.%s' % (
-            rpc_interface.AGENT_TOPIC_PREFIX, self.instance_id))
+        # A conductor topic set in the configuration is used as it is.
+        self.topics.update([rpc_interface.agent_topic(self.instance_id),
+                            self.conductor_topic])
         self.addDetail('trove-api.log', content.content_from_file(
             self.trove_log, buffer_now=False))
 
@@ -327,3 +334,29 @@ class TestTroveAPIExtension(harness.AgentTestCase):
                          (resp.status_code, resp.headers.get('Allow')))
         self.assertEqual([], db_upgrades.list_upgrades(
             self.context, filters={'instance_id': self.instance_id}))
+
+    def test_trove_mgmt_route_is_dropped_only_when_enabled(self):
+        # In the installed virtualenv: Trove's Mgmt lists its upgrade route
+        # until our extension loads enabled, so that ours serves the route
+        # whichever of the two stevedore happens to load first.
+        script = textwrap.dedent('''
+            from oslo_config import cfg
+            from trove.common import cfg as trove_cfg
+            from trove.extensions.routes import mgmt
+            from trove_upgrade.trove_extension import extension
+            trove_cfg.CONF([], project='trove', default_config_files=[])
+            route = extension.TROVE_UPGRADE_ROUTE
+            extension.opts.register_opts(cfg.CONF)
+            seen = []
+            for enabled in (False, True):
+                cfg.CONF.set_override('enabled', enabled, 'trove_upgrade')
+                extension.TroveUpgradeExtension()
+                seen.append(route in [r.collection for r in
+                                      mgmt.Mgmt().get_resources()])
+            print(seen)
+        ''')
+        proc = subprocess.run([self._bin('python'), '-c', script],
+                              capture_output=True, text=True,
+                              timeout=TIMEOUT, cwd=self.dir)
+        self.assertEqual(0, proc.returncode, proc.stderr[-3000:])
+        self.assertEqual('[True, False]', proc.stdout.strip().splitlines()[-1])
