@@ -108,3 +108,19 @@ class SealingUnavailable(Conflict):
 
 class InstanceKeyError(Invalid):
     msg_fmt = 'Instance key error: %(reason)s'
+
+
+class PackageNotFound(NotFound):
+    msg_fmt = 'Package %(package)s could not be found.'
+
+
+class PackageRejected(Invalid):
+    msg_fmt = 'Package %(package)s refused: %(reason)s'
+
+
+class PackageConflict(Conflict):
+    msg_fmt = '%(reason)s'
+
+
+class DesiredVersionNotFound(NotFound):
+    msg_fmt = 'Desired version %(desired_version_id)s could not be found.'

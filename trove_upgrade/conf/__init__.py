@@ -12,6 +12,7 @@ from trove_upgrade.conf import agent
 from trove_upgrade.conf import api
 from trove_upgrade.conf import conductor
 from trove_upgrade.conf import database
+from trove_upgrade.conf import packages
 from trove_upgrade.conf import paths
 from trove_upgrade.conf import rpc
 from trove_upgrade.conf import strategies
@@ -24,6 +25,7 @@ AREAS = (
     api,
     conductor,
     database,
+    packages,
     paths,
     rpc,
     strategies,

@@ -7,6 +7,7 @@ from oslo_utils import uuidutils
 import webob
 import webob.exc
 
+from trove_upgrade.api.handlers import packages as package_handlers
 from trove_upgrade.api.handlers import upgrades as upgrade_handlers
 from trove_upgrade.api.schemas import rollouts as schema
 from trove_upgrade.api import util
@@ -73,6 +74,9 @@ def create_rollout(req):
     policy.authorize(context, policies.CREATE)
     util.require_json(req)
     values = _values(util.extract_json(req.body, schema.POST_ROLLOUT))
+    package_handlers.deploy_by_reference(
+        context, values, db_api.list_selected_agents(context,
+                                                     values['selector']))
     rollout = rollouts.create_rollout(context, values)
     tenant_id = req.urlvars['tenant_id']
     return util.json_response(

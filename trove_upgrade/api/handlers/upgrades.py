@@ -6,6 +6,7 @@ from oslo_utils import uuidutils
 from packaging import version
 import webob.exc
 
+from trove_upgrade.api.handlers import packages as package_handlers
 from trove_upgrade.api.schemas import upgrades as schema
 from trove_upgrade.api import util
 from trove_upgrade.api import views
@@ -27,6 +28,14 @@ def _check_version(value):
             '(PEP 440, with an optional leading "v").' % value)
 
 
+def _agents_of(context, instance_id):
+    """The instance's agent, in a list; empty before it registered."""
+    try:
+        return [db_api.get_agent(context, instance_id)]
+    except exception.AgentNotFound:
+        return []
+
+
 def _upgrade_id(req):
     """The upgrade id of the path; a malformed one cannot exist: 404."""
     upgrade_id = req.urlvars['upgrade_id']
@@ -44,6 +53,8 @@ def create_upgrade(req):
     values = dict(body.get('upgrade', body))
     _check_version(values['instance_version'])
     values['instance_id'] = str(uuid.UUID(values['instance_id']))
+    package_handlers.deploy_by_reference(
+        context, values, _agents_of(context, values['instance_id']))
     values.setdefault('metadata', {})
     values.setdefault('allow_downgrade', False)
     upgrade = upgrades.create_upgrade(context, values)

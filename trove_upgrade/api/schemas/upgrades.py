@@ -8,6 +8,9 @@ STRATEGIES = ['swift', 'http', 'local', 'rsync']
 # version, a location or a label and would corrupt logs.
 _TEXT_PATTERN = '^[^\\x00-\\x1f\\x7f]*$'
 
+PACKAGE_NAME = {'type': 'string', 'minLength': 1, 'maxLength': 255,
+                'pattern': '^[A-Za-z0-9][A-Za-z0-9._-]*$'}
+
 _UPGRADE = {
     'type': 'object',
     'properties': {
@@ -34,8 +37,10 @@ _UPGRADE = {
             },
         },
         'allow_downgrade': {'type': 'boolean'},
+        # A registered package, instead of strategy and location.
+        'package': PACKAGE_NAME,
     },
-    'required': ['instance_id', 'instance_version', 'strategy', 'location'],
+    'required': ['instance_id', 'instance_version'],
     'additionalProperties': False,
 }
 
