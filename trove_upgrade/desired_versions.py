@@ -213,7 +213,8 @@ def change(context, dv_id, values):
         detail.append('version %s -> %s' % (desired['version'],
                                             package['version']))
     detail.extend('%s=%s' % (k, v) for k, v in sorted(values.items())
-                  if k not in ('version', 'failures_acknowledged'))
+                  if k not in ('version', 'failures_acknowledged')
+                  and not k.endswith('_kind'))
     changed = db.update_desired_version(context, dv_id, values, 'changed',
                                         'api', detail='; '.join(detail))
     if changed is None:

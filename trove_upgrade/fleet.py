@@ -24,6 +24,16 @@ def _sort_key(version):
     return (0, found, '') if found is not None else (1, None, version)
 
 
+def _behind(running, target):
+    """Whether an agent at ``running`` is still to be upgraded to target.
+
+    Owners only upgrade: an agent already past its target is not headed
+    for it. An agent reporting no version or an unparsable one is.
+    """
+    found = package_registry._safe_version(running)
+    return found is None or found < package_registry._safe_version(target)
+
+
 def summary(context):
     """One row per version, oldest first.
 
@@ -31,8 +41,8 @@ def summary(context):
     ``failed`` and ``packages``.
 
     ``targeted`` counts agents whose owner's target (see
-    ``desired_versions.owners``) is the version and that do not run it
-    yet; ``in_flight`` and ``failed`` count agents not running it whose
+    ``desired_versions.owners``) is the version and that run an older
+    one; ``in_flight`` and ``failed`` count agents not running it whose
     newest upgrade is to it and has not ended, or ended FAILED,
     ROLLED_BACK or TIMED_OUT.
     """
@@ -46,8 +56,7 @@ def summary(context):
             rows[_key(agent['guest_version'])]['running'] += 1
     for instance_id, owners in desired_versions.owners(context).items():
         target = owners[0]['version']
-        if not package_registry.same_version(running.get(instance_id),
-                                             target):
+        if _behind(running.get(instance_id), target):
             rows[_key(target)]['targeted'] += 1
     for instance_id, (version, status) in db.latest_upgrades(
             context).items():
