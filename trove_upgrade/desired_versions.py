@@ -32,6 +32,7 @@ round starts and its earlier attempts no longer count.
 import collections
 
 from oslo_log import log as logging
+from oslo_serialization import jsonutils
 
 from trove_upgrade.db import api as db_api
 from trove_upgrade.db import desired_versions as db
@@ -192,8 +193,9 @@ def create(context, values):
     values = dict(values, version=package['version'])
     _check_no_overlap(context, values['selector'])
     desired = db.create_desired_version(
-        context, values, detail='%s %s for %s' % (
-            package['name'], package['version'], values['selector']))
+        context, values, detail='%s %s for selector %s' % (
+            package['name'], package['version'],
+            jsonutils.dumps(values['selector'], sort_keys=True)))
     LOG.info('Desired version %(id)s (%(name)s): %(version)s.', desired)
     return desired
 
