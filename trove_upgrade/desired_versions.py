@@ -34,8 +34,10 @@ import collections
 from oslo_log import log as logging
 from oslo_serialization import jsonutils
 
-from trove_upgrade.db import api as db_api
+from trove_upgrade.db import agents as db_agents
 from trove_upgrade.db import desired_versions as db
+from trove_upgrade.db import rollouts as db_rollouts
+from trove_upgrade.db import upgrades as db_upgrades
 from trove_upgrade import exception
 from trove_upgrade import package_registry
 from trove_upgrade import rollout_states as rs
@@ -66,6 +68,10 @@ def _newer(agent, version):
         version)
 
 
+def _selected(context, selector):
+    return db_agents.list_selected_agents(context, selector)
+
+
 def owners(context, instance_ids=None):
     """Each selected instance's owners, in precedence order.
 
@@ -75,15 +81,15 @@ def owners(context, instance_ids=None):
     """
     found = collections.defaultdict(list)
     wanted = None if instance_ids is None else set(instance_ids)
+    active = db_rollouts.list_rollouts_in(context, rs.ACTIVE_STATES)
     candidates = (
-        [(ROLLOUT, r) for r in db_api.list_rollouts_in(context,
-                                                       rs.ACTIVE_STATES)]
+        [(ROLLOUT, r) for r in active]
         + [(DESIRED_VERSION, d) for d in db.list_desired_versions(context)])
     for kind, owner in candidates:
         tag = {'kind': kind, 'id': owner['id'], 'name': owner['name'],
                'version': owner['instance_version'],
                'status': owner['status']}
-        for agent in db_api.list_selected_agents(context, owner['selector']):
+        for agent in _selected(context, owner['selector']):
             if wanted is None or agent['instance_id'] in wanted:
                 found[agent['instance_id']].append(tag)
     return found
@@ -108,16 +114,15 @@ def describe_target(instance_owners):
 def targets(context, desired):
     """The agents ``desired`` owns now (see the module docstring)."""
     taken = set()
-    for other in db_api.list_rollouts_in(context, rs.ACTIVE_STATES):
+    for other in db_rollouts.list_rollouts_in(context, rs.ACTIVE_STATES):
         taken.update(a['instance_id'] for a in
-                     db_api.list_selected_agents(context, other['selector']))
+                     _selected(context, other['selector']))
     for other in db.list_desired_versions(context):
         if other['id'] == desired['id']:
             break
         taken.update(a['instance_id'] for a in
-                     db_api.list_selected_agents(context, other['selector']))
-    return [a for a in db_api.list_selected_agents(context,
-                                                   desired['selector'])
+                     _selected(context, other['selector']))
+    return [a for a in _selected(context, desired['selector'])
             if a['instance_id'] not in taken]
 
 
@@ -164,19 +169,18 @@ def view(context, desired, package=None):
         dispatches.extend(current)
     # Canaries belong to the current version's first round only.
     plan = rollouts.plan(desired, agents, dispatches,
-                         db_api.list_busy_instances(context))
+                         db_upgrades.list_busy_instances(context))
     return View(plan, rounds, extra)
 
 
 def _check_no_overlap(context, selector, desired_id=None):
-    selected = {a['instance_id']
-                for a in db_api.list_selected_agents(context, selector)}
+    selected = {a['instance_id'] for a in _selected(context, selector)}
     for other in db.list_desired_versions(context):
         if other['id'] == desired_id:
             continue
         shared = selected & {
             a['instance_id']
-            for a in db_api.list_selected_agents(context, other['selector'])}
+            for a in _selected(context, other['selector'])}
         if shared:
             shown = sorted(shared)
             raise exception.PackageConflict(reason=(
@@ -262,7 +266,7 @@ def delete(context, dv_id):
     for dispatch in db.list_dispatches(context, dv_id):
         if dispatch['status'] in states.CANCELLABLE_STATES:
             try:
-                db_api.transition_upgrade(
+                db_upgrades.transition_upgrade(
                     context, dispatch['upgrade_id'], states.CANCELLED, 'api',
                     allowed_from=states.CANCELLABLE_STATES)
             except exception.InvalidStateTransition:

@@ -7,7 +7,7 @@ package of a version is listed in its row.
 
 import collections
 
-from trove_upgrade.db import api as db_api
+from trove_upgrade.db import agents as db_agents
 from trove_upgrade.db import packages as db
 from trove_upgrade import desired_versions
 from trove_upgrade import package_registry
@@ -50,7 +50,7 @@ def summary(context):
         'running': 0, 'targeted': 0, 'in_flight': 0, 'failed': 0,
         'packages': []})
     running = {}
-    for agent in db_api.list_agents(context):
+    for agent in db_agents.list_agents(context):
         running[agent['instance_id']] = agent['guest_version']
         if agent['guest_version'] is not None:
             rows[_key(agent['guest_version'])]['running'] += 1

@@ -33,7 +33,9 @@ from oslo_log import log as logging
 from oslo_utils import timeutils
 
 from trove_upgrade import conf
-from trove_upgrade.db import api as db_api
+from trove_upgrade.db import agents as db_agents
+from trove_upgrade.db import rollouts as db_rollouts
+from trove_upgrade.db import upgrades as db_upgrades
 from trove_upgrade import exception
 from trove_upgrade import rollout_states as rs
 from trove_upgrade import states
@@ -121,7 +123,7 @@ def plan(rollout, agents, dispatches, busy, now=None, down_time=None):
 
     :param agents: the target agents, ordered by instance id.
     :param dispatches: the rollout's attempts, as
-        ``db.api.list_rollout_dispatches`` returns them.
+        ``db.rollouts.list_rollout_dispatches`` returns them.
     :param busy: instances with an unfinished upgrade of anyone's; none of
         them is sent another.
     :param now: the time of the pass (default: now).
@@ -199,37 +201,38 @@ def plan(rollout, agents, dispatches, busy, now=None, down_time=None):
 def _owned_elsewhere(context, rollout):
     """Instances an older active rollout selects: it has precedence."""
     owned = set()
-    for other in db_api.list_rollouts_in(context, rs.ACTIVE_STATES):
+    for other in db_rollouts.list_rollouts_in(context, rs.ACTIVE_STATES):
         if other['id'] == rollout['id']:
             break
-        owned.update(a['instance_id'] for a in
-                     db_api.list_selected_agents(context, other['selector']))
+        owned.update(a['instance_id'] for a in db_agents.list_selected_agents(
+            context, other['selector']))
     return owned
 
 
 def targets(context, rollout):
     """The agents the rollout acts on now, ordered by instance id."""
     owned = _owned_elsewhere(context, rollout)
-    return [a for a in db_api.list_selected_agents(context,
-                                                   rollout['selector'])
+    return [a for a in db_agents.list_selected_agents(context,
+                                                      rollout['selector'])
             if a['instance_id'] not in owned]
 
 
 def plan_for(context, rollout):
     """:func:`plan` of the rollout on what the database holds now."""
     return plan(rollout, targets(context, rollout),
-                db_api.list_rollout_dispatches(context, rollout['id']),
-                db_api.list_busy_instances(context))
+                db_rollouts.list_rollout_dispatches(context, rollout['id']),
+                db_upgrades.list_busy_instances(context))
 
 
 def check_no_overlap(context, selector):
     """Refuse a selector that picks agents of an active rollout: 409."""
     selected = {a['instance_id']
-                for a in db_api.list_selected_agents(context, selector)}
-    for other in db_api.list_rollouts_in(context, rs.ACTIVE_STATES):
+                for a in db_agents.list_selected_agents(context, selector)}
+    for other in db_rollouts.list_rollouts_in(context, rs.ACTIVE_STATES):
         shared = selected & {
             a['instance_id']
-            for a in db_api.list_selected_agents(context, other['selector'])}
+            for a in db_agents.list_selected_agents(context,
+                                                    other['selector'])}
         if shared:
             shown = sorted(shared)
             raise exception.RolloutConflict(reason=(
@@ -250,7 +253,7 @@ def create_rollout(context, values):
     running = start_at is None or start_at <= timeutils.utcnow(
         with_timezone=start_at.tzinfo is not None)
     values = dict(values, status=rs.RUNNING if running else rs.PENDING)
-    rollout = db_api.create_rollout(context, values)
+    rollout = db_rollouts.create_rollout(context, values)
     LOG.info('Rollout %(id)s (%(name)s) of version %(version)s created, '
              '%(status)s.', {'id': rollout['id'], 'name': rollout['name'],
                              'version': rollout['instance_version'],
@@ -259,10 +262,10 @@ def create_rollout(context, values):
 
 
 def _move(context, rollout_id, from_states, action, values, finished=False):
-    rollout = db_api.update_rollout(context, rollout_id, from_states, values,
-                                    finished=finished)
+    rollout = db_rollouts.update_rollout(context, rollout_id, from_states,
+                                         values, finished=finished)
     if rollout is None:
-        current = db_api.get_rollout(context, rollout_id)
+        current = db_rollouts.get_rollout(context, rollout_id)
         raise exception.InvalidRolloutState(
             rollout_id=rollout_id, status=current['status'], action=action)
     LOG.info('Rollout %(id)s %(action)s.', {'id': rollout_id,
@@ -283,7 +286,7 @@ def resume_rollout(context, rollout_id):
     rollout paused by its threshold goes on until as many new failures
     exceed it again.
     """
-    rollout = db_api.get_rollout(context, rollout_id)
+    rollout = db_rollouts.get_rollout(context, rollout_id)
     if rollout['status'] != rs.PAUSED:
         raise exception.InvalidRolloutState(
             rollout_id=rollout_id, status=rollout['status'],
@@ -303,7 +306,7 @@ def abort_rollout(context, rollout_id):
                     {'status': rs.ABORTED,
                      'status_detail': 'Aborted by an operator.'},
                     finished=True)
-    for dispatch in db_api.list_rollout_dispatches(context, rollout_id):
+    for dispatch in db_rollouts.list_rollout_dispatches(context, rollout_id):
         if dispatch['status'] in states.CANCELLABLE_STATES:
             try:
                 upgrades.cancel_upgrade(context, dispatch['upgrade_id'])
@@ -315,4 +318,4 @@ def abort_rollout(context, rollout_id):
 
 def delete_rollout(context, rollout_id):
     """Delete an ended rollout; its upgrades keep its id."""
-    db_api.delete_rollout(context, rollout_id, rs.FINISHED_STATES)
+    db_rollouts.delete_rollout(context, rollout_id, rs.FINISHED_STATES)

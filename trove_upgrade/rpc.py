@@ -8,6 +8,7 @@ The transports are built on first use, after the service has parsed its
 configuration and, for a forking launcher, in the process that uses them.
 """
 
+import importlib
 import socket
 
 import oslo_messaging as messaging
@@ -16,6 +17,7 @@ from oslo_messaging.rpc import dispatcher
 from trove_upgrade import conf
 from trove_upgrade import context as tu_context
 from trove_upgrade import exception
+from trove_upgrade import hosted_conf
 
 CONF = conf.CONF
 
@@ -28,8 +30,36 @@ _NOTIFIER = None
 
 
 def set_defaults(control_exchange='trove_upgrade'):
-    """Make ``control_exchange`` the exchange when none is configured."""
-    messaging.set_transport_defaults(control_exchange)
+    """Make ``control_exchange`` the exchange when none is configured.
+
+    oslo.messaging's own helper changes the default for every ConfigOpts
+    of the process; inside trove-api (hosted) that would move Trove's own
+    casts to our exchange, so there only our ConfigOpts gets the default.
+    """
+    if hosted_conf.is_private():
+        messaging.TransportURL.parse(CONF)  # registers the transport options
+        _register_global_only_opts(CONF)
+        CONF.set_default('control_exchange', control_exchange)
+    else:
+        messaging.set_transport_defaults(control_exchange)
+
+
+# oslo.messaging modules that register their options on the global CONF
+# only, as they load, yet read them from the transport's ConfigOpts.
+_GLOBAL_ONLY_OPTS = (
+    ('oslo_messaging._metrics.client', 'oslo_messaging_metrics'),
+    ('oslo_messaging._tracing.client', 'oslo_messaging_tracing'),
+)
+
+
+def _register_global_only_opts(conf):
+    """Without them, a private ConfigOpts fails every send (NoSuchOptError)."""
+    for module_name, group in _GLOBAL_ONLY_OPTS:
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError:  # a release without it reads nothing of it
+            continue
+        conf.register_opts(getattr(module, group), group=group)
 
 
 # Importing this module is what every RPC user does first, so no entry point

@@ -24,7 +24,7 @@ from oslo_utils import timeutils
 
 from trove_upgrade.agent import rpcapi as agent_rpcapi
 from trove_upgrade import conf
-from trove_upgrade.db import api as db_api
+from trove_upgrade.db import upgrades as db_upgrades
 from trove_upgrade import exception
 from trove_upgrade import notifications
 from trove_upgrade import states
@@ -52,7 +52,7 @@ REJECTED = 'rejected'
 def create_upgrade(context, values):
     """Record an upgrade, send it to the instance's agent, return it.
 
-    ``values`` are those of ``db.api.create_upgrade``. When the message
+    ``values`` are those of ``db.upgrades.create_upgrade``. When the message
     cannot be sent (the messaging server stays unreachable through
     ``[DEFAULT] rpc_send_retries``, or the version cap is below what the
     agent API can send) the upgrade is recorded as FAILED with the reason,
@@ -61,7 +61,7 @@ def create_upgrade(context, values):
     # Built first: a bad [upgrade_levels] agent must fail before anything
     # is recorded.
     agent_api = agent_rpcapi.AgentAPI()
-    upgrade = db_api.create_upgrade(context, values)
+    upgrade = db_upgrades.create_upgrade(context, values)
     notifications.notify_upgrade(context, notifications.CREATE, upgrade)
     try:
         agent_api.upgrade(context, upgrade['instance_id'], upgrade['id'],
@@ -78,7 +78,7 @@ def create_upgrade(context, values):
                                        reason=reason)
     # No allowed_from: when the agent was faster, or the operator cancelled
     # meanwhile, SENT is stale and changes nothing.
-    _changed, upgrade = db_api.transition_upgrade(
+    _changed, upgrade = db_upgrades.transition_upgrade(
         context, upgrade['id'], states.SENT, 'api')
     return upgrade
 
@@ -92,7 +92,7 @@ def record_unsent(context, upgrade_id, error, source):
     Returns the reason recorded.
     """
     reason = '%s: %s' % (type(error).__name__, error)
-    changed, upgrade = db_api.transition_upgrade(
+    changed, upgrade = db_upgrades.transition_upgrade(
         context, upgrade_id, states.FAILED, source,
         detail='Could not be sent to the agent: %s' % reason)
     if changed:
@@ -108,7 +108,7 @@ def cancel_upgrade(context, upgrade_id):
     :raises: UpgradeNotFound; InvalidStateTransition once the agent claimed
         it or it ended.
     """
-    _changed, upgrade = db_api.transition_upgrade(
+    _changed, upgrade = db_upgrades.transition_upgrade(
         context, upgrade_id, states.CANCELLED, 'api',
         allowed_from=states.CANCELLABLE_STATES)
     return upgrade
@@ -143,7 +143,7 @@ def claim_upgrade(context, instance_id, upgrade_id, from_version):
         None}``
     """
     try:
-        changed, upgrade = db_api.transition_upgrade(
+        changed, upgrade = db_upgrades.transition_upgrade(
             context, upgrade_id, states.DOWNLOADING, 'agent',
             allowed_from=CLAIMABLE_STATES,
             values=_version_values(from_version), instance_id=instance_id)
@@ -189,7 +189,7 @@ def record_report(context, instance_id, upgrade_id, to_state, detail,
         return detail
 
     try:
-        changed, upgrade = db_api.transition_upgrade(
+        changed, upgrade = db_upgrades.transition_upgrade(
             context, upgrade_id, to_state, source, detail=described,
             values=_version_values(from_version), instance_id=instance_id)
     except (exception.UpgradeNotFound,
@@ -225,7 +225,7 @@ def time_out_upgrades(context):
     """
     created_before = timeutils.utcnow() - datetime.timedelta(
         seconds=CONF.conductor.upgrade_timeout)
-    timed_out = db_api.timeout_upgrades(context, created_before)
+    timed_out = db_upgrades.timeout_upgrades(context, created_before)
     for upgrade in timed_out:
         LOG.warning('Upgrade %(id)s of instance %(instance)s timed out.',
                     {'id': upgrade['id'], 'instance': upgrade['instance_id']})

@@ -59,7 +59,8 @@ import psycopg2
 
 from trove_upgrade import conf
 from trove_upgrade import context as tu_context
-from trove_upgrade.db import api as db_api
+from trove_upgrade.db import common as db_common
+from trove_upgrade.db import rollouts as db_rollouts
 from trove_upgrade import rollout_states as rs
 from trove_upgrade import rollouts
 from trove_upgrade.tests import conffile
@@ -242,7 +243,7 @@ def main():
             result.update(_run(args, fleet, exchange))
         finally:
             fleet.cleanUp()
-            db_api.get_engine().dispose()
+            db_common.get_engine().dispose()
             # Read once every process that opened one has ended: a
             # session is counted when its process reports it.
             if sessions is not None:
@@ -273,7 +274,7 @@ def _passes(fleet, rollout_id):
 
 def _wait_for(admin, rollout_id, started):
     while True:
-        status = db_api.get_rollout(admin, rollout_id)['status']
+        status = db_rollouts.get_rollout(admin, rollout_id)['status']
         if status != rs.RUNNING:
             return status
         if time.monotonic() - started > COMPLETION_TIMEOUT:

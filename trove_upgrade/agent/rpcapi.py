@@ -31,7 +31,7 @@ from concurrent import futures
 import oslo_messaging as messaging
 
 from trove_upgrade import conf
-from trove_upgrade.db import api as db_api
+from trove_upgrade.db import agents as db_agents
 from trove_upgrade import exception
 from trove_upgrade import instance_keys
 from trove_upgrade import release_mappings
@@ -77,7 +77,7 @@ class AgentAPI:
         """
         return release_mappings.resolve_version_cap(
             'agent', CONF.upgrade_levels.agent,
-            auto=lambda: db_api.min_agent_rpc_version(context))
+            auto=lambda: db_agents.min_agent_rpc_version(context))
 
     def _prepare(self, instance_id, version_cap):
         return self.client.prepare(topic=topic_for(instance_id),

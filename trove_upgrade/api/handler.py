@@ -32,6 +32,10 @@ ROUTE_DECLARATIONS = {
         'GET': upgrades.show_upgrade,
         'DELETE': upgrades.cancel_upgrade,
     },
+    # Upstream Trove's route, answering with a recorded upgrade.
+    MGMT + '/instances/{instance_id}/upgrade': {
+        'POST': upgrades.create_instance_upgrade,
+    },
     MGMT + '/agents': {
         'GET': agents.list_agents,
     },

@@ -29,8 +29,9 @@ import sqlalchemy as sa
 from trove_upgrade.agent import rpcapi as agent_rpcapi
 from trove_upgrade import conf
 from trove_upgrade import context
-from trove_upgrade.db import api as db_api
+from trove_upgrade.db import agents as db_agents
 from trove_upgrade.db import migration
+from trove_upgrade.db import upgrades as db_upgrades
 from trove_upgrade import exception
 from trove_upgrade import policies
 from trove_upgrade import release_mappings
@@ -254,7 +255,7 @@ class Checks(upgradecheck.UpgradeCommands):
                                     'follow the oldest registered agent.')
         sendable = cap or agent_rpcapi.AgentAPI.RPC_API_VERSION
         try:
-            older = db_api.list_agents_below_rpc_version(
+            older = db_agents.list_agents_below_rpc_version(
                 context.get_admin_context(), sendable)
         except db_exc.DBError as exc:
             return _database_unreadable('the agents', exc)
@@ -276,8 +277,8 @@ class Checks(upgradecheck.UpgradeCommands):
         down_time = CONF.conductor.agent_down_time
         since = timeutils.utcnow() - datetime.timedelta(seconds=down_time)
         try:
-            silent = db_api.list_silent_agents(context.get_admin_context(),
-                                               since)
+            silent = db_agents.list_silent_agents(context.get_admin_context(),
+                                                  since)
         except db_exc.DBError as exc:
             return _database_unreadable('the agents', exc)
         if not silent:
@@ -304,7 +305,7 @@ class Checks(upgradecheck.UpgradeCommands):
         created_before = timeutils.utcnow() - datetime.timedelta(
             seconds=limit)
         try:
-            stuck = db_api.list_unfinished_upgrades(
+            stuck = db_upgrades.list_unfinished_upgrades(
                 context.get_admin_context(), created_before)
         except db_exc.DBError as exc:
             return _database_unreadable('the upgrades', exc)

@@ -14,8 +14,8 @@ from oslo_log import log as logging
 from oslo_utils import timeutils
 
 from trove_upgrade import conf
-from trove_upgrade.db import api as db_api
 from trove_upgrade.db import desired_versions as db
+from trove_upgrade.db import upgrades as db_upgrades
 from trove_upgrade import desired_versions
 from trove_upgrade import notifications
 from trove_upgrade import rollouts
@@ -78,6 +78,6 @@ def reconcile(context, desired, owner, agent_api):
                   'sent: %(reason)s',
                   {'id': upgrade_id, 'dv': desired['id'], 'reason': reason})
     sent = [u['id'] for u in created if u['id'] not in failed]
-    db_api.mark_upgrades_sent(context, sent, 'conductor')
+    db_upgrades.mark_upgrades_sent(context, sent, 'conductor')
     LOG.info('Desired version %(id)s dispatched %(count)d upgrade(s).',
              {'id': desired['id'], 'count': len(sent)})

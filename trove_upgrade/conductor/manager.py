@@ -21,7 +21,7 @@ import oslo_messaging as messaging
 from oslo_utils import uuidutils
 
 from trove_upgrade import conf
-from trove_upgrade.db import api as db_api
+from trove_upgrade.db import agents as db_agents
 from trove_upgrade import exception
 from trove_upgrade import instance_keys
 from trove_upgrade import sealing
@@ -99,7 +99,7 @@ class ConductorManager:
             instance_id=instance_id, agent_version=agent_version,
             guest_version=guest_version, rpc_api_version=rpc_api_version,
             state=state, labels=labels, host=host), sealed)
-        db_api.register_agent(context, instance_id, _agent_values(
+        db_agents.register_agent(context, instance_id, _agent_values(
             agent_version, guest_version, rpc_api_version, state, labels,
             host))
         LOG.info('Agent of instance %(instance)s registered: agent '
@@ -117,7 +117,7 @@ class ConductorManager:
                 guest_version=guest_version,
                 rpc_api_version=rpc_api_version, state=state,
                 labels=labels, host=host), sealed)
-            db_api.register_agent(context, instance_id, _agent_values(
+            db_agents.register_agent(context, instance_id, _agent_values(
                 agent_version, guest_version, rpc_api_version, state,
                 labels, host))
         except (exception.Invalid,

@@ -26,7 +26,8 @@ from trove_upgrade.agent import rpcapi as agent_rpcapi
 from trove_upgrade.conductor import desired_reconciler
 from trove_upgrade import conf
 from trove_upgrade import context as tu_context
-from trove_upgrade.db import api as db_api
+from trove_upgrade.db import rollouts as db_rollouts
+from trove_upgrade.db import upgrades as db_upgrades
 from trove_upgrade import notifications
 from trove_upgrade import rollout_states as rs
 from trove_upgrade import rollouts
@@ -48,7 +49,7 @@ class Reconciler:
 
     def run(self, context):
         """One pass over the active rollouts, then the desired versions."""
-        for rollout in db_api.list_rollouts_in(context, rs.ACTIVE_STATES):
+        for rollout in db_rollouts.list_rollouts_in(context, rs.ACTIVE_STATES):
             try:
                 self.reconcile(context, rollout)
             except Exception:
@@ -59,10 +60,10 @@ class Reconciler:
     def reconcile(self, context, rollout):
         until = timeutils.utcnow() + datetime.timedelta(
             seconds=CONF.conductor.rollout_lease_time)
-        if not db_api.acquire_rollout_lease(context, rollout['id'],
-                                            self.owner, until):
+        if not db_rollouts.acquire_rollout_lease(context, rollout['id'],
+                                                 self.owner, until):
             return
-        rollout = db_api.get_rollout(context, rollout['id'])
+        rollout = db_rollouts.get_rollout(context, rollout['id'])
         self._time_out(context, rollout)
         if rollout['status'] == rs.PENDING:
             rollout = self._start(context, rollout)
@@ -71,19 +72,20 @@ class Reconciler:
         started = time.monotonic()
         plan = rollouts.plan_for(context, rollout)
         if plan.action == rollouts.PAUSE:
-            if db_api.update_rollout(
+            if db_rollouts.update_rollout(
                     context, rollout['id'], {rs.RUNNING},
                     {'status': rs.PAUSED, 'status_detail': plan.reason}):
                 LOG.warning('Rollout %(id)s paused: %(reason)s',
                             {'id': rollout['id'], 'reason': plan.reason})
         elif plan.action == rollouts.COMPLETE:
-            if db_api.update_rollout(
+            if db_rollouts.update_rollout(
                     context, rollout['id'], {rs.RUNNING},
                     {'status': rs.COMPLETED, 'status_detail': plan.reason},
                     finished=True):
                 LOG.info('Rollout %(id)s completed: %(reason)s',
                          {'id': rollout['id'], 'reason': plan.reason})
-            db_api.release_rollout_lease(context, rollout['id'], self.owner)
+            db_rollouts.release_rollout_lease(context, rollout['id'],
+                                              self.owner)
         elif plan.dispatch:
             self.dispatch(context, rollout, plan.dispatch,
                           planned=time.monotonic() - started)
@@ -91,7 +93,7 @@ class Reconciler:
     def _time_out(self, context, rollout):
         created_before = timeutils.utcnow() - datetime.timedelta(
             seconds=rollout['agent_deadline'])
-        for upgrade in db_api.timeout_rollout_upgrades(
+        for upgrade in db_rollouts.timeout_rollout_upgrades(
                 context, rollout['id'], created_before):
             LOG.warning('Upgrade %(id)s of rollout %(rollout)s timed out at '
                         'instance %(instance)s.',
@@ -103,8 +105,8 @@ class Reconciler:
         start_at = rollout['start_at']
         if start_at is not None and start_at > timeutils.utcnow():
             return None
-        return db_api.update_rollout(context, rollout['id'], {rs.PENDING},
-                                     {'status': rs.RUNNING})
+        return db_rollouts.update_rollout(context, rollout['id'], {rs.PENDING},
+                                          {'status': rs.RUNNING})
 
     def dispatch(self, context, rollout, targets, planned=0.0):
         """Record, cast and mark SENT the upgrades of ``targets``.
@@ -113,8 +115,8 @@ class Reconciler:
         that says how fast the pass dispatched.
         """
         started = time.monotonic()
-        created = db_api.create_rollout_upgrades(context, rollout, targets,
-                                                 self.owner)
+        created = db_rollouts.create_rollout_upgrades(
+            context, rollout, targets, self.owner)
         recorded = time.monotonic()
         for upgrade in created:
             notifications.notify_upgrade(context, notifications.CREATE,
@@ -130,7 +132,7 @@ class Reconciler:
                       {'id': upgrade_id, 'rollout': rollout['id'],
                        'reason': reason})
         sent = [u['id'] for u in created if u['id'] not in failed]
-        db_api.mark_upgrades_sent(context, sent, 'conductor')
+        db_upgrades.mark_upgrades_sent(context, sent, 'conductor')
         done = time.monotonic()
         LOG.info('Rollout %(id)s dispatched %(count)d upgrade(s) in '
                  '%(seconds).3f s: planned in %(planned).3f s, recorded in '

@@ -5,7 +5,6 @@ Each area keeps its options in its own module with ``register_opts`` and
 them all for oslo-config-generator and the documentation.
 """
 
-from oslo_config import cfg
 from oslo_log import log
 
 from trove_upgrade.conf import agent
@@ -17,8 +16,11 @@ from trove_upgrade.conf import paths
 from trove_upgrade.conf import rpc
 from trove_upgrade.conf import strategies
 from trove_upgrade.conf import upgrade_levels
+from trove_upgrade import hosted_conf
 
-CONF = cfg.CONF
+# The global CONF, except inside another service's process (the Trove API
+# extension), where it is trove-upgrade's own: see hosted_conf.
+CONF = hosted_conf.conf()
 
 AREAS = (
     agent,

@@ -12,8 +12,10 @@ from oslo_utils import timeutils
 from oslo_utils import uuidutils
 import sqlalchemy as sa
 
-from trove_upgrade.db import api as db_api
+from trove_upgrade.db import common
 from trove_upgrade.db import models
+from trove_upgrade.db import rollouts as db_rollouts
+from trove_upgrade.db import upgrades as db_upgrades
 from trove_upgrade import exception
 from trove_upgrade import states
 
@@ -61,7 +63,7 @@ def _event_dict(row):
 def _event(session, context, dv_id, action, detail, source, now):
     session.execute(sa.insert(models.DesiredVersionEvent.__table__).values(
         desired_version_id=dv_id, created_at=now, action=action,
-        detail=db_api._bounded_detail(detail), source=source,
+        detail=common.bounded_detail(detail), source=source,
         user_id=context.user_id, project_id=context.project_id,
         request_id=context.request_id))
 
@@ -75,19 +77,19 @@ def _get_row(session, dv_id):
 
 def create_desired_version(context, values, detail=None):
     """Record an ACTIVE desired version and its ``created`` event."""
-    db_api._check_keys('desired version field', values, _REQUIRED,
-                       _REQUIRED)
-    db_api._check_strings(models.DesiredVersion, values,
-                          ['name', 'package_name', 'version',
-                           'max_in_flight_kind', 'max_failures_kind'])
-    db_api._check_integers(values, _INTEGERS)
-    db_api._check_json_object('selector', values['selector'])
+    common.check_keys('desired version field', values, _REQUIRED,
+                      _REQUIRED)
+    common.check_strings(models.DesiredVersion, values,
+                         ['name', 'package_name', 'version',
+                          'max_in_flight_kind', 'max_failures_kind'])
+    db_rollouts._check_integers(values, _INTEGERS)
+    common.check_json_object('selector', values['selector'])
     now = timeutils.utcnow()
     row = models.DesiredVersion(
         id=uuidutils.generate_uuid(), status=ACTIVE, status_detail=None,
         failures_acknowledged=0, project_id=context.project_id,
         user_id=context.user_id, created_at=now, updated_at=now, **values)
-    with db_api.context_manager.writer.using(context) as session:
+    with common.context_manager.writer.using(context) as session:
         session.add(row)
         session.flush()
         _event(session, context, row.id, 'created', detail, 'api', now)
@@ -95,7 +97,7 @@ def create_desired_version(context, values, detail=None):
 
 
 def get_desired_version(context, dv_id, with_events=False):
-    with db_api.context_manager.reader.using(context) as session:
+    with common.context_manager.reader.using(context) as session:
         found = _dict(_get_row(session, dv_id))
         if with_events:
             found['events'] = list_events(context, dv_id)
@@ -105,7 +107,7 @@ def get_desired_version(context, dv_id, with_events=False):
 def list_events(context, dv_id):
     """Every recorded change of a desired version, oldest first."""
     event = models.DesiredVersionEvent
-    with db_api.context_manager.reader.using(context) as session:
+    with common.context_manager.reader.using(context) as session:
         return [_event_dict(row) for row in session.scalars(
             sa.select(event).where(event.desired_version_id == dv_id)
             .order_by(event.id))]
@@ -114,16 +116,16 @@ def list_events(context, dv_id):
 def list_desired_versions(context, filters=None):
     """Desired versions, oldest first: the order of their precedence."""
     filters = filters or {}
-    db_api._check_keys('desired version filter', filters, _FILTERS)
+    common.check_keys('desired version filter', filters, _FILTERS)
     model = models.DesiredVersion
     query = sa.select(model).order_by(model.created_at, model.id)
     for key, value in filters.items():
         query = query.where(getattr(model, key) == value)
-    with db_api.context_manager.reader.using(context) as session:
+    with common.context_manager.reader.using(context) as session:
         return [_dict(row) for row in session.scalars(query)]
 
 
-@db_api._retry_on_deadlock
+@common.retry_on_deadlock
 def update_desired_version(context, dv_id, values, action, source,
                            detail=None, from_states=STATUSES):
     """Set ``values`` if the status is one of ``from_states``; record it.
@@ -131,14 +133,14 @@ def update_desired_version(context, dv_id, values, action, source,
     Returns the desired version when this call changed it, None when its
     status had moved meanwhile.
     """
-    db_api._check_keys('desired version column', values, _UPDATES)
-    db_api._check_integers(values, _INTEGERS)
+    common.check_keys('desired version column', values, _UPDATES)
+    db_rollouts._check_integers(values, _INTEGERS)
     if 'status_detail' in values:
-        values = dict(values, status_detail=db_api._bounded_detail(
+        values = dict(values, status_detail=common.bounded_detail(
             values['status_detail']))
     now = timeutils.utcnow()
     model = models.DesiredVersion
-    with db_api.context_manager.writer.using(context) as session:
+    with common.context_manager.writer.using(context) as session:
         result = session.execute(
             sa.update(model)
             .where(model.id == dv_id, model.status.in_(sorted(from_states)))
@@ -151,10 +153,10 @@ def update_desired_version(context, dv_id, values, action, source,
         return _dict(row)
 
 
-@db_api._retry_on_deadlock
+@common.retry_on_deadlock
 def delete_desired_version(context, dv_id):
     """Delete it and its dispatches; its upgrades and events stay."""
-    with db_api.context_manager.writer.using(context) as session:
+    with common.context_manager.writer.using(context) as session:
         _get_row(session, dv_id)
         now = timeutils.utcnow()
         _event(session, context, dv_id, 'deleted', None, 'api', now)
@@ -165,12 +167,12 @@ def delete_desired_version(context, dv_id):
                         .where(models.DesiredVersion.id == dv_id))
 
 
-@db_api._retry_on_deadlock
+@common.retry_on_deadlock
 def acquire_lease(context, dv_id, owner, until):
     """Take or renew the right to reconcile a desired version."""
     now = timeutils.utcnow()
     model = models.DesiredVersion
-    with db_api.context_manager.writer.using(context) as session:
+    with common.context_manager.writer.using(context) as session:
         return session.execute(
             sa.update(model)
             .where(model.id == dv_id,
@@ -189,7 +191,7 @@ def list_dispatches(context, dv_id):
     and the ``version`` its upgrade installs.
     """
     dispatch = models.DesiredVersionDispatch
-    with db_api.context_manager.reader.using(context) as session:
+    with common.context_manager.reader.using(context) as session:
         rows = session.execute(
             sa.select(dispatch.instance_id, dispatch.round, dispatch.attempt,
                       dispatch.canary, dispatch.upgrade_id,
@@ -211,7 +213,7 @@ def owner_tag(dv_id):
     return 'desired_version:%s' % dv_id
 
 
-@db_api._retry_on_deadlock
+@common.retry_on_deadlock
 def _create_upgrades(context, desired, package, targets, owner):
     now = timeutils.utcnow()
     upgrades, events, dispatches = [], [], []
@@ -228,14 +230,14 @@ def _create_upgrades(context, desired, package, targets, owner):
             'user_id': context.user_id, 'request_id': context.request_id,
             'rollout_id': None, 'created_at': now, 'updated_at': now,
             'finished_at': None})
-        events.append(db_api._event_row(context, upgrade_id, now,
-                                        'conductor', None, states.PENDING))
+        events.append(db_upgrades.event_row(
+            context, upgrade_id, now, 'conductor', None, states.PENDING))
         dispatches.append({
             'desired_version_id': desired['id'], 'instance_id': instance_id,
             'round': round_, 'attempt': attempt, 'canary': canary,
             'upgrade_id': upgrade_id, 'created_at': now})
     model = models.DesiredVersion
-    with db_api.context_manager.writer.using(context) as session:
+    with common.context_manager.writer.using(context) as session:
         # First statement: SQLite takes its write lock here, and nobody
         # pauses, changes or takes over the desired version until commit.
         still_ours = session.execute(
@@ -280,7 +282,7 @@ def timeout_upgrades(context, dv_id, created_before):
     """TIMED_OUT for its unfinished upgrades older than ``created_before``."""
     created_before = timeutils.normalize_time(created_before)
     dispatch = models.DesiredVersionDispatch
-    with db_api.context_manager.reader.using(context) as session:
+    with common.context_manager.reader.using(context) as session:
         candidates = session.scalars(
             sa.select(models.Upgrade.id)
             .join(dispatch, dispatch.upgrade_id == models.Upgrade.id)
@@ -290,7 +292,7 @@ def timeout_upgrades(context, dv_id, created_before):
             .order_by(models.Upgrade.created_at, models.Upgrade.id)).all()
     timed_out = []
     for upgrade_id in candidates:
-        changed, upgrade = db_api.transition_upgrade(
+        changed, upgrade = db_upgrades.transition_upgrade(
             context, upgrade_id, states.TIMED_OUT, 'conductor',
             detail="No final state within the desired version's agent "
                    "deadline.")

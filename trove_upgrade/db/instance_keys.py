@@ -1,13 +1,13 @@
 """Database API of the per-instance keys that seal RPC messages.
 
-Kept apart from ``db.api`` because nothing else touches this table; it
-uses the same enginefacade context manager and returns plain dicts.
+It uses the same enginefacade context manager as the other resources
+and returns plain dicts.
 """
 
 from oslo_utils import timeutils
 import sqlalchemy as sa
 
-from trove_upgrade.db import api as db_api
+from trove_upgrade.db import common
 from trove_upgrade.db import models
 
 
@@ -32,12 +32,12 @@ def add_instance_key(context, instance_id, key_id, key_material, wrapped,
     With ``expire_others_at``, the instance's other keys that would
     outlive that time expire then (a rotation's grace period).
     """
-    db_api._check_strings(models.InstanceKey, {
+    common.check_strings(models.InstanceKey, {
         'instance_id': instance_id, 'key_id': key_id,
         'key_material': key_material}, ['instance_id', 'key_id',
                                         'key_material'])
     now = timeutils.utcnow()
-    with db_api.context_manager.writer.using(context) as session:
+    with common.context_manager.writer.using(context) as session:
         if expire_others_at is not None:
             session.execute(
                 sa.update(models.InstanceKey)
@@ -67,7 +67,7 @@ def get_instance_keys_of(context, instance_ids):
     """
     now = timeutils.utcnow()
     found = {}
-    with db_api.context_manager.reader.using(context) as session:
+    with common.context_manager.reader.using(context) as session:
         rows = session.scalars(
             sa.select(models.InstanceKey)
             .where(models.InstanceKey.instance_id.in_(sorted(instance_ids)),
@@ -86,6 +86,6 @@ def list_instance_keys(context, instance_id=None):
         models.InstanceKey.key_id)
     if instance_id is not None:
         query = query.where(models.InstanceKey.instance_id == instance_id)
-    with db_api.context_manager.reader.using(context) as session:
+    with common.context_manager.reader.using(context) as session:
         return [_key_dict(row, with_material=False)
                 for row in session.scalars(query)]

@@ -7,7 +7,7 @@ from alembic import config as alembic_config
 from alembic import migration as alembic_migration
 from alembic import script as alembic_script
 
-from trove_upgrade.db import api as db_api
+from trove_upgrade.db import common
 
 _SCRIPT_LOCATION = os.path.join(os.path.dirname(__file__), 'migrations')
 
@@ -24,14 +24,14 @@ def upgrade(revision='head', engine=None):
 
     The configured database by default, or the given engine's.
     """
-    engine = engine or db_api.get_engine()
+    engine = engine or common.get_engine()
     with engine.begin() as connection:
         alembic_command.upgrade(_alembic_config(connection), revision)
 
 
 def version(engine=None):
     """The revision the database is at, or None before the first sync."""
-    engine = engine or db_api.get_engine()
+    engine = engine or common.get_engine()
     with engine.connect() as connection:
         context = alembic_migration.MigrationContext.configure(connection)
         return context.get_current_revision()

@@ -11,7 +11,7 @@ from oslo_utils import timeutils
 from oslo_utils import uuidutils
 import sqlalchemy as sa
 
-from trove_upgrade.db import api as db_api
+from trove_upgrade.db import common
 from trove_upgrade.db import models
 from trove_upgrade import exception
 from trove_upgrade import states
@@ -60,11 +60,11 @@ def create_package(context, values):
 
     :raises: PackageConflict when the name and version are registered.
     """
-    db_api._check_keys('package field', values, _REQUIRED | _OPTIONAL,
-                       _REQUIRED)
-    db_api._check_strings(models.Package, values,
-                          ['name', 'version', 'strategy', 'location',
-                           'state', 'sha256', 'min_upgrade_from'])
+    common.check_keys('package field', values, _REQUIRED | _OPTIONAL,
+                      _REQUIRED)
+    common.check_strings(models.Package, values,
+                         ['name', 'version', 'strategy', 'location',
+                          'state', 'sha256', 'min_upgrade_from'])
     now = timeutils.utcnow()
     row = models.Package(
         id=uuidutils.generate_uuid(),
@@ -76,7 +76,7 @@ def create_package(context, values):
                manifest_expires_at=timeutils.normalize_time(
                    values['manifest_expires_at'])))
     try:
-        with db_api.context_manager.writer.using(context) as session:
+        with common.context_manager.writer.using(context) as session:
             session.add(row)
             session.flush()
             return _package_dict(row)
@@ -87,13 +87,13 @@ def create_package(context, values):
 
 
 def get_package(context, package_id):
-    with db_api.context_manager.reader.using(context) as session:
+    with common.context_manager.reader.using(context) as session:
         return _package_dict(_get_row(session, package_id))
 
 
 def find_package(context, name, version):
     """The package of ``name`` at exactly ``version``, or None."""
-    with db_api.context_manager.reader.using(context) as session:
+    with common.context_manager.reader.using(context) as session:
         row = session.scalars(
             sa.select(models.Package)
             .where(models.Package.name == name,
@@ -104,17 +104,17 @@ def find_package(context, name, version):
 def list_packages(context, filters=None):
     """Packages matching ``filters`` exactly, by name then registration."""
     filters = filters or {}
-    db_api._check_keys('package filter', filters, _FILTERS)
+    common.check_keys('package filter', filters, _FILTERS)
     query = sa.select(models.Package).order_by(
         models.Package.name, models.Package.created_at, models.Package.id)
     for key, value in filters.items():
         query = query.where(getattr(models.Package, key) == value)
-    with db_api.context_manager.reader.using(context) as session:
+    with common.context_manager.reader.using(context) as session:
         return [_package_dict(row) for row in session.scalars(query)]
 
 
 def update_package_state(context, package_id, state):
-    with db_api.context_manager.writer.using(context) as session:
+    with common.context_manager.writer.using(context) as session:
         row = _get_row(session, package_id)
         row.state = state
         row.updated_at = timeutils.utcnow()
@@ -123,7 +123,7 @@ def update_package_state(context, package_id, state):
 
 
 def delete_package(context, package_id):
-    with db_api.context_manager.writer.using(context) as session:
+    with common.context_manager.writer.using(context) as session:
         _get_row(session, package_id)
         session.execute(sa.delete(models.Package)
                         .where(models.Package.id == package_id))
@@ -132,7 +132,7 @@ def delete_package(context, package_id):
 def list_unfinished_upgrades_of(context, strategy, location):
     """Ids of the upgrades in flight that fetch ``location``."""
     upgrade = models.Upgrade
-    with db_api.context_manager.reader.using(context) as session:
+    with common.context_manager.reader.using(context) as session:
         return list(session.scalars(
             sa.select(upgrade.id)
             .where(upgrade.strategy == strategy,
@@ -144,7 +144,7 @@ def list_unfinished_upgrades_of(context, strategy, location):
 def list_rollouts_of(context, strategy, location, statuses):
     """Ids and names of the rollouts in ``statuses`` sending ``location``."""
     rollout = models.Rollout
-    with db_api.context_manager.reader.using(context) as session:
+    with common.context_manager.reader.using(context) as session:
         return [{'id': r[0], 'name': r[1]} for r in session.execute(
             sa.select(rollout.id, rollout.name)
             .where(rollout.strategy == strategy,
@@ -156,7 +156,7 @@ def list_rollouts_of(context, strategy, location, statuses):
 def count_agents_by_version(context):
     """``{guest_version: number of agents}``: what the fleet runs."""
     agent = models.Agent
-    with db_api.context_manager.reader.using(context) as session:
+    with common.context_manager.reader.using(context) as session:
         return dict(session.execute(
             sa.select(agent.guest_version, sa.func.count())
             .group_by(agent.guest_version)).all())
@@ -165,7 +165,7 @@ def count_agents_by_version(context):
 def list_agents_running(context, versions):
     """Instance ids of the agents reporting one of ``versions``."""
     agent = models.Agent
-    with db_api.context_manager.reader.using(context) as session:
+    with common.context_manager.reader.using(context) as session:
         return list(session.scalars(
             sa.select(agent.instance_id)
             .where(agent.guest_version.in_(sorted(versions)))
@@ -181,7 +181,7 @@ def latest_upgrades(context):
     newest = (sa.select(upgrade.instance_id,
                         sa.func.max(upgrade.created_at).label('newest'))
               .group_by(upgrade.instance_id).subquery())
-    with db_api.context_manager.reader.using(context) as session:
+    with common.context_manager.reader.using(context) as session:
         rows = session.execute(
             sa.select(upgrade.instance_id, upgrade.instance_version,
                       upgrade.status)

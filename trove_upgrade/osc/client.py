@@ -13,8 +13,13 @@ from keystoneauth1 import adapter
 from keystoneauth1 import exceptions as ksa_exc
 from osc_lib import exceptions
 
-# The service type under which the API is registered in the catalog.
+# The service type of the standalone API (trove-upgrade-api) in the
+# catalog, and Trove's own, whose trove-api serves the same API when its
+# trove-upgrade extension is enabled. Without --os-guest-upgrade-service-type
+# the client takes the first of them the catalog has.
 SERVICE_TYPE = 'guest-upgrade'
+TROVE_SERVICE_TYPE = 'database'
+SERVICE_TYPES = (SERVICE_TYPE, TROVE_SERVICE_TYPE)
 
 API_PREFIX = 'v1.0'
 
@@ -75,10 +80,14 @@ class Client:
     """The ``/v1.0/{project}/mgmt`` calls, one method each."""
 
     def __init__(self, session, interface=None, region_name=None,
-                 endpoint_override=None, noauth=False):
-        self._adapter = adapter.Adapter(
-            session, service_type=SERVICE_TYPE, interface=interface,
+                 endpoint_override=None, noauth=False, service_type=None):
+        self._service_types = (service_type,) if service_type else (
+            SERVICE_TYPES)
+        self._adapters = [adapter.Adapter(
+            session, service_type=name, interface=interface,
             region_name=region_name, endpoint_override=endpoint_override)
+            for name in self._service_types]
+        self._adapter = self._adapters[0]
         self._noauth = noauth
         self._mgmt_url = None
         self._headers = {'Accept': 'application/json'}
@@ -88,18 +97,25 @@ class Client:
             self._mgmt_url = self._find_mgmt_url()
         return self._mgmt_url
 
+    def _find_endpoint(self):
+        """The first endpoint found, trying the service types in order."""
+        for candidate in self._adapters:
+            try:
+                endpoint = candidate.get_endpoint()
+            except ksa_exc.EndpointNotFound:
+                endpoint = None
+            if endpoint:
+                self._adapter = candidate
+                return endpoint
+        raise exceptions.CommandError(
+            'No %(interface)s endpoint of service type %(types)s in the '
+            'service catalog; register one or pass '
+            '--os-guest-upgrade-url.' % {
+                'interface': self._adapter.interface or 'public',
+                'types': ' or '.join(self._service_types)})
+
     def _find_mgmt_url(self):
-        try:
-            endpoint = self._adapter.get_endpoint()
-        except ksa_exc.EndpointNotFound:
-            endpoint = None
-        if not endpoint:
-            raise exceptions.CommandError(
-                'No %(interface)s endpoint of service type %(type)s in the '
-                'service catalog; register one or pass '
-                '--os-guest-upgrade-url.' % {
-                    'interface': self._adapter.interface or 'public',
-                    'type': SERVICE_TYPE})
+        endpoint = self._find_endpoint()
         endpoint = endpoint.rstrip('/')
         scoped = _PROJECT_SCOPED.search(endpoint)
         if scoped:

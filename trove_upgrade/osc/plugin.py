@@ -38,7 +38,8 @@ def make_client(instance):
         interface=instance.interface,
         region_name=instance.region_name,
         endpoint_override=config.get('guest_upgrade_url'),
-        noauth=config.get('auth_type') == 'none')
+        noauth=config.get('auth_type') == 'none',
+        service_type=config.get('guest_upgrade_service_type'))
 
 
 def build_option_parser(parser):
@@ -57,4 +58,13 @@ def build_option_parser(parser):
         help='Guest-upgrade API endpoint, instead of the service catalog '
              'entry of type guest-upgrade: the API root, or '
              '<root>/v1.0/<project_id> (Env: OS_GUEST_UPGRADE_URL)')
+    parser.add_argument(
+        '--os-guest-upgrade-service-type',
+        metavar='<service-type>',
+        default=utils.env('OS_GUEST_UPGRADE_SERVICE_TYPE'),
+        help='Catalog service type of the API: guest-upgrade (the '
+             'standalone trove-upgrade-api) or database (trove-api with '
+             'the trove-upgrade extension). Default: guest-upgrade when '
+             'the catalog has it, else database '
+             '(Env: OS_GUEST_UPGRADE_SERVICE_TYPE)')
     return parser

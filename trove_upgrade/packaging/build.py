@@ -1,9 +1,10 @@
 """Build a package: wheels into an encrypted payload and a signed manifest.
 
-The payload is an uncompressed tar of the wheels (they are zip files
-already), written by hand rather than through :mod:`tarfile` so that the
-archive is deterministic (no owners, times or modes from the build host)
-and streams straight into the chunk encryptor with no whole-file buffer.
+The payload (format 2) is the wheels end to end, in the manifest's sorted
+order, with no archive header at all: names and sizes live only in the
+signed manifest, so a verifier has nothing to parse before the payload's
+signed hash matched. It streams straight into the chunk encryptor with no
+whole-file buffer.
 Both outputs are written to temporary files beside their destination and
 renamed into place at the end, the manifest last: a manifest never names a
 payload that is not complete, and a failed build leaves nothing behind.
@@ -12,7 +13,6 @@ payload that is not complete, and a failed build leaves nothing behind.
 import datetime
 import hashlib
 import os
-import tarfile
 import tempfile
 
 from trove_upgrade.packaging import chunked_aead
@@ -21,7 +21,6 @@ from trove_upgrade.packaging import keys
 from trove_upgrade.packaging import manifest as manifest_mod
 
 WHEEL_SUFFIX = '.whl'
-_BLOCK = tarfile.BLOCKSIZE
 _COPY_SIZE = 1024 * 1024
 
 
@@ -71,21 +70,11 @@ class _HashingWriter:
         return self._sink.write(data)
 
 
-def _tar_header(name, size):
-    info = tarfile.TarInfo(name)
-    info.size = size
-    info.mode = 0o644
-    info.mtime = 0
-    info.type = tarfile.REGTYPE
-    return info.tobuf(tarfile.PAX_FORMAT)
-
-
 def _add_wheel(sink, path):
     name = os.path.basename(path)
     digest = hashlib.sha256()
     with open(path, 'rb') as source:
         size = os.fstat(source.fileno()).st_size
-        sink.write(_tar_header(name, size))
         copied = 0
         while copied <= size:
             block = source.read(_COPY_SIZE)
@@ -97,7 +86,6 @@ def _add_wheel(sink, path):
     if copied != size:
         raise exceptions.BuildError('%s changed size while being read'
                                     % path)
-    sink.write(b'\0' * (-size % _BLOCK))
     return manifest_mod.FileEntry(name, size, digest.hexdigest())
 
 
@@ -168,7 +156,6 @@ def build_package(wheels, output_path, *, version, signing_keys,
             encryptor = chunked_aead.ChunkEncryptor(
                 hashing, encryption_key, bytes.fromhex(key_id), chunk_size)
             files = tuple(_add_wheel(encryptor, path) for path in wheels)
-            encryptor.write(b'\0' * (2 * _BLOCK))
             encryptor.close()
             out.flush()
             os.fsync(out.fileno())

@@ -13,6 +13,9 @@ import json
 
 from trove_upgrade.packaging import exceptions
 
+# Sizes fit in 20 digits; longer numbers are refused before int() sees them.
+MAX_INT_DIGITS = 20
+
 
 def _check(value):
     if isinstance(value, bool) or value is None or isinstance(value, str):
@@ -47,18 +50,27 @@ def _no_duplicates(pairs):
     for key, value in pairs:
         if key in result:
             raise exceptions.ManifestFormatError(
-                'duplicate key %r in JSON object' % key)
+                'duplicate key %s in JSON object' % exceptions.quoted(key))
         result[key] = value
     return result
 
 
 def _no_float(text):
     raise exceptions.ManifestFormatError(
-        'number %s is not an integer' % text)
+        'number %s is not an integer' % exceptions.quoted(text))
 
 
 def _no_constant(text):
-    raise exceptions.ManifestFormatError('%s is not valid JSON' % text)
+    raise exceptions.ManifestFormatError(
+        '%s is not valid JSON' % exceptions.quoted(text))
+
+
+def _int(text):
+    if len(text) > MAX_INT_DIGITS:
+        raise exceptions.ManifestFormatError(
+            'a number of %d digits is longer than the %d allowed'
+            % (len(text), MAX_INT_DIGITS))
+    return int(text)
 
 
 def loads(data):
@@ -69,11 +81,33 @@ def loads(data):
         raise exceptions.ManifestFormatError('not UTF-8: %s' % exc)
     try:
         value = json.loads(text, object_pairs_hook=_no_duplicates,
-                           parse_float=_no_float,
+                           parse_float=_no_float, parse_int=_int,
                            parse_constant=_no_constant)
+        # A lone surrogate (``"\\ud800"``) decodes but cannot be encoded.
+        canonical = dumps(value)
     except (ValueError, RecursionError) as exc:
         raise exceptions.ManifestFormatError('not valid JSON: %s' % exc)
-    if dumps(value) != data:
+    if canonical != data:
         raise exceptions.ManifestFormatError(
             'not in canonical form (sorted keys, no white space, UTF-8)')
     return value
+
+
+def signed_bytes(data, document, name='signed'):
+    """The exact bytes of ``document[name]`` as received in ``data``.
+
+    ``data`` passed :func:`loads`, so it is the canonical encoding of
+    ``document`` and the value of the last key, in sorted order, is the
+    canonical encoding of that value just before the closing brace.
+    Signatures are checked over these bytes, never over a re-encoding.
+    """
+    if not isinstance(document, dict) or sorted(document)[-1:] != [name]:
+        raise exceptions.ManifestFormatError(
+            'the document does not end with "%s"' % name)
+    part = dumps(document[name])
+    start = len(data) - 1 - len(part)
+    if data[start:-1] != part or data[start - len(name) - 3:start] != (
+            b'"%s":' % name.encode()):
+        raise exceptions.ManifestFormatError(
+            'the "%s" value cannot be located in the document' % name)
+    return bytes(data[start:-1])

@@ -145,25 +145,19 @@ class ChunkEncryptor:
             self._closed = True
 
 
-class ChunkDecryptor:
-    """A read-only file object yielding authenticated plaintext.
+class FrameDecryptor:
+    """Opens one sealed frame at a time, given its position in the stream.
 
-    ``source`` must be positioned just after ``header``. Every byte returned
-    by :meth:`read` belongs to a chunk that authenticated; the end of the
-    plaintext (``b''``) is reported only after the last-flagged chunk
-    authenticated and the source was found to end right after it.
+    Whoever holds the encryption key can seal any frame, so this proves
+    only that the frame was sealed for this header, position and flag; the
+    signed hash of the whole ciphertext is what makes it genuine.
     """
 
-    def __init__(self, source, key, header):
-        self._source = source
-        self._header = header
+    def __init__(self, key, header):
         self._aad = header.to_bytes()
         self._cipher = _chunk_cipher(key, header)
-        self._chunks = self._plaintext_chunks()
-        self._buffer = b''
-        self._offset = 0
 
-    def _open(self, counter, frame, last):
+    def open(self, counter, frame, last):
         if len(frame) < TAG_SIZE:
             raise exceptions.TruncatedPayloadError(
                 'the stream ends inside chunk %d' % counter)
@@ -187,6 +181,27 @@ class ChunkDecryptor:
                 % counter)
         raise exceptions.TrailingDataError(
             'data follows chunk %d, which is the last' % counter)
+
+
+class ChunkDecryptor:
+    """A read-only file object yielding authenticated plaintext.
+
+    ``source`` must be positioned just after ``header``. Every byte returned
+    by :meth:`read` belongs to a chunk that authenticated; the end of the
+    plaintext (``b''``) is reported only after the last-flagged chunk
+    authenticated and the source was found to end right after it.
+    """
+
+    def __init__(self, source, key, header):
+        self._source = source
+        self._header = header
+        self._frames = FrameDecryptor(key, header)
+        self._chunks = self._plaintext_chunks()
+        self._buffer = b''
+        self._offset = 0
+
+    def _open(self, counter, frame, last):
+        return self._frames.open(counter, frame, last)
 
     def _plaintext_chunks(self):
         frame_size = self._header.chunk_size + TAG_SIZE

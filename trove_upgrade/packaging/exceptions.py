@@ -34,8 +34,36 @@ that stop them:
 """
 
 
+MAX_MESSAGE_LENGTH = 1024
+MAX_QUOTED_LENGTH = 80
+
+
+def bounded(text, limit=MAX_MESSAGE_LENGTH):
+    """``text`` cut to ``limit`` characters, saying how much was cut.
+
+    Messages quote hostile input (member names, versions, JSON errors); a
+    name of many megabytes must not become a log line or a stored reason
+    of that size.
+    """
+    text = str(text)
+    if len(text) <= limit:
+        return text
+    note = '... (%d characters cut)' % (len(text) - limit)
+    return text[:max(0, limit - len(note))] + note
+
+
+def quoted(value, limit=MAX_QUOTED_LENGTH):
+    """``repr(value)`` of at most about ``limit`` characters."""
+    if isinstance(value, (str, bytes)) and len(value) > limit:
+        return '%r... (%d long)' % (value[:limit], len(value))
+    return bounded(repr(value), limit + 20)
+
+
 class PackageError(Exception):
     """A package, a manifest or a key was refused; nothing was installed."""
+
+    def __init__(self, message=''):
+        super().__init__(bounded(message))
 
 
 # Keys and trust configuration.
@@ -134,6 +162,10 @@ class TruncatedPayloadError(PayloadError):
 
 class TrailingDataError(PayloadError):
     """Data follows the chunk flagged as the last one."""
+
+
+class PlaintextSizeError(PayloadError):
+    """The decrypted payload is not exactly the signed files' sizes."""
 
 
 class EndlessDataError(PayloadError):

@@ -18,25 +18,43 @@ from trove_upgrade.packaging import canonical
 from trove_upgrade.packaging import chunked_aead
 from trove_upgrade.packaging import exceptions
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+# Format 1 carried a tar archive, parsed by tarfile: no longer read.
+TAR_FORMAT_VERSION = 1
 MANIFEST_TYPE = 'trove-upgrade/package-manifest'
 ENCRYPTION_ALGORITHM = 'AES-256-GCM-HKDF-SHA256-STREAM'
 MANIFEST_SUFFIX = '.manifest'
 SIGNATURE_CONTEXT = b'trove-upgrade package manifest v1\x00'
 TIME_FORMAT = '%Y-%m-%dT%H:%M:%SZ'
 MAX_HEALTH_CHECK_TIMEOUT = 3600
+# Bounds on every list and string a manifest holds.
+MAX_FILES = 1024
+MAX_SIGNATURES = 32
+MAX_VERSION_LENGTH = 64
+MAX_COMMAND_ARGS = 64
+MAX_COMMAND_ARG_LENGTH = 4096
 _HEX64 = re.compile(r'[0-9a-f]{64}')
 _HEX128 = re.compile(r'[0-9a-f]{128}')
+_TIME = re.compile(r'[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z')
+_VERSION = re.compile(r'[A-Za-z0-9.+!_-]{1,%d}' % MAX_VERSION_LENGTH)
 # Wheels are flat file names; no directories, so no path can escape.
 FILE_NAME_PATTERN = re.compile(r'[A-Za-z0-9_][A-Za-z0-9_.+-]{0,254}')
 
 
 def parse_version(text, error=exceptions.InvalidVersionError):
-    """A packaging.version.Version; a leading ``v`` is allowed."""
+    """A packaging.version.Version; a leading ``v`` is allowed.
+
+    Length and alphabet are checked first: packaging would turn a release
+    segment of thousands of digits into an int and raise ValueError.
+    """
+    if not isinstance(text, str) or not _VERSION.fullmatch(text):
+        raise error('%s is not a valid version (at most %d letters, digits '
+                    'and .+!_-)' % (exceptions.quoted(text),
+                                    MAX_VERSION_LENGTH))
     try:
         return pkg_version.Version(text)
-    except (pkg_version.InvalidVersion, TypeError):
-        raise error('%r is not a valid version' % (text,))
+    except (pkg_version.InvalidVersion, TypeError, ValueError):
+        raise error('%s is not a valid version' % exceptions.quoted(text))
 
 
 def format_time(moment):
@@ -44,12 +62,22 @@ def format_time(moment):
 
 
 def parse_time(text, error=exceptions.ManifestFormatError):
+    """An aware datetime from exactly ``YYYY-MM-DDTHH:MM:SSZ``."""
     try:
+        if not _TIME.fullmatch(text):
+            raise ValueError(text)
         moment = datetime.datetime.strptime(text, TIME_FORMAT)
     except (TypeError, ValueError):
-        raise error('%r is not a UTC time like 2026-01-31T12:00:00Z'
-                    % (text,))
+        raise error('%s is not a UTC time like 2026-01-31T12:00:00Z'
+                    % exceptions.quoted(text))
     return moment.replace(tzinfo=datetime.timezone.utc)
+
+
+def payload_size_for(plaintext_size, chunk_size):
+    """The one ciphertext size a format 2 payload of these sizes has."""
+    frames = max(1, -(-plaintext_size // chunk_size))
+    return (chunked_aead.HEADER_SIZE + plaintext_size
+            + frames * chunked_aead.TAG_SIZE)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -154,25 +182,28 @@ class Manifest:
 
     @classmethod
     def from_bytes(cls, data):
-        """Parse and check the form; raise a ManifestError subclass."""
-        document = canonical.loads(data)
-        _expect_keys(document, 'manifest', {'signed', 'signatures'})
-        signatures = _signatures(document['signatures'])
-        signed = document['signed']
-        if not isinstance(signed, dict):
-            raise exceptions.ManifestFormatError('"signed" is not an object')
-        if signed.get('format_version') != FORMAT_VERSION:
-            raise exceptions.UnsupportedFormatError(
-                'manifest format version %r is not supported (this code '
-                'reads version %d)' % (signed.get('format_version'),
-                                       FORMAT_VERSION))
+        """Parse and check the form (no signature); raise ManifestError."""
+        document = SignedDocument.from_bytes(data)
+        return cls.from_signed(document)
+
+    @classmethod
+    def from_signed(cls, document):
+        """Parse the signed part of ``document`` strictly.
+
+        Exact types (``true`` is not 1), no ``null`` for an absent field,
+        and the result must encode back to exactly the bytes received, so
+        no two spellings of a manifest can carry the same signatures.
+        """
+        signed = document.signed
         _expect_keys(signed, 'signed',
                      {'_type', 'format_version', 'version', 'created',
                       'expires', 'payload', 'encryption', 'files'},
                      {'min_upgrade_from', 'health_check'})
+        _format_version(signed['format_version'])
         if signed['_type'] != MANIFEST_TYPE:
             raise exceptions.ManifestFormatError(
-                '_type is %r, not %r' % (signed['_type'], MANIFEST_TYPE))
+                '_type is %s, not %r' % (exceptions.quoted(signed['_type']),
+                                         MANIFEST_TYPE))
         parse_version(signed['version'], exceptions.ManifestFormatError)
         if 'min_upgrade_from' in signed:
             parse_version(signed['min_upgrade_from'],
@@ -184,16 +215,67 @@ class Manifest:
                 'expires is not after created')
         files = _files(signed['files'])
         payload = _payload(signed['payload'])
-        if sum(f.size for f in files) > payload.size:
+        encryption = _encryption(signed['encryption'])
+        plaintext = sum(f.size for f in files)
+        if payload.size != payload_size_for(plaintext, encryption.chunk_size):
             raise exceptions.ManifestFormatError(
-                'the files add up to more than the payload size')
-        return cls(version=signed['version'], created=created,
-                   expires=expires, payload=payload,
-                   encryption=_encryption(signed['encryption']),
-                   files=files,
-                   min_upgrade_from=signed.get('min_upgrade_from'),
-                   health_check=_health_check(signed.get('health_check')),
-                   signatures=signatures)
+                'the payload size %d does not fit files of %d bytes in '
+                'chunks of %d' % (payload.size, plaintext,
+                                  encryption.chunk_size))
+        health_check = (_health_check(signed['health_check'])
+                        if 'health_check' in signed else None)
+        manifest = cls(version=signed['version'], created=created,
+                       expires=expires, payload=payload,
+                       encryption=encryption, files=files,
+                       min_upgrade_from=signed.get('min_upgrade_from'),
+                       health_check=health_check,
+                       signatures=document.signatures)
+        if canonical.dumps(manifest.signed_dict()) != document.signed_bytes:
+            raise exceptions.ManifestFormatError(
+                'the signed part is not written the one way this manifest '
+                'is written (types, times or absent fields differ)')
+        return manifest
+
+
+@dataclasses.dataclass(frozen=True)
+class SignedDocument:
+    """A manifest file split into the exact signed bytes and signatures.
+
+    Only canonical JSON and the signature list are parsed before the
+    signatures are checked over ``signed_bytes``, the bytes received.
+    """
+
+    signed: dict
+    signed_bytes: bytes
+    signatures: tuple
+
+    def signing_input(self):
+        return SIGNATURE_CONTEXT + self.signed_bytes
+
+    @classmethod
+    def from_bytes(cls, data):
+        document = canonical.loads(data)
+        _expect_keys(document, 'manifest', {'signed', 'signatures'})
+        signatures = _signatures(document['signatures'])
+        if not isinstance(document['signed'], dict):
+            raise exceptions.ManifestFormatError('"signed" is not an object')
+        return cls(document['signed'],
+                   canonical.signed_bytes(data, document), signatures)
+
+
+def _format_version(value):
+    if type(value) is not int:
+        raise exceptions.ManifestFormatError(
+            'format_version must be an integer')
+    if value == TAR_FORMAT_VERSION:
+        raise exceptions.UnsupportedFormatError(
+            'manifest format version 1 (a tar payload) is no longer read: '
+            'rebuild the package with this release\'s '
+            'trove-upgrade-package build')
+    if value != FORMAT_VERSION:
+        raise exceptions.UnsupportedFormatError(
+            'manifest format version %d is not supported (this code reads '
+            'version %d)' % (value, FORMAT_VERSION))
 
 
 def _expect_keys(value, what, required, optional=frozenset()):
@@ -203,29 +285,39 @@ def _expect_keys(value, what, required, optional=frozenset()):
     unknown = set(value) - required - optional
     if missing or unknown:
         raise exceptions.ManifestFormatError(
-            '%s: missing %s, unknown %s' % (what, sorted(missing) or 'none',
-                                            sorted(unknown) or 'none'))
+            '%s: missing %s, unknown %s' % (
+                what, sorted(missing) or 'none',
+                exceptions.quoted(sorted(unknown), 200) if unknown
+                else 'none'))
 
 
 def _size(value, what):
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+    if type(value) is not int or value < 0:
         raise exceptions.ManifestFormatError(
             '%s must be a non-negative integer' % what)
     return value
 
 
 def _hex(value, pattern, what):
-    if not isinstance(value, str) or not pattern.fullmatch(value):
+    if type(value) is not str or not pattern.fullmatch(value):
         raise exceptions.ManifestFormatError(
             '%s must be lower-case hex of the right length' % what)
     return value
 
 
+def _list(value, what, limit, allow_empty=False):
+    if type(value) is not list or (not value and not allow_empty):
+        raise exceptions.ManifestFormatError('"%s" is not a list' % what)
+    if len(value) > limit:
+        raise exceptions.ManifestFormatError(
+            '"%s" has %d items, at most %d are allowed'
+            % (what, len(value), limit))
+    return value
+
+
 def _signatures(value):
-    if not isinstance(value, list):
-        raise exceptions.ManifestFormatError('"signatures" is not a list')
     result = []
-    for item in value:
+    for item in _list(value, 'signatures', MAX_SIGNATURES, True):
         _expect_keys(item, 'signature', {'key_id', 'sig'})
         result.append(Signature(_hex(item['key_id'], _HEX64, 'key_id'),
                                 _hex(item['sig'], _HEX128, 'sig')))
@@ -233,16 +325,14 @@ def _signatures(value):
 
 
 def _files(value):
-    if not isinstance(value, list) or not value:
-        raise exceptions.ManifestFormatError('"files" is not a list of files')
     result = []
-    for item in value:
+    for item in _list(value, 'files', MAX_FILES):
         _expect_keys(item, 'file', {'name', 'size', 'sha256'})
         name = item['name']
-        if (not isinstance(name, str)
-                or not FILE_NAME_PATTERN.fullmatch(name)):
+        if type(name) is not str or not FILE_NAME_PATTERN.fullmatch(name):
             raise exceptions.ManifestFormatError(
-                'file name %r is not a plain file name' % (name,))
+                'file name %s is not a plain file name'
+                % exceptions.quoted(name))
         result.append(FileEntry(name, _size(item['size'], 'file size'),
                                 _hex(item['sha256'], _HEX64, 'sha256')))
     names = [f.name for f in result]
@@ -263,7 +353,8 @@ def _encryption(value):
                  {'algorithm', 'key_id', 'chunk_size', 'salt'})
     if value['algorithm'] != ENCRYPTION_ALGORITHM:
         raise exceptions.ManifestFormatError(
-            'encryption algorithm %r is not supported' % value['algorithm'])
+            'encryption algorithm %s is not supported'
+            % exceptions.quoted(value['algorithm']))
     chunk_size = _size(value['chunk_size'], 'chunk_size')
     if not 1 <= chunk_size <= chunked_aead.MAX_CHUNK_SIZE:
         raise exceptions.ManifestFormatError(
@@ -275,14 +366,14 @@ def _encryption(value):
 
 
 def _health_check(value):
-    if value is None:
-        return None
     _expect_keys(value, 'health_check', {'command', 'timeout'})
-    command = value['command']
-    if (not isinstance(command, list) or not command
-            or not all(isinstance(arg, str) and arg for arg in command)):
+    command = _list(value['command'], 'health_check command',
+                    MAX_COMMAND_ARGS)
+    if not all(type(arg) is str and 0 < len(arg) <= MAX_COMMAND_ARG_LENGTH
+               for arg in command):
         raise exceptions.ManifestFormatError(
-            'health_check command must be a non-empty list of strings')
+            'health_check command must be a list of non-empty strings of '
+            'at most %d characters' % MAX_COMMAND_ARG_LENGTH)
     timeout = _size(value['timeout'], 'health_check timeout')
     if not 1 <= timeout <= MAX_HEALTH_CHECK_TIMEOUT:
         raise exceptions.ManifestFormatError(

@@ -1,27 +1,37 @@
-"""Extract the payload's tar archive without trusting it.
+"""Decrypt a format 2 payload into the signed files: nothing is parsed.
 
-The archive was signed, but a signing pipeline can be fooled and a parser
-can be too, so the archive is treated as hostile: only regular files whose
-plain names the manifest lists, each once, with exactly the signed size and
-SHA-256, are written, and never through :meth:`tarfile.TarFile.extract` (no
-metadata, modes, owners or links from the archive are ever applied). Files
-are written into a private staging directory beside the destination and
-renamed into place only when every check, including the caller's own, has
-passed; on any failure the staging directory is removed, so nothing stays
-extracted.
+The plaintext of a format 2 payload is the files of the manifest, in its
+(signed, sorted) order, end to end, with no archive header. The reader
+takes exactly each signed size from the plaintext, hashes it and writes it
+to a new file in a private staging directory; no name, size, type or
+permission ever comes from the payload, so there is no header to lie and
+no parser to fool. Every byte is inside a chunk that authenticated, but the
+encryption key is held by every guest, so only the signed SHA-256 of the
+ciphertext makes the files genuine: the staging directory is renamed into
+place after that hash matched, and deleted on any failure.
+
+Three stages overlap on a multi-core machine, each releasing the GIL for
+its bulk work: a reader thread reads ciphertext frames into a small pool of
+reused buffers and hashes them, the calling thread decrypts each frame, and
+a writer thread hashes the plaintext per file, writes and fsyncs it. The
+frame sizes follow from the signed payload size, so the reader never looks
+at the data to decide where a chunk ends.
 """
 
 import contextlib
 import hashlib
 import os
+import queue
 import shutil
-import tarfile
 import tempfile
+import threading
 
+from trove_upgrade.packaging import chunked_aead
 from trove_upgrade.packaging import exceptions
 
-COPY_BLOCK_SIZE = 1024 * 1024
-_TAR_BUFFER_SIZE = 64 * 1024
+# Ciphertext buffers in flight, whatever the chunk size: the memory bound.
+MAX_BUFFERED_BYTES = 8 * 1024 * 1024
+_DONE = object()
 
 
 def _fsync_directory(path):
@@ -43,7 +53,8 @@ def staging(dest_dir):
     dest_dir = os.path.abspath(dest_dir)
     if os.path.lexists(dest_dir):
         raise exceptions.DestinationExistsError(
-            '%s already exists; extract into a new directory' % dest_dir)
+            '%s already exists; extract into a new directory'
+            % exceptions.quoted(dest_dir, 200))
     parent = os.path.dirname(dest_dir)
     stage = tempfile.mkdtemp(
         prefix='.%s.partial-' % os.path.basename(dest_dir), dir=parent)
@@ -52,7 +63,8 @@ def staging(dest_dir):
         _fsync_directory(stage)
         if os.path.lexists(dest_dir):
             raise exceptions.DestinationExistsError(
-                '%s appeared while extracting' % dest_dir)
+                '%s appeared while extracting'
+                % exceptions.quoted(dest_dir, 200))
         os.rename(stage, dest_dir)
     except BaseException:
         shutil.rmtree(stage, ignore_errors=True)
@@ -60,88 +72,230 @@ def staging(dest_dir):
     _fsync_directory(parent)
 
 
-def _check_name(name):
-    if name.startswith('/') or os.path.isabs(name):
-        raise exceptions.AbsolutePathError(
-            'archive member %r has an absolute path' % name)
-    if '..' in name.replace('\\', '/').split('/'):
-        raise exceptions.PathTraversalError(
-            'archive member %r contains ".."' % name)
-
-
-def _check_type(member):
-    if member.issym() or member.islnk():
-        raise exceptions.LinkNotAllowedError(
-            'archive member %r is a link to %r' % (member.name,
-                                                   member.linkname))
-    if not member.isreg() or member.issparse():
-        raise exceptions.SpecialFileError(
-            'archive member %r is not a regular file (tar type %r)'
-            % (member.name, member.type))
-
-
-def _write_file(source, path, entry):
-    digest = hashlib.sha256()
-    written = 0
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW,
-                 0o600)
-    with os.fdopen(fd, 'wb') as out:
-        while True:
-            block = source.read(COPY_BLOCK_SIZE)
-            if not block:
-                break
-            written += len(block)
-            digest.update(block)
-            out.write(block)
-        out.flush()
-        os.fsync(out.fileno())
-    if written != entry.size:
-        raise exceptions.FileSizeMismatchError(
-            'archive member %r has %d bytes, the manifest says %d'
-            % (entry.name, written, entry.size))
-    if digest.hexdigest() != entry.sha256:
-        raise exceptions.FileHashMismatchError(
-            'archive member %r has SHA-256 %s, the manifest says %s'
-            % (entry.name, digest.hexdigest(), entry.sha256))
-
-
-def unpack(source, files, stage_dir):
-    """Extract the tar stream ``source`` into ``stage_dir``.
-
-    ``files`` maps each name the manifest lists to its
-    :class:`~trove_upgrade.packaging.manifest.FileEntry`. Returns the
-    extracted names, sorted. Raises an UnpackError subclass for the first
-    member that breaks a rule, PayloadFormatError for a malformed archive.
-    """
-    seen = set()
-    try:
-        archive = tarfile.open(fileobj=source, mode='r|',
-                               bufsize=_TAR_BUFFER_SIZE)
-        for member in archive:
-            name = member.name
-            _check_name(name)
-            _check_type(member)
-            if name in seen:
-                raise exceptions.DuplicateFileError(
-                    'archive member %r appears twice' % name)
-            entry = files.get(name)
-            if entry is None:
-                raise exceptions.UnlistedFileError(
-                    'archive member %r is not listed in the manifest'
-                    % name)
-            if member.size != entry.size:
-                raise exceptions.FileSizeMismatchError(
-                    'archive member %r declares %d bytes, the manifest '
-                    'says %d' % (name, member.size, entry.size))
-            _write_file(archive.extractfile(member),
-                        os.path.join(stage_dir, name), entry)
-            seen.add(name)
-    except tarfile.TarError as exc:
+def frame_sizes(payload_size, chunk_size):
+    """Sizes of the ciphertext frames after the header, from signed sizes."""
+    body = payload_size - chunked_aead.HEADER_SIZE
+    frame = chunk_size + chunked_aead.TAG_SIZE
+    full, rest = divmod(body, frame)
+    if rest == 0 and full:
+        full, rest = full - 1, frame
+    if body < chunked_aead.TAG_SIZE or rest < chunked_aead.TAG_SIZE:
         raise exceptions.PayloadFormatError(
-            'the payload is not a valid tar archive: %s' % exc)
-    missing = sorted(set(files) - seen)
-    if missing:
-        raise exceptions.MissingFileError(
-            'files listed in the manifest are missing from the archive: %s'
-            % ', '.join(missing))
-    return sorted(seen)
+            'a payload of %d bytes cannot hold chunks of %d bytes'
+            % (payload_size, chunk_size))
+    return full, rest
+
+
+class _Stage(threading.Thread):
+    """A daemon thread feeding items from a bounded queue to ``work``.
+
+    The first exception stops it; :meth:`put` and :meth:`finish` re-raise
+    it in the calling thread. :meth:`abort` makes it drop what is left.
+    """
+
+    def __init__(self, work, depth):
+        super().__init__(daemon=True)
+        self.inbox = queue.Queue(depth)
+        self.error = None
+        self._work = work
+        self._aborted = threading.Event()
+
+    def run(self):
+        try:
+            while True:
+                item = self.inbox.get()
+                if item is _DONE or self._aborted.is_set():
+                    return
+                self._work(item)
+        except BaseException as exc:
+            self.error = exc
+
+    def put(self, item):
+        while self.is_alive() or self.error is not None:
+            if self.error is not None:
+                raise self.error
+            try:
+                self.inbox.put(item, timeout=0.1)
+                return
+            except queue.Full:
+                continue
+
+    def finish(self):
+        self.put(_DONE)
+        self.join()
+        if self.error is not None:
+            raise self.error
+
+    def abort(self):
+        self._aborted.set()
+        while self.is_alive():
+            try:
+                self.inbox.put_nowait(_DONE)
+            except queue.Full:
+                pass
+            self.join(0.05)
+
+
+class _FrameReader(threading.Thread):
+    """Reads each frame into a free buffer, hashes it, queues it.
+
+    Frame sizes come from the signed payload size; a short source is
+    truncated, one byte past the signed size is endless data.
+    """
+
+    def __init__(self, source, sizes, frame, digest):
+        super().__init__(daemon=True)
+        count = max(2, min(4, MAX_BUFFERED_BYTES // frame))
+        self.free = queue.Queue()
+        for _ in range(count):
+            self.free.put(bytearray(frame))
+        self.frames = queue.Queue(count)
+        self._source = source
+        self._sizes = sizes
+        self._digest = digest
+        self._stopped = threading.Event()
+
+    def _wait(self, action, *args):
+        while not self._stopped.is_set():
+            try:
+                return action(*args, timeout=0.1)
+            except (queue.Empty, queue.Full):
+                continue
+        raise _Stopped()
+
+    def _read_into(self, view, counter):
+        got = 0
+        while got < len(view):
+            n = self._source.readinto(view[got:])
+            if not n:
+                raise exceptions.TruncatedPayloadError(
+                    'the payload ends inside chunk %d, before its signed '
+                    'size' % counter)
+            got += n
+
+    def run(self):
+        full, last = self._sizes
+        try:
+            for counter in range(full + 1):
+                buf = self._wait(self.free.get)
+                view = memoryview(buf)[:last if counter == full else None]
+                self._read_into(view, counter)
+                self._digest.update(view)
+                self._wait(self.frames.put,
+                           (counter, counter == full, buf, view))
+            if self._source.read(1):
+                raise exceptions.EndlessDataError(
+                    'the payload goes on past its signed size')
+            self._wait(self.frames.put, _DONE)
+        except _Stopped:
+            pass
+        except BaseException as exc:
+            self._wait(self.frames.put, exc)
+
+    def stop(self):
+        self._stopped.set()
+        self.join()
+
+
+class _Stopped(Exception):
+    pass
+
+
+class _FileWriter:
+    """Cuts the plaintext into the signed files, hashing and writing them."""
+
+    def __init__(self, files, stage_dir):
+        self._pending = list(files)
+        self._stage_dir = stage_dir
+        self._fd = None
+        self._entry = None
+        self._left = 0
+        self._digest = None
+        self._open_next()
+
+    def _open_next(self):
+        while self._fd is None and self._pending:
+            self._entry = self._pending.pop(0)
+            path = os.path.join(self._stage_dir, self._entry.name)
+            self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL
+                               | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+            self._left = self._entry.size
+            self._digest = hashlib.sha256()
+            if self._left == 0:
+                self._close_current()
+
+    def _close_current(self):
+        try:
+            os.fsync(self._fd)
+        finally:
+            os.close(self._fd)
+            self._fd = None
+        if self._digest.hexdigest() != self._entry.sha256:
+            raise exceptions.FileHashMismatchError(
+                'file %s has SHA-256 %s, the manifest says %s'
+                % (exceptions.quoted(self._entry.name),
+                   self._digest.hexdigest(), self._entry.sha256))
+
+    def write(self, plaintext):
+        view = memoryview(plaintext)
+        while view:
+            if self._fd is None:
+                raise exceptions.PlaintextSizeError(
+                    'the decrypted payload goes on past the signed files')
+            part = view[:self._left]
+            self._digest.update(part)
+            while part:
+                part = part[os.write(self._fd, part):]
+            taken = min(len(view), self._left)
+            view = view[taken:]
+            self._left -= taken
+            if self._left == 0:
+                self._close_current()
+                self._open_next()
+
+    def close(self):
+        if self._fd is not None or self._pending:
+            raise exceptions.PlaintextSizeError(
+                'the decrypted payload ends inside file %s'
+                % exceptions.quoted(self._entry.name))
+
+    def abort(self):
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+def extract(source, header, key, files, payload_size, stage_dir, digest):
+    """Decrypt ``source`` (after its header) into ``files`` in ``stage_dir``.
+
+    ``digest`` already holds the header; every ciphertext byte is added to
+    it. The caller compares it with the signed hash before trusting the
+    files. Raises a PayloadError or UnpackError subclass.
+    """
+    sizes = frame_sizes(payload_size, header.chunk_size)
+    decryptor = chunked_aead.FrameDecryptor(key, header)
+    reader = _FrameReader(source, sizes,
+                          header.chunk_size + chunked_aead.TAG_SIZE, digest)
+    writer = _FileWriter(files, stage_dir)
+    write_stage = _Stage(writer.write, 2)
+    write_stage.start()
+    reader.start()
+    try:
+        while True:
+            item = reader.frames.get()
+            if item is _DONE:
+                break
+            if isinstance(item, BaseException):
+                raise item
+            counter, last, buf, view = item
+            plaintext = decryptor.open(counter, view, last)
+            view.release()
+            reader.free.put(buf)
+            write_stage.put(plaintext)
+        write_stage.finish()
+        writer.close()
+    except BaseException:
+        reader.stop()
+        write_stage.abort()
+        writer.abort()
+        raise

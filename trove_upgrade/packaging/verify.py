@@ -24,10 +24,14 @@ attacks they defeat):
 
 manifest (:func:`verify_manifest`), before any payload byte:
   1. ``check_manifest_size``   ManifestTooLargeError     endless data
-  2. ``check_manifest_form``   ManifestFormatError, UnsupportedFormatError
+  2. ``check_manifest_form``   ManifestFormatError       canonical JSON and
+                               the signature list only
   3. ``check_signatures``      BadSignatureError, UnknownSigningKeyError,
                                ThresholdNotMetError      arbitrary install,
                                                          key compromise
+                               (over the exact bytes received)
+  3a. ``check_manifest_schema`` ManifestFormatError, UnsupportedFormatError
+                               strict types, re-encodes to the same bytes
   4. ``check_expiry``          ExpiredManifestError      indefinite freeze
   5. ``check_version``         WrongVersionError         wrong software
   6. ``check_upgrade_path``    UpgradePathError
@@ -37,20 +41,29 @@ manifest (:func:`verify_manifest`), before any payload byte:
 payload (:func:`verify_and_extract`), in one streaming pass:
   9. ``check_decryption_key``  MissingDecryptionKeyError
   10. ``check_header``         PayloadMismatchError      mix-and-match
-  11. streaming decrypt: every chunk authenticated (ChunkAuthenticationError,
-      TruncatedPayloadError, TrailingDataError) while the signed size is
-      enforced (TruncatedPayloadError, EndlessDataError) and the ciphertext
-      is hashed
-  12. safe unpack into a staging directory (UnpackError subclasses)
+  11. streaming decrypt: frames cut at the sizes the signed payload size
+      implies, every chunk authenticated at its position
+      (ChunkAuthenticationError, TruncatedPayloadError, TrailingDataError),
+      the signed size enforced (TruncatedPayloadError, EndlessDataError),
+      the ciphertext hashed
+  12. the plaintext cut into the signed files by their signed sizes, each
+      hashed (FileHashMismatchError, PlaintextSizeError) and written into
+      a private staging directory: no archive header exists to parse
   13. ``check_payload_hash``   PayloadHashMismatchError  mix-and-match
   14. rename the staging directory into place; on any failure it is
       deleted instead, so nothing stays extracted.
+
+Whatever the input, only :class:`~exceptions.PackageError` subclasses
+leave these functions (``OSError`` from the local disk aside), with
+messages of bounded length.
 """
 
 import dataclasses
 import datetime
+import functools
 import hashlib
 import os
+import struct
 
 from trove_upgrade.packaging import chunked_aead
 from trove_upgrade.packaging import exceptions
@@ -77,10 +90,35 @@ def check_manifest_size(manifest_bytes, max_manifest_size):
 
 
 def check_manifest_form(manifest_bytes):
-    return manifest_mod.Manifest.from_bytes(manifest_bytes)
+    return manifest_mod.SignedDocument.from_bytes(manifest_bytes)
 
 
-def check_signatures(manifest, trusted_keys):
+def check_manifest_schema(document):
+    return manifest_mod.Manifest.from_signed(document)
+
+
+def _only_package_errors(error):
+    """Turn any parsing accident of hostile input into ``error``.
+
+    The checks raise named PackageErrors; this is the guarantee that a
+    case they missed still reads as a refusal, not as a crash.
+    """
+    def decorate(function):
+        @functools.wraps(function)
+        def wrapper(*args, **kwargs):
+            try:
+                return function(*args, **kwargs)
+            except exceptions.PackageError:
+                raise
+            except (ValueError, TypeError, LookupError, ArithmeticError,
+                    RecursionError, struct.error) as exc:
+                raise error('malformed input (%s): %s'
+                            % (type(exc).__name__, exc)) from exc
+        return wrapper
+    return decorate
+
+
+def check_signatures(document, trusted_keys):
     """At least ``threshold`` distinct trusted keys signed; none falsely.
 
     A signature tagged with a trusted key id that does not verify means the
@@ -88,9 +126,9 @@ def check_signatures(manifest, trusted_keys):
     Signatures by keys not trusted are ignored, and a key signing twice
     counts once.
     """
-    data = manifest.signing_input()
+    data = document.signing_input()
     valid = set()
-    for signature in manifest.signatures:
+    for signature in document.signatures:
         if signature.key_id not in trusted_keys:
             continue
         if not trusted_keys.verify(signature.key_id,
@@ -102,7 +140,8 @@ def check_signatures(manifest, trusted_keys):
     if not valid:
         raise exceptions.UnknownSigningKeyError(
             'no signature by a trusted key (signed by: %s)'
-            % (', '.join(s.key_id for s in manifest.signatures) or 'nobody'))
+            % (', '.join(s.key_id for s in document.signatures)
+               or 'nobody'))
     if len(valid) < trusted_keys.threshold:
         raise exceptions.ThresholdNotMetError(
             '%d trusted key(s) signed, the threshold is %d'
@@ -152,6 +191,7 @@ def check_payload_size(manifest, max_payload_size):
             % (manifest.payload.size, max_payload_size))
 
 
+@_only_package_errors(exceptions.ManifestFormatError)
 def verify_manifest(manifest_bytes, trusted_keys, *, expected_version,
                     installed_version, allow_downgrade=False, now=None,
                     max_payload_size=DEFAULT_MAX_PAYLOAD_SIZE,
@@ -165,8 +205,9 @@ def verify_manifest(manifest_bytes, trusted_keys, *, expected_version,
     """
     now = now or datetime.datetime.now(datetime.timezone.utc)
     check_manifest_size(manifest_bytes, max_manifest_size)
-    manifest = check_manifest_form(manifest_bytes)
-    check_signatures(manifest, trusted_keys)
+    document = check_manifest_form(bytes(manifest_bytes))
+    check_signatures(document, trusted_keys)
+    manifest = check_manifest_schema(document)
     check_expiry(manifest, now)
     check_version(manifest, expected_version)
     if installed_version is not None:
@@ -177,41 +218,31 @@ def verify_manifest(manifest_bytes, trusted_keys, *, expected_version,
                                for field in dataclasses.fields(manifest)})
 
 
-class _SignedSizeReader:
-    """Reads exactly the signed number of bytes and hashes them.
+class _Readable:
+    """``readinto`` over any object with ``read``, for caller's streams."""
 
-    Never asks the source for more than one byte past the signed size, so
-    an endless stream costs nothing, and reports a short one as truncated.
-    """
-
-    def __init__(self, source, size):
+    def __init__(self, source):
         self._source = source
-        self._remaining = size
-        self.digest = hashlib.sha256()
 
     def read(self, size):
-        if self._remaining == 0:
-            if self._source.read(1):
-                raise exceptions.EndlessDataError(
-                    'the payload goes on past its signed size')
-            return b''
-        data = self._source.read(min(size, self._remaining))
-        if not data:
-            raise exceptions.TruncatedPayloadError(
-                'the payload ends %d bytes before its signed size'
-                % self._remaining)
-        self._remaining -= len(data)
-        self.digest.update(data)
-        return data
+        return self._source.read(size)
+
+    def readinto(self, view):
+        data = self._source.read(len(view))
+        view[:len(data)] = data
+        return len(data)
 
 
 def check_decryption_key(manifest, keyring):
     return keyring.get(manifest.encryption.key_id)
 
 
-def check_header(reader, manifest):
+def check_header(source, manifest):
     expected = manifest.encryption.stream_header()
-    actual = chunked_aead.read_exactly(reader, len(expected))
+    actual = chunked_aead.read_exactly(source, len(expected))
+    if len(actual) < len(expected):
+        raise exceptions.TruncatedPayloadError(
+            'the payload ends inside its %d-byte header' % len(expected))
     if actual != expected:
         raise exceptions.PayloadMismatchError(
             'the payload header does not match the signed manifest (another '
@@ -219,28 +250,22 @@ def check_header(reader, manifest):
     return chunked_aead.StreamHeader.from_bytes(actual)
 
 
-def check_payload_hash(reader, manifest):
-    if reader.digest.hexdigest() != manifest.payload.sha256:
+def check_payload_hash(digest, manifest):
+    if digest.hexdigest() != manifest.payload.sha256:
         raise exceptions.PayloadHashMismatchError(
             'the payload SHA-256 is %s, the manifest signed %s'
-            % (reader.digest.hexdigest(), manifest.payload.sha256))
+            % (digest.hexdigest(), manifest.payload.sha256))
 
 
-def _drain(plaintext):
-    while plaintext.read(safe_unpack.COPY_BLOCK_SIZE):
-        pass
-
-
+@_only_package_errors(exceptions.PayloadFormatError)
 def _extract(source, manifest, key, dest_dir):
-    reader = _SignedSizeReader(source, manifest.payload.size)
-    header = check_header(reader, manifest)
-    plaintext = chunked_aead.ChunkDecryptor(reader, key, header)
+    header = check_header(source, manifest)
+    digest = hashlib.sha256(header.to_bytes())
     with safe_unpack.staging(dest_dir) as stage:
-        names = safe_unpack.unpack(plaintext, manifest.files_by_name(),
-                                   stage)
-        _drain(plaintext)
-        check_payload_hash(reader, manifest)
-    return names
+        safe_unpack.extract(source, header, key, manifest.files,
+                            manifest.payload.size, stage, digest)
+        check_payload_hash(digest, manifest)
+    return [f.name for f in manifest.files]
 
 
 def verify_and_extract(payload, manifest, keyring, dest_dir, *,
@@ -259,7 +284,7 @@ def verify_and_extract(payload, manifest, keyring, dest_dir, *,
         with open(payload, 'rb') as source:
             names = _extract(source, manifest, key, dest_dir)
     else:
-        names = _extract(payload, manifest, key, dest_dir)
+        names = _extract(_Readable(payload), manifest, key, dest_dir)
     root = os.path.abspath(dest_dir)
     return [os.path.join(root, name) for name in names]
 

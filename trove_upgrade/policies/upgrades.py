@@ -12,6 +12,8 @@ CANCEL = PREFIX % 'cancel'
 
 _COLLECTION = '/v1.0/{tenant_id}/mgmt/upgrades'
 _UPGRADE = _COLLECTION + '/{upgrade_id}'
+# Upstream Trove's route, guarded by the same rule.
+_INSTANCE_UPGRADE = '/v1.0/{tenant_id}/mgmt/instances/{instance_id}/upgrade'
 
 rules = [
     policy.DocumentedRuleDefault(
@@ -19,7 +21,8 @@ rules = [
         check_str=base.ADMIN_API,
         description='Ask for the guest agent of an instance to be upgraded: '
                     'records the upgrade and sends it to the agent.',
-        operations=[{'method': 'POST', 'path': _COLLECTION}],
+        operations=[{'method': 'POST', 'path': _COLLECTION},
+                    {'method': 'POST', 'path': _INSTANCE_UPGRADE}],
         scope_types=['project']),
     policy.DocumentedRuleDefault(
         name=LIST,

@@ -9,7 +9,7 @@ import webob
 from trove_upgrade.api.schemas import agents as schema
 from trove_upgrade.api import util
 from trove_upgrade.api import views
-from trove_upgrade.db import api as db_api
+from trove_upgrade.db import agents as db_agents
 from trove_upgrade import exception
 from trove_upgrade.policies import agents as policies
 from trove_upgrade import policy
@@ -45,13 +45,13 @@ def list_agents(req):
         filters['labels'] = labels
     if 'health' in params:
         down_time = req.environ[util.CONF_KEY].conductor.agent_down_time
-        found = db_api.list_agents_by_health(
+        found = db_agents.list_agents_by_health(
             context, params['health'] == 'reachable',
             timeutils.utcnow() - datetime.timedelta(seconds=down_time),
             filters=filters, limit=limit, marker=params.get('marker'))
     else:
-        found = db_api.list_agents(context, filters=filters, limit=limit,
-                                   marker=params.get('marker'))
+        found = db_agents.list_agents(context, filters=filters, limit=limit,
+                                      marker=params.get('marker'))
     items = [_view(req, a) for a in found]
     return util.json_response(
         views.page(req, 'agents', items, limit, 'instance_id'))
@@ -70,7 +70,7 @@ def show_agent(req):
     context = req.environ[util.CONTEXT_KEY]
     policy.authorize(context, policies.SHOW)
     return util.json_response(
-        {'agent': _view(req, db_api.get_agent(context, _instance_id(req)))})
+        {'agent': _view(req, db_agents.get_agent(context, _instance_id(req)))})
 
 
 @util.wsgify
@@ -81,5 +81,5 @@ def delete_agent(req):
     """
     context = req.environ[util.CONTEXT_KEY]
     policy.authorize(context, policies.DELETE)
-    db_api.delete_agent(context, _instance_id(req))
+    db_agents.delete_agent(context, _instance_id(req))
     return webob.Response(status=204)

@@ -10,7 +10,7 @@ from trove_upgrade.api.handlers import rollouts as rollout_handlers
 from trove_upgrade.api.schemas import packages as schema
 from trove_upgrade.api import util
 from trove_upgrade.api import views
-from trove_upgrade.db import api as db_api
+from trove_upgrade.db import agents as db_agents
 from trove_upgrade.db import desired_versions as db
 from trove_upgrade import desired_versions
 from trove_upgrade import exception
@@ -153,7 +153,7 @@ def list_targets(req):
         wanted = [str(uuid.UUID(params['instance_id']))]
     owners = desired_versions.owners(context, wanted)
     running = {a['instance_id']: a['guest_version']
-               for a in db_api.list_agents(context)}
+               for a in db_agents.list_agents(context)}
     targets = []
     for instance_id in sorted(owners):
         target = desired_versions.describe_target(owners[instance_id])

@@ -12,7 +12,8 @@ from trove_upgrade.api.handlers import upgrades as upgrade_handlers
 from trove_upgrade.api.schemas import rollouts as schema
 from trove_upgrade.api import util
 from trove_upgrade.api import views
-from trove_upgrade.db import api as db_api
+from trove_upgrade.db import agents as db_agents
+from trove_upgrade.db import rollouts as db_rollouts
 from trove_upgrade import exception
 from trove_upgrade.policies import rollouts as policies
 from trove_upgrade import policy
@@ -74,9 +75,8 @@ def create_rollout(req):
     policy.authorize(context, policies.CREATE)
     util.require_json(req)
     values = _values(util.extract_json(req.body, schema.POST_ROLLOUT))
-    package_handlers.deploy_by_reference(
-        context, values, db_api.list_selected_agents(context,
-                                                     values['selector']))
+    selected = db_agents.list_selected_agents(context, values['selector'])
+    package_handlers.deploy_by_reference(context, values, selected)
     rollout = rollouts.create_rollout(context, values)
     tenant_id = req.urlvars['tenant_id']
     return util.json_response(
@@ -93,8 +93,8 @@ def list_rollouts(req):
     limit = util.get_limit(params, req.environ[util.CONF_KEY].api.max_limit)
     filters = {name: params[name] for name in ('status', 'name')
                if name in params}
-    found = db_api.list_rollouts(context, filters=filters, limit=limit,
-                                 marker=params.get('marker'))
+    found = db_rollouts.list_rollouts(context, filters=filters, limit=limit,
+                                      marker=params.get('marker'))
     items = [_view(req, r) for r in found]
     return util.json_response(views.page(req, 'rollouts', items, limit,
                                          'id'))
@@ -104,7 +104,7 @@ def list_rollouts(req):
 def show_rollout(req):
     context = req.environ[util.CONTEXT_KEY]
     policy.authorize(context, policies.SHOW)
-    rollout = db_api.get_rollout(context, _rollout_id(req))
+    rollout = db_rollouts.get_rollout(context, _rollout_id(req))
     return util.json_response(
         {'rollout': _view(req, rollout, with_agents=True)})
 

@@ -1,5 +1,8 @@
-"""Handlers of /v1.0/{tenant_id}/mgmt/upgrades."""
+"""Handlers of /v1.0/{tenant_id}/mgmt/upgrades, and of upstream Trove's
+/v1.0/{tenant_id}/mgmt/instances/{instance_id}/upgrade."""
 
+import os
+from urllib import parse
 import uuid
 
 from oslo_utils import uuidutils
@@ -10,7 +13,8 @@ from trove_upgrade.api.handlers import packages as package_handlers
 from trove_upgrade.api.schemas import upgrades as schema
 from trove_upgrade.api import util
 from trove_upgrade.api import views
-from trove_upgrade.db import api as db_api
+from trove_upgrade.db import agents as db_agents
+from trove_upgrade.db import upgrades as db_upgrades
 from trove_upgrade import exception
 from trove_upgrade.policies import upgrades as policies
 from trove_upgrade import policy
@@ -31,7 +35,7 @@ def _check_version(value):
 def _agents_of(context, instance_id):
     """The instance's agent, in a list; empty before it registered."""
     try:
-        return [db_api.get_agent(context, instance_id)]
+        return [db_agents.get_agent(context, instance_id)]
     except exception.AgentNotFound:
         return []
 
@@ -44,13 +48,57 @@ def _upgrade_id(req):
     return upgrade_id
 
 
+# Location schemes that name their strategy; http(s) means the http
+# strategy (a Swift storage URL needs "strategy": "swift").
+_SCHEME_STRATEGIES = {'swift': 'swift', 'rsync': 'rsync', 'file': 'local',
+                      'http': 'http', 'https': 'http'}
+
+
+def strategy_from_location(location):
+    """The strategy upstream Trove's body leaves out, told by the location.
+
+    ``swift:``, ``rsync:``, ``http(s):`` and ``file:`` URLs name theirs; an
+    absolute path is ``local``; anything else cannot be told apart (a bare
+    ``container/object`` could be any store) and is refused with 400.
+    """
+    scheme = parse.urlsplit(location).scheme.lower()
+    if scheme in _SCHEME_STRATEGIES:
+        return _SCHEME_STRATEGIES[scheme]
+    if not scheme and os.path.isabs(location):
+        return 'local'
+    raise webob.exc.HTTPBadRequest(
+        'Invalid JSON body: the strategy cannot be told from location %r; '
+        'use a swift://, http(s)://, rsync:// or file: URL or an absolute '
+        'path, or give "strategy".' % location)
+
+
 @util.wsgify
 def create_upgrade(req):
     context = req.environ[util.CONTEXT_KEY]
     policy.authorize(context, policies.CREATE)
     util.require_json(req)
     body = util.extract_json(req.body, schema.POST_UPGRADE)
-    values = dict(body.get('upgrade', body))
+    return _create(req, context, dict(body.get('upgrade', body)))
+
+
+@util.wsgify
+def create_instance_upgrade(req):
+    """Upstream Trove's route: it only cast; here the upgrade is recorded."""
+    context = req.environ[util.CONTEXT_KEY]
+    policy.authorize(context, policies.CREATE)
+    util.require_json(req)
+    instance_id = req.urlvars['instance_id']
+    if not uuidutils.is_uuid_like(instance_id):
+        raise webob.exc.HTTPNotFound(
+            'Instance %s could not be found: an instance id is a UUID.'
+            % instance_id)
+    body = util.extract_json(req.body, schema.POST_INSTANCE_UPGRADE)
+    values = dict(body['upgrade'], instance_id=instance_id)
+    values.setdefault('strategy', strategy_from_location(values['location']))
+    return _create(req, context, values)
+
+
+def _create(req, context, values):
     _check_version(values['instance_version'])
     values['instance_id'] = str(uuid.UUID(values['instance_id']))
     package_handlers.deploy_by_reference(
@@ -76,8 +124,8 @@ def list_upgrades(req):
                if name in params}
     if 'instance_id' in filters:
         filters['instance_id'] = str(uuid.UUID(filters['instance_id']))
-    found = db_api.list_upgrades(context, filters=filters, limit=limit,
-                                 marker=params.get('marker'))
+    found = db_upgrades.list_upgrades(context, filters=filters, limit=limit,
+                                      marker=params.get('marker'))
     tenant_id = req.urlvars['tenant_id']
     items = [views.upgrade(req, tenant_id, u) for u in found]
     return util.json_response(
@@ -88,7 +136,8 @@ def list_upgrades(req):
 def show_upgrade(req):
     context = req.environ[util.CONTEXT_KEY]
     policy.authorize(context, policies.SHOW)
-    upgrade = db_api.get_upgrade(context, _upgrade_id(req), with_events=True)
+    upgrade = db_upgrades.get_upgrade(context, _upgrade_id(req),
+                                      with_events=True)
     return util.json_response(
         {'upgrade': views.upgrade(req, req.urlvars['tenant_id'], upgrade)})
 

@@ -56,6 +56,23 @@ POST_UPGRADE = {
     'else': _UPGRADE,
 }
 
+# Upstream Trove's POST /mgmt/instances/{instance_id}/upgrade: the instance
+# is in the path, and the strategy, when not given, follows from the
+# location (see handlers.upgrades.strategy_from_location).
+_INSTANCE_UPGRADE = dict(
+    _UPGRADE,
+    properties={name: value for name, value in _UPGRADE['properties'].items()
+                if name != 'instance_id'},
+    required=['instance_version', 'location'])
+
+POST_INSTANCE_UPGRADE = {
+    '$schema': 'https://json-schema.org/draft/2020-12/schema',
+    'type': 'object',
+    'properties': {'upgrade': _INSTANCE_UPGRADE},
+    'required': ['upgrade'],
+    'additionalProperties': False,
+}
+
 LIST_UPGRADES_QUERY = {
     '$schema': 'https://json-schema.org/draft/2020-12/schema',
     'type': 'object',

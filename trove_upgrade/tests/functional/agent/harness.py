@@ -33,7 +33,7 @@ from oslo_utils import uuidutils
 from trove_upgrade.agent import install
 from trove_upgrade.agent import journal
 from trove_upgrade import context as tu_context
-from trove_upgrade.db import api as db_api
+from trove_upgrade.db import upgrades as db_upgrades
 from trove_upgrade import instance_keys
 from trove_upgrade import rpc
 from trove_upgrade import sealing
@@ -213,11 +213,9 @@ class AgentTestCase(base.TestCase):
         self.instance_id = uuidutils.generate_uuid()
         # Queue names are global in RabbitMQ, whatever the exchange: a
         # topic of its own keeps other tests' conductors off this one's.
-        unique = uuid.uuid4().hex[:12]
-        self.exchange = 'trove_upgrade_test_%s' % unique
-        self.conductor_topic = 'trove_upgrade_conductor_test_%s' % unique
+        self.exchange, self.conductor_topic = self.bus_names()
         self.context = tu_context.get_admin_context()
-        self.db = self.useFixture(database.Database())
+        self.db = self.useFixture(self.database_fixture())
         messaging_conf = self.useFixture(conffixture.ConfFixture(self.conf))
         messaging_conf.transport_url = RABBIT_URL
         self.flags(control_exchange=self.exchange)
@@ -230,6 +228,16 @@ class AgentTestCase(base.TestCase):
         servers.write_strategy_conf(self.strategy_dir, 'local',
                                     {'allowed_dirs': [self.repo]})
         self.provision(self.initial_version)
+
+    def bus_names(self):
+        """(exchange, conductor topic): the test's own, unless overridden."""
+        unique = uuid.uuid4().hex[:12]
+        return ('trove_upgrade_test_%s' % unique,
+                'trove_upgrade_conductor_test_%s' % unique)
+
+    def database_fixture(self):
+        """The control-plane database: a fresh one, unless overridden."""
+        return database.Database()
 
     # Processes.
 
@@ -359,8 +367,8 @@ class AgentTestCase(base.TestCase):
         })
 
     def get_upgrade(self, upgrade_id):
-        return db_api.get_upgrade(self.context, upgrade_id,
-                                  with_events=True)
+        return db_upgrades.get_upgrade(self.context, upgrade_id,
+                                       with_events=True)
 
     def wait_for(self, predicate, what, timeout=WAIT):
         deadline = time.monotonic() + timeout

@@ -12,7 +12,8 @@ import oslo_messaging as messaging
 
 from trove_upgrade.agent import rpcapi as agent_rpcapi
 from trove_upgrade.conductor import rpcapi as conductor_rpcapi
-from trove_upgrade.db import api as db_api
+from trove_upgrade.db import agents as db_agents
+from trove_upgrade.db import upgrades as db_upgrades
 from trove_upgrade import exception
 from trove_upgrade import instance_keys
 from trove_upgrade import sealing
@@ -45,7 +46,7 @@ class TestSealing(harness.AgentTestCase):
 
     def record_upgrade(self, version):
         """An upgrade in the database that nobody sent."""
-        upgrade = db_api.create_upgrade(self.context, {
+        upgrade = db_upgrades.create_upgrade(self.context, {
             'instance_id': self.instance_id, 'instance_version': version,
             'strategy': 'local',
             'location': os.path.join(self.repo, 'guest-%s.pkg' % version),
@@ -186,5 +187,5 @@ class TestSealing(harness.AgentTestCase):
                 % self.instance_id) >= 3,
             'the conductor to refuse three forged heartbeats')
         self.assertEqual(upgrade, self.get_upgrade(upgrade['id']))
-        self.assertRaises(exception.AgentNotFound, db_api.get_agent,
+        self.assertRaises(exception.AgentNotFound, db_agents.get_agent,
                           self.context, self.instance_id)

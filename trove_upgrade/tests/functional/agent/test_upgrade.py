@@ -68,10 +68,10 @@ class TestUpgrade(harness.AgentTestCase):
         self.assertEqual('1.0.0', self.running_guest_version())
 
     def _agent_row(self, **expected):
-        from trove_upgrade.db import api as db_api
+        from trove_upgrade.db import agents as db_agents
         from trove_upgrade import exception
         try:
-            agent = db_api.get_agent(self.context, self.instance_id)
+            agent = db_agents.get_agent(self.context, self.instance_id)
         except exception.AgentNotFound:
             return None
         for key, value in expected.items():

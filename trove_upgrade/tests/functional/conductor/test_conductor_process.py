@@ -18,7 +18,8 @@ from testtools import content
 
 from trove_upgrade.conductor import rpcapi
 from trove_upgrade import context
-from trove_upgrade.db import api as db_api
+from trove_upgrade.db import agents as db_agents
+from trove_upgrade.db import upgrades as db_upgrades
 from trove_upgrade import exception
 from trove_upgrade import states
 from trove_upgrade.tests import base
@@ -113,11 +114,11 @@ class ConductorProcessTestCase(base.TestCase):
             'strategy': 'swift', 'location': 'swift://agents/v2.0.0.tgz'})
 
     def status(self, upgrade_id):
-        return db_api.get_upgrade(self.admin, upgrade_id)['status']
+        return db_upgrades.get_upgrade(self.admin, upgrade_id)['status']
 
     def history(self, upgrade_id):
-        upgrade = db_api.get_upgrade(self.admin, upgrade_id,
-                                     with_events=True)
+        upgrade = db_upgrades.get_upgrade(self.admin, upgrade_id,
+                                          with_events=True)
         return [(e['source'], e['from_state'], e['to_state'],
                  e['request_id']) for e in upgrade['events']]
 
@@ -134,7 +135,7 @@ class TestConductorProcess(ConductorProcessTestCase):
         self.assertEqual('1.1', self.api.register_agent(
             self.agent_context, self.instance_id, '2026.2.0', '21.0.0',
             '1.0', 'RUNNING', labels, 'guest-1'))
-        agent = db_api.get_agent(self.admin, self.instance_id)
+        agent = db_agents.get_agent(self.admin, self.instance_id)
         self.assertEqual(
             ('2026.2.0', '21.0.0', '1.0', 'RUNNING', labels, 'guest-1'),
             (agent['agent_version'], agent['guest_version'],
@@ -146,7 +147,7 @@ class TestConductorProcess(ConductorProcessTestCase):
                            '21.0.0', '1.0', 'BACKUP', labels, 'guest-1')
         agent = wait_until(
             lambda: (lambda a: a if a['state'] == 'BACKUP' else None)(
-                db_api.get_agent(self.admin, self.instance_id)),
+                db_agents.get_agent(self.admin, self.instance_id)),
             'the heartbeat to be recorded')
         self.assertGreaterEqual(agent['last_heartbeat_at'], registered_at)
 
@@ -155,7 +156,7 @@ class TestConductorProcess(ConductorProcessTestCase):
                               self.agent_context, 'not-a-uuid', '2026.2.0',
                               '21.0.0', '1.0', 'RUNNING', {}, 'guest-1')
         self.assertIn('instance_id must be a UUID', str(e))
-        self.assertEqual([], db_api.list_agents(self.admin))
+        self.assertEqual([], db_agents.list_agents(self.admin))
 
     def test_upgrade_reported_to_the_end(self):
         upgrade = self.create_upgrade()
@@ -184,7 +185,7 @@ class TestConductorProcess(ConductorProcessTestCase):
              ('agent', states.INSTALLING, states.RESTARTING, 'req-agent-1'),
              ('agent', states.RESTARTING, states.SUCCESS, 'req-agent-1')],
             self.history(upgrade['id']))
-        recorded = db_api.get_upgrade(self.admin, upgrade['id'])
+        recorded = db_upgrades.get_upgrade(self.admin, upgrade['id'])
         self.assertEqual(('v1.0.0', 'health check passed'),
                          (recorded['from_version'],
                           recorded['status_detail']))
@@ -245,4 +246,4 @@ class TestTimeOut(ConductorProcessTestCase):
         self.assertEqual(('conductor', states.SENT, states.TIMED_OUT),
                          (source, from_state, to_state))
         self.assertIsNotNone(
-            db_api.get_upgrade(self.admin, upgrade['id'])['finished_at'])
+            db_upgrades.get_upgrade(self.admin, upgrade['id'])['finished_at'])

@@ -9,7 +9,8 @@ from oslo_utils import uuidutils
 from trove_upgrade.agent import rpcapi as agent_rpcapi
 from trove_upgrade.conductor import rpcapi as conductor_rpcapi
 from trove_upgrade import context
-from trove_upgrade.db import api as db_api
+from trove_upgrade.db import agents as db_agents
+from trove_upgrade.db import upgrades as db_upgrades
 from trove_upgrade import exception
 from trove_upgrade import rpc
 from trove_upgrade import states
@@ -47,7 +48,7 @@ class TestDispatch(base.TestCase):
         return server, endpoint
 
     def register(self, rpc_api_version, instance_id=None):
-        db_api.register_agent(
+        db_agents.register_agent(
             self.context, instance_id or uuidutils.generate_uuid(),
             {'agent_version': '2026.2.0', 'rpc_api_version': rpc_api_version,
              'state': 'RUNNING'})
@@ -101,7 +102,7 @@ class TestDispatch(base.TestCase):
                               upgrades.create_upgrade, self.context,
                               self.values)
         self.assertIn('0.9', str(e))
-        failed = db_api.get_upgrade(self.context, e.kwargs['upgrade_id'])
+        failed = db_upgrades.get_upgrade(self.context, e.kwargs['upgrade_id'])
         self.assertEqual(states.FAILED, failed['status'])
 
         # It upgrades and registers again: the cap follows at once.
@@ -150,8 +151,8 @@ class TestMessagingServerDown(base.TestCase):
                                   'location': 'swift://c/o'})
         self.assertEqual(503, e.code)
         self.assertIn('Connection refused', str(e))
-        upgrade = db_api.get_upgrade(self.context, e.kwargs['upgrade_id'],
-                                     with_events=True)
+        upgrade = db_upgrades.get_upgrade(self.context, e.kwargs['upgrade_id'],
+                                          with_events=True)
         self.assertEqual(states.FAILED, upgrade['status'])
         self.assertEqual([states.PENDING, states.FAILED],
                          [ev['to_state'] for ev in upgrade['events']])

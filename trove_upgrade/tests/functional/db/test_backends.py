@@ -10,8 +10,10 @@ import fixtures
 from oslo_utils import timeutils
 
 from trove_upgrade import context
-from trove_upgrade.db import api as db_api
+from trove_upgrade.db import agents as db_agents
+from trove_upgrade.db import common as db_common
 from trove_upgrade.db import migration
+from trove_upgrade.db import upgrades as db_upgrades
 from trove_upgrade import states
 from trove_upgrade.tests import base
 from trove_upgrade.tests.fixtures import database
@@ -35,15 +37,15 @@ class _BackendTests:
         values = {'instance_id': INSTANCE, 'instance_version': '3.0.0',
                   'strategy': 'http', 'location': 'https://127.0.0.1/a.tar'}
         values.update(kw)
-        return db_api.create_upgrade(self.context, values)
+        return db_upgrades.create_upgrade(self.context, values)
 
     def test_microseconds_are_kept(self):
         upgrade = self._create()
         self.now = T0 + datetime.timedelta(microseconds=1)
-        db_api.transition_upgrade(self.context, upgrade['id'], states.SENT,
-                                  'conductor')
-        stored = db_api.get_upgrade(self.context, upgrade['id'],
-                                    with_events=True)
+        db_upgrades.transition_upgrade(self.context, upgrade['id'],
+                                       states.SENT, 'conductor')
+        stored = db_upgrades.get_upgrade(self.context, upgrade['id'],
+                                         with_events=True)
         self.assertEqual(T0, stored['created_at'])
         self.assertEqual(T0 + datetime.timedelta(microseconds=1),
                          stored['updated_at'])
@@ -56,21 +58,22 @@ class _BackendTests:
             self.now = T0 + datetime.timedelta(microseconds=i)
             created.append(self._create())
         self.assertEqual([u['id'] for u in reversed(created)],
-                         [u['id'] for u in db_api.list_upgrades(self.context)])
-        page = db_api.list_upgrades(self.context, limit=1,
-                                    marker=created[2]['id'])
+                         [u['id'] for u in
+                          db_upgrades.list_upgrades(self.context)])
+        page = db_upgrades.list_upgrades(self.context, limit=1,
+                                         marker=created[2]['id'])
         self.assertEqual([created[1]['id']], [u['id'] for u in page])
 
     def test_largest_values_survive_intact(self):
         # The largest metadata the API accepts, escaped to about 800 KB.
         metadata = {'k%02d' % i + 'x' * 252: EMOJI * 1024 for i in range(64)}
-        detail = ('\u00e9' + EMOJI) * (db_api.MAX_DETAIL // 2)
+        detail = ('\u00e9' + EMOJI) * (db_common.MAX_DETAIL // 2)
         upgrade = self._create(metadata=metadata, location=EMOJI * 2048,
                                instance_version=EMOJI * 255)
-        db_api.transition_upgrade(self.context, upgrade['id'], states.FAILED,
-                                  'agent', detail=detail)
-        stored = db_api.get_upgrade(self.context, upgrade['id'],
-                                    with_events=True)
+        db_upgrades.transition_upgrade(self.context, upgrade['id'],
+                                       states.FAILED, 'agent', detail=detail)
+        stored = db_upgrades.get_upgrade(self.context, upgrade['id'],
+                                         with_events=True)
         self.assertEqual(metadata, stored['metadata'])
         self.assertEqual(EMOJI * 2048, stored['location'])
         self.assertEqual(EMOJI * 255, stored['instance_version'])
@@ -79,24 +82,24 @@ class _BackendTests:
 
     def test_agent_values_survive_intact(self):
         labels = {'r\u00e9gion': EMOJI, 'az': 'nova'}
-        db_api.register_agent(self.context, INSTANCE, {
+        db_agents.register_agent(self.context, INSTANCE, {
             'labels': labels, 'host': EMOJI * 255, 'rpc_api_version': '1.10'})
-        db_api.register_agent(self.context, 'other', {
+        db_agents.register_agent(self.context, 'other', {
             'rpc_api_version': '1.9'})
-        agent = db_api.get_agent(self.context, INSTANCE)
+        agent = db_agents.get_agent(self.context, INSTANCE)
         self.assertEqual(labels, agent['labels'])
         self.assertEqual(EMOJI * 255, agent['host'])
         self.assertEqual(T0, agent['last_heartbeat_at'])
         self.assertEqual([INSTANCE], [a['instance_id'] for a in
-                                      db_api.list_agents(
+                                      db_agents.list_agents(
                                           self.context,
                                           filters={'labels': labels})])
-        self.assertEqual('1.9', db_api.min_agent_rpc_version(self.context))
+        self.assertEqual('1.9', db_agents.min_agent_rpc_version(self.context))
 
     def test_allow_downgrade_is_a_boolean(self):
         for value in (True, False):
             upgrade = self._create(allow_downgrade=value)
-            self.assertIs(value, db_api.get_upgrade(
+            self.assertIs(value, db_upgrades.get_upgrade(
                 self.context, upgrade['id'])['allow_downgrade'])
 
 
@@ -104,7 +107,7 @@ class _Opportunistic(database.OpportunisticDBTestMixin):
 
     def setUp(self):
         super().setUp()
-        migration.upgrade('head', engine=db_api.get_engine())
+        migration.upgrade('head', engine=db_common.get_engine())
         self.useFixture(database.ServiceFacade())
 
 

@@ -7,7 +7,7 @@ import sys
 import fixtures
 import sqlalchemy as sa
 
-from trove_upgrade.db import api as db_api
+from trove_upgrade.db import common as db_common
 from trove_upgrade.db import migration
 from trove_upgrade.tests import base
 from trove_upgrade.tests.fixtures import database
@@ -63,12 +63,12 @@ class _OpportunisticManageTests(_ManageTests,
 
     def test_sync(self):
         config = self._write_config(
-            db_api.get_engine().url.render_as_string(hide_password=False))
+            db_common.get_engine().url.render_as_string(hide_password=False))
         sync = self._manage(config, 'db', 'sync')
         self.assertEqual(0, sync.returncode, sync.stderr)
         self.assertEqual('Database is at revision %s.\n' % _head(),
                          sync.stdout)
-        engine = db_api.get_engine()
+        engine = db_common.get_engine()
         self.assertEqual(_head(), migration.version(engine=engine))
         self.assertTrue({'upgrades', 'upgrade_events', 'agents'}.issubset(
             sa.inspect(engine).get_table_names()))

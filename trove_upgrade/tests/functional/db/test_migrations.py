@@ -10,7 +10,7 @@ database server cannot be reached.
 from oslo_db.sqlalchemy import test_migrations
 import sqlalchemy as sa
 
-from trove_upgrade.db import api as db_api
+from trove_upgrade.db import common as db_common
 from trove_upgrade.db import migration
 from trove_upgrade.db import models
 from trove_upgrade.tests import base
@@ -21,7 +21,7 @@ class _ModelsMigrationsSync(test_migrations.ModelsMigrationsSync):
 
     def setUp(self):
         super().setUp()
-        self.engine = db_api.get_engine()
+        self.engine = db_common.get_engine()
 
     def db_sync(self, engine):
         migration.upgrade('head', engine=engine)
@@ -42,7 +42,7 @@ class _MigrationsWalk:
 
     def setUp(self):
         super().setUp()
-        self.engine = db_api.get_engine()
+        self.engine = db_common.get_engine()
 
     def _revisions(self):
         script = migration.script_directory()

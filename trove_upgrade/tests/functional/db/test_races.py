@@ -17,9 +17,11 @@ from oslo_utils import timeutils
 import sqlalchemy as sa
 
 from trove_upgrade import context
-from trove_upgrade.db import api as db_api
+from trove_upgrade.db import agents as db_agents
+from trove_upgrade.db import common as db_common
 from trove_upgrade.db import migration
 from trove_upgrade.db import models
+from trove_upgrade.db import upgrades as db_upgrades
 from trove_upgrade import exception
 from trove_upgrade import states
 from trove_upgrade.tests import base
@@ -90,20 +92,20 @@ class _RaceTests:
         return context.RequestContext(project_id='project', user_id='user')
 
     def _upgrade(self, instance_id='4b1e8d5c-0000-4000-8000-000000000001'):
-        return db_api.create_upgrade(self._context(), {
+        return db_upgrades.create_upgrade(self._context(), {
             'instance_id': instance_id, 'instance_version': '2.0.0',
             'strategy': 'swift', 'location': 'container/agent.tar'})
 
     def _events(self, upgrade_id):
-        return db_api.get_upgrade(self._context(), upgrade_id,
-                                  with_events=True)['events']
+        return db_upgrades.get_upgrade(self._context(), upgrade_id,
+                                       with_events=True)['events']
 
     def test_same_report_twice_is_recorded_once(self):
         upgrade = self._upgrade()
         self._hold_first_checks(2)
 
         def report():
-            return db_api.transition_upgrade(
+            return db_upgrades.transition_upgrade(
                 self._context(), upgrade['id'], states.SENT, 'conductor')
 
         outcomes = _run_together(report, report)
@@ -119,17 +121,17 @@ class _RaceTests:
 
     def test_cancel_and_start_cannot_both_win(self):
         upgrade = self._upgrade()
-        db_api.transition_upgrade(self._context(), upgrade['id'],
-                                  states.SENT, 'conductor')
+        db_upgrades.transition_upgrade(self._context(), upgrade['id'],
+                                       states.SENT, 'conductor')
         self._hold_first_checks(2)
 
         def cancel():
-            return db_api.transition_upgrade(
+            return db_upgrades.transition_upgrade(
                 self._context(), upgrade['id'], states.CANCELLED, 'api',
                 allowed_from=states.CANCELLABLE_STATES)
 
         def start():
-            return db_api.transition_upgrade(
+            return db_upgrades.transition_upgrade(
                 self._context(), upgrade['id'], states.DOWNLOADING, 'agent',
                 allowed_from={states.SENT, states.DEFERRED})
 
@@ -140,7 +142,7 @@ class _RaceTests:
         self.assertEqual(1, len(winners), outcomes)
         self.assertTrue(winners[0][0])
         self.assertIsInstance(losers[0], exception.InvalidStateTransition)
-        final = db_api.get_upgrade(self._context(), upgrade['id'])
+        final = db_upgrades.get_upgrade(self._context(), upgrade['id'])
         self.assertEqual(winners[0][1]['status'], final['status'])
         events = self._events(upgrade['id'])
         self.assertEqual([states.PENDING, states.SENT, final['status']],
@@ -148,17 +150,17 @@ class _RaceTests:
 
     def test_timeout_and_late_success_end_in_success(self):
         upgrade = self._upgrade()
-        db_api.transition_upgrade(self._context(), upgrade['id'],
-                                  states.RESTARTING, 'agent')
+        db_upgrades.transition_upgrade(self._context(), upgrade['id'],
+                                       states.RESTARTING, 'agent')
         self._hold_first_checks(2)
 
         def time_out():
-            return db_api.timeout_upgrades(
+            return db_upgrades.timeout_upgrades(
                 self._context(), timeutils.utcnow() + datetime.timedelta(
                     seconds=1))
 
         def succeed():
-            return db_api.transition_upgrade(
+            return db_upgrades.transition_upgrade(
                 self._context(), upgrade['id'], states.SUCCESS, 'agent')
 
         timed_out, (succeeded, _) = _run_together(time_out, succeed)
@@ -166,7 +168,7 @@ class _RaceTests:
         # Whichever wrote first, the agent's final word stands: TIMED_OUT
         # then SUCCESS, or SUCCESS and a timeout that finds nothing to do.
         self.assertTrue(succeeded)
-        self.assertEqual(states.SUCCESS, db_api.get_upgrade(
+        self.assertEqual(states.SUCCESS, db_upgrades.get_upgrade(
             self._context(), upgrade['id'])['status'])
         expected = [states.PENDING, states.RESTARTING]
         if timed_out:
@@ -183,7 +185,7 @@ class _RaceTests:
             changes = []
             for stage in _STAGES:
                 for upgrade in upgrades:
-                    changed, _ = db_api.transition_upgrade(
+                    changed, _ = db_upgrades.transition_upgrade(
                         self._context(), upgrade['id'], stage, 'agent')
                     changes.append((upgrade['id'], stage, changed))
             return changes
@@ -207,22 +209,22 @@ class _RaceTests:
     def test_simultaneous_first_registrations_make_one_agent(self):
         instance_id = '4b1e8d5c-0000-4000-8000-0000000000aa'
         barrier = threading.Barrier(2)
-        insert = db_api._insert_agent
+        insert = db_agents._insert_agent
 
         def held_insert(*args, **kwargs):
             barrier.wait(timeout=30)
             return insert(*args, **kwargs)
 
         def register(version):
-            return lambda: db_api.register_agent(
+            return lambda: db_agents.register_agent(
                 self._context(), instance_id,
                 {'agent_version': version, 'rpc_api_version': '1.0'})
 
-        with mock.patch.object(db_api, '_insert_agent', held_insert):
+        with mock.patch.object(db_agents, '_insert_agent', held_insert):
             outcomes = _run_together(register('1.0.0'), register('1.0.1'))
 
         self.assertEqual([None, None], outcomes)
-        agents = db_api.list_agents(self._context())
+        agents = db_agents.list_agents(self._context())
         self.assertEqual([instance_id], [a['instance_id'] for a in agents])
         self.assertIn(agents[0]['agent_version'], ('1.0.0', '1.0.1'))
 
@@ -233,7 +235,7 @@ class _RowLockTests:
     def test_mark_sent_skips_a_row_held_by_a_claim(self):
         free = self._upgrade('4b1e8d5c-0000-4000-8000-000000000001')
         held = self._upgrade('4b1e8d5c-0000-4000-8000-000000000002')
-        claim = db_api.get_engine().connect()
+        claim = db_common.get_engine().connect()
         self.addCleanup(claim.close)
         transaction = claim.begin()
         # An agent's claim between its UPDATE and its commit.
@@ -243,9 +245,9 @@ class _RowLockTests:
 
         marked = []
         marker = threading.Thread(target=lambda: marked.append(
-            db_api.mark_upgrades_sent(self._context(),
-                                      [free['id'], held['id']],
-                                      'conductor')))
+            db_upgrades.mark_upgrades_sent(self._context(),
+                                           [free['id'], held['id']],
+                                           'conductor')))
         marker.start()
         marker.join(HANG_GUARD)
         finished = not marker.is_alive()
@@ -256,7 +258,7 @@ class _RowLockTests:
         self.assertEqual([[free['id']]], marked)
         self.assertEqual([states.PENDING, states.SENT],
                          [e['to_state'] for e in self._events(free['id'])])
-        self.assertEqual(states.DOWNLOADING, db_api.get_upgrade(
+        self.assertEqual(states.DOWNLOADING, db_upgrades.get_upgrade(
             self._context(), held['id'])['status'])
 
 
@@ -264,7 +266,7 @@ class _Opportunistic(database.OpportunisticDBTestMixin):
 
     def setUp(self):
         super().setUp()
-        migration.upgrade('head', engine=db_api.get_engine())
+        migration.upgrade('head', engine=db_common.get_engine())
         self.useFixture(database.ServiceFacade())
 
 

@@ -27,7 +27,9 @@ from oslo_utils import uuidutils
 from testtools import content
 
 from trove_upgrade import context as tu_context
-from trove_upgrade.db import api as db_api
+from trove_upgrade.db import agents as db_agents
+from trove_upgrade.db import common as db_common
+from trove_upgrade.db import upgrades as db_upgrades
 from trove_upgrade import exception
 from trove_upgrade.tests import base
 from trove_upgrade.tests import conffile
@@ -128,7 +130,7 @@ class TestOpenStackCLI(base.TestCase):
         facade = enginefacade.transaction_context()
         facade.configure(connection=self.db_url, sqlite_fk=True)
         self.addCleanup(facade.dispose_pool)
-        self.addCleanup(db_api.context_manager.patch_factory(facade))
+        self.addCleanup(db_common.context_manager.patch_factory(facade))
 
     def osc_command(self, *argv, user='admin', password=None,
                     project=('--os-project-name', 'admin')):
@@ -242,8 +244,8 @@ class TestOpenStackCLI(base.TestCase):
         self.assertEqual(0, code, err)
         upgrade_id = out.strip()
         # What the conductor records when the agent claims the upgrade.
-        db_api.transition_upgrade(tu_context.get_admin_context(),
-                                  upgrade_id, 'DOWNLOADING', 'agent')
+        db_upgrades.transition_upgrade(tu_context.get_admin_context(),
+                                       upgrade_id, 'DOWNLOADING', 'agent')
         status, detail = self.api_error('DELETE', '/upgrades/' + upgrade_id)
 
         code, out, err = self.openstack('database', 'upgrade', 'cancel',
@@ -273,7 +275,7 @@ class TestOpenStackCLI(base.TestCase):
 
     def test_agent_list_and_show(self):
         instance_id = uuidutils.generate_uuid()
-        db_api.register_agent(tu_context.get_admin_context(), instance_id, {
+        db_agents.register_agent(tu_context.get_admin_context(), instance_id, {
             'agent_version': '1.0.0', 'guest_version': 'v1.0.0',
             'rpc_api_version': '1.0', 'state': 'RUNNING',
             'labels': {'group': 'blue'}, 'host': 'guest-host-1'})
@@ -303,7 +305,7 @@ class TestOpenStackCLI(base.TestCase):
     def test_agent_delete_refused_while_upgrading_then_done(self):
         admin = tu_context.get_admin_context()
         instance_id = uuidutils.generate_uuid()
-        db_api.register_agent(admin, instance_id, {'guest_version': 'v1'})
+        db_agents.register_agent(admin, instance_id, {'guest_version': 'v1'})
         code, out, err = self.create(instance_id, '-f', 'value', '-c', 'id')
         self.assertEqual(0, code, err)
         upgrade_id = out.strip()
@@ -315,7 +317,7 @@ class TestOpenStackCLI(base.TestCase):
         self.assertEqual((1, '', 409), (code, out, status))
         self.assertIn(upgrade_id, detail)
         self.assertIn('%s (HTTP 409)' % detail, err)
-        self.assertEqual(instance_id, db_api.get_agent(
+        self.assertEqual(instance_id, db_agents.get_agent(
             admin, instance_id)['instance_id'])
 
         code, out, err = self.openstack('database', 'upgrade', 'cancel',
@@ -324,7 +326,7 @@ class TestOpenStackCLI(base.TestCase):
         code, out, err = self.openstack('database', 'agent', 'delete',
                                         instance_id)
         self.assertEqual((0, '', ''), (code, out, err))
-        self.assertRaises(exception.AgentNotFound, db_api.get_agent, admin,
+        self.assertRaises(exception.AgentNotFound, db_agents.get_agent, admin,
                           instance_id)
         # Its upgrade stays, as the instance's history.
         shown = self.openstack_json('database', 'upgrade', 'show',

@@ -13,8 +13,9 @@ import os
 
 from oslo_utils import uuidutils
 
-from trove_upgrade.db import api as db_api
+from trove_upgrade.db import agents as db_agents
 from trove_upgrade.db import desired_versions as dv_db
+from trove_upgrade.db import upgrades as db_upgrades
 from trove_upgrade import desired_versions
 from trove_upgrade import package_registry
 from trove_upgrade import rollouts
@@ -73,20 +74,20 @@ class TestDesiredVersionConverges(harness.AgentTestCase):
             'canary': 1, 'max_in_flight': 2, 'max_in_flight_kind': 'count',
             'max_failures': 0, 'max_failures_kind': 'count',
             'per_agent_retries': 1, 'agent_deadline': 300})
-        self.assertEqual([], db_api.list_agents(self.context))
+        self.assertEqual([], db_agents.list_agents(self.context))
 
         # The agent registers after the declaration.
         self.start_agent()
         first, = self.wait_for_success(desired['id'], 1)
         self.wait_for_guest('2.0.0')
-        upgrade = db_api.get_upgrade(self.context, first['upgrade_id'])
+        upgrade = db_upgrades.get_upgrade(self.context, first['upgrade_id'])
         self.assertEqual(
             ({'owner': 'desired_version:%s' % desired['id']}, 'local',
              self.package['location'], None),
             (upgrade['metadata'], upgrade['strategy'], upgrade['location'],
              upgrade['rollout_id']))
         self.wait_for(
-            lambda: rollouts.same_version(db_api.get_agent(
+            lambda: rollouts.same_version(db_agents.get_agent(
                 self.context, self.instance_id)['guest_version'], '2.0.0'),
             'the agent to report 2.0.0')
         self.assertEqual(
@@ -110,7 +111,7 @@ class TestDesiredVersionConverges(harness.AgentTestCase):
 
     def test_an_active_rollout_takes_precedence(self):
         other = uuidutils.generate_uuid()
-        db_api.register_agent(self.context, other, {
+        db_agents.register_agent(self.context, other, {
             'guest_version': '1.0.0', 'labels': {'group': 'green'}})
         desired = desired_versions.create(self.context, {
             'name': 'blue', 'package_name': 'trove-guestagent',
@@ -130,7 +131,7 @@ class TestDesiredVersionConverges(harness.AgentTestCase):
         rollouts.pause_rollout(self.context, rollout['id'])
         self.start_agent()
         self.wait_for(lambda: self.instance_id in {
-            a['instance_id'] for a in db_api.list_agents(self.context)},
+            a['instance_id'] for a in db_agents.list_agents(self.context)},
             'the agent to register')
         owners = desired_versions.owners(self.context)
         target = desired_versions.describe_target(owners[self.instance_id])

@@ -20,8 +20,10 @@ import webob
 
 from trove_upgrade.api import deploy
 from trove_upgrade import context
-from trove_upgrade.db import api as db_api
+from trove_upgrade.db import agents as db_agents
+from trove_upgrade.db import common
 from trove_upgrade.db import migration
+from trove_upgrade.db import upgrades as db_upgrades
 from trove_upgrade.packaging import manifest as manifest_mod
 from trove_upgrade import states
 from trove_upgrade.tests import base
@@ -202,9 +204,9 @@ class _RegistryTests:
         package = self.publish('26.1.0')['package']
         instance = uuidutils.generate_uuid()
         old = uuidutils.generate_uuid()
-        db_api.register_agent(self.ctx, instance, {
+        db_agents.register_agent(self.ctx, instance, {
             'guest_version': '25.1.0', 'labels': {'group': 'blue'}})
-        db_api.register_agent(self.ctx, old, {
+        db_agents.register_agent(self.ctx, old, {
             'guest_version': '24.0.0', 'labels': {'group': 'red'}})
         upgrades = self.mgmt + '/upgrades'
         resp = self.request('POST', upgrades, {
@@ -233,8 +235,8 @@ class _RegistryTests:
         self.assertEqual(409, resp.status_int, resp.text)
         self.assertIn('1 upgrade(s) in flight (%s)' % upgrade['id'],
                       resp.json['errors'][0]['detail'])
-        db_api.transition_upgrade(self.ctx, upgrade['id'], states.CANCELLED,
-                                  'api')
+        db_upgrades.transition_upgrade(self.ctx, upgrade['id'],
+                                       states.CANCELLED, 'api')
         # A rollout by reference holds it too; one below the floor is
         # refused before anything is recorded.
         rollouts = self.mgmt + '/rollouts'
@@ -264,12 +266,12 @@ class _RegistryTests:
         self.assertEqual(409, resp.status_int, resp.text)
         self.assertIn('is retired', resp.json['errors'][0]['detail'])
         # An instance running the version holds it.
-        db_api.register_agent(self.ctx, instance, {'guest_version': '26.1'})
+        db_agents.register_agent(self.ctx, instance, {'guest_version': '26.1'})
         resp = self.request('DELETE', href)
         self.assertEqual(409, resp.status_int, resp.text)
         self.assertIn('1 instance(s) running version 26.1.0 (%s)' % instance,
                       resp.json['errors'][0]['detail'])
-        db_api.register_agent(self.ctx, instance, {'guest_version': '26.2'})
+        db_agents.register_agent(self.ctx, instance, {'guest_version': '26.2'})
         self.assertEqual(204, self.request('DELETE', href).status_int)
         self.assertEqual(404, self.request('GET', href).status_int)
 
@@ -295,7 +297,7 @@ class _Opportunistic(database.OpportunisticDBTestMixin):
 
     def setUp(self):
         super().setUp()
-        migration.upgrade('head', engine=db_api.get_engine())
+        migration.upgrade('head', engine=common.get_engine())
         self.useFixture(database.ServiceFacade())
 
 

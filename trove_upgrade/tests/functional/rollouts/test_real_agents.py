@@ -11,7 +11,9 @@ import os
 
 from oslo_utils import uuidutils
 
-from trove_upgrade.db import api as db_api
+from trove_upgrade.db import agents as db_agents
+from trove_upgrade.db import rollouts as db_rollouts
+from trove_upgrade.db import upgrades as db_upgrades
 from trove_upgrade import rollout_states as rs
 from trove_upgrade import rollouts
 from trove_upgrade import states
@@ -96,7 +98,7 @@ class TestRolloutWithRealAgents(harness.AgentTestCase):
             self.db.url, heartbeat_interval=2))
         simulated = fleet.start_agents(20, labels='group=blue')
         self.wait_for(
-            lambda: len(db_api.list_agents(
+            lambda: len(db_agents.list_agents(
                 self.context, filters={'labels': {'group': 'blue'}})) == 23,
             'the real agents to register')
 
@@ -111,13 +113,13 @@ class TestRolloutWithRealAgents(harness.AgentTestCase):
         done = self.wait_for(
             lambda: (lambda r: r if r['status'] in rs.FINISHED_STATES
                      or r['status'] == rs.PAUSED else None)(
-                db_api.get_rollout(self.context, rollout['id'])),
+                db_rollouts.get_rollout(self.context, rollout['id'])),
             'the rollout to end', timeout=240)
         self.assertEqual(
             (rs.COMPLETED, '23 agent(s) succeeded, 0 already current, '
                            '0 failed.'),
             (done['status'], done['status_detail']))
-        upgrades = db_api.list_upgrades(
+        upgrades = db_upgrades.list_upgrades(
             self.context, filters={'rollout_id': rollout['id']})
         self.assertEqual(sorted(real + simulated),
                          sorted(u['instance_id'] for u in upgrades))

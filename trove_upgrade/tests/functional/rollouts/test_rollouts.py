@@ -16,7 +16,8 @@ import fixtures
 from testtools import content
 
 from trove_upgrade import context
-from trove_upgrade.db import api as db_api
+from trove_upgrade.db import rollouts as db_rollouts
+from trove_upgrade.db import upgrades as db_upgrades
 from trove_upgrade import rollout_states as rs
 from trove_upgrade import rollouts
 from trove_upgrade import states
@@ -72,7 +73,7 @@ class RolloutTestCase(base.TestCase):
         return rollouts.create_rollout(self.admin, dict(defaults, **values))
 
     def rollout(self, rollout_id):
-        return db_api.get_rollout(self.admin, rollout_id)
+        return db_rollouts.get_rollout(self.admin, rollout_id)
 
     def wait_for_status(self, rollout_id, *statuses):
         return wait_until(
@@ -81,8 +82,8 @@ class RolloutTestCase(base.TestCase):
             'rollout %s to be %s' % (rollout_id, ' or '.join(statuses)))
 
     def upgrades(self, rollout_id):
-        found = db_api.list_upgrades(self.admin,
-                                     filters={'rollout_id': rollout_id})
+        found = db_upgrades.list_upgrades(self.admin,
+                                          filters={'rollout_id': rollout_id})
         return sorted(found, key=lambda u: u['created_at'])
 
     def assertUpgradedOnce(self, rollout_id, instance_ids):
@@ -141,8 +142,8 @@ class TestRollouts(RolloutTestCase):
         self.assertInFlightAtMost(rollout['id'], 8)
         # The three canaries, first in instance order, ended before any
         # other upgrade was created.
-        dispatches = db_api.list_rollout_dispatches(self.admin,
-                                                    rollout['id'])
+        dispatches = db_rollouts.list_rollout_dispatches(self.admin,
+                                                         rollout['id'])
         canaries = sorted(d['instance_id'] for d in dispatches
                           if d['canary'])
         self.assertEqual(sorted(blue)[:3], canaries)
@@ -246,7 +247,7 @@ class TestConductorFailures(RolloutTestCase):
         self.addDetail('upgrades', content.text_content('\n'.join(
             '%s %s %s' % (u['instance_id'], u['id'], [
                 (e['created_at'].time().isoformat(), e['source'],
-                 e['to_state']) for e in db_api.get_upgrade(
+                 e['to_state']) for e in db_upgrades.get_upgrade(
                     self.admin, u['id'], with_events=True)['events']])
             for u in self.upgrades(rollout['id']))))
         self.addDetail('claims', content.text_content(

@@ -25,8 +25,10 @@ from oslo_utils import uuidutils
 import sqlalchemy as sa
 
 from trove_upgrade import context
-from trove_upgrade.db import api as db_api
+from trove_upgrade.db import agents as db_agents
+from trove_upgrade.db import common as db_common
 from trove_upgrade.db import models
+from trove_upgrade.db import upgrades as db_upgrades
 from trove_upgrade import states
 from trove_upgrade.tests import base
 from trove_upgrade.tests import conffile
@@ -130,8 +132,8 @@ class StatusCommandTestCase(base.TestCase):
 
     def use_database(self):
         """This process's db API on the file the command reads."""
-        facade = db_api.new_facade(connection=self.db_url)
-        self.addCleanup(db_api.context_manager.patch_factory(facade))
+        facade = db_common.new_facade(connection=self.db_url)
+        self.addCleanup(db_common.context_manager.patch_factory(facade))
         self.addCleanup(facade.dispose_pool)
         self.engine = facade.writer.get_engine()
         return context.get_admin_context()
@@ -227,7 +229,7 @@ class TestStatusCommand(StatusCommandTestCase):
         stale = uuidutils.generate_uuid()
         alive = uuidutils.generate_uuid()
         for instance_id in (stale, alive):
-            db_api.register_agent(ctxt, instance_id, {
+            db_agents.register_agent(ctxt, instance_id, {
                 'rpc_api_version': '1.1', 'state': 'RUNNING'})
         self.write_conf('trove-upgrade.conf.d/30-conductor.conf',
                         {'conductor': {'agent_down_time': '300'}})
@@ -243,8 +245,8 @@ class TestStatusCommand(StatusCommandTestCase):
         self.db_sync()
         ctxt = self.use_database()
         old = uuidutils.generate_uuid()
-        db_api.register_agent(ctxt, old, {'rpc_api_version': '0.9',
-                                          'state': 'RUNNING'})
+        db_agents.register_agent(ctxt, old, {'rpc_api_version': '0.9',
+                                             'state': 'RUNNING'})
 
         self.assertStatus(WARNING, {'Agent RPC versions': WARNING}, [
             'older than 1.1', '%s (0.9)' % old])
@@ -260,11 +262,11 @@ class TestStatusCommand(StatusCommandTestCase):
         self.write_conf('trove-upgrade.conf.d/30-conductor.conf', {
             'conductor': {'upgrade_timeout': '600',
                           'periodic_interval': '30'}})
-        stuck = db_api.create_upgrade(ctxt, {
+        stuck = db_upgrades.create_upgrade(ctxt, {
             'instance_id': uuidutils.generate_uuid(),
             'instance_version': '1.0.1', 'strategy': 'local',
             'location': '/srv/packages/guest-1.0.1.tar'})
-        db_api.transition_upgrade(ctxt, stuck['id'], states.SENT, 'api')
+        db_upgrades.transition_upgrade(ctxt, stuck['id'], states.SENT, 'api')
         self.backdate(models.Upgrade, 'created_at', models.Upgrade.id,
                       stuck['id'], 631)
 

@@ -7,7 +7,8 @@ from oslo_utils import uuidutils
 
 from trove_upgrade.conductor import manager
 from trove_upgrade import context
-from trove_upgrade.db import api as db_api
+from trove_upgrade.db import agents as db_agents
+from trove_upgrade.db import upgrades as db_upgrades
 from trove_upgrade import states
 from trove_upgrade.tests.unit.api import base
 
@@ -19,7 +20,7 @@ class TestAgents(base.APITestCase):
         self.ctx = context.get_admin_context()
         self.instances = sorted(uuidutils.generate_uuid() for _ in range(3))
         for number, instance_id in enumerate(self.instances):
-            db_api.register_agent(self.ctx, instance_id, {
+            db_agents.register_agent(self.ctx, instance_id, {
                 'agent_version': '1.%d.0' % number,
                 'guest_version': 'v1.0.%d' % (number % 2),
                 'rpc_api_version': '1.0',
@@ -107,7 +108,7 @@ class TestAgents(base.APITestCase):
         long_ago = timeutils.utcnow() - datetime.timedelta(minutes=10)
         timeutils.set_time_override(long_ago)
         self.addCleanup(timeutils.clear_time_override)
-        db_api.register_agent(self.ctx, silent, {'state': 'RUNNING'})
+        db_agents.register_agent(self.ctx, silent, {'state': 'RUNNING'})
         timeutils.clear_time_override()
         agent = self._get('/' + silent)['agent']
         self.assertFalse(agent['reachable'])
@@ -123,15 +124,15 @@ class TestDeleteAgent(base.APITestCase):
         self.ctx = context.get_admin_context()
         self.instance_id = uuidutils.generate_uuid()
         self.url = self.mgmt + '/agents/' + self.instance_id
-        db_api.register_agent(self.ctx, self.instance_id,
-                              {'state': 'RUNNING', 'host': 'guest-1'})
+        db_agents.register_agent(self.ctx, self.instance_id,
+                                 {'state': 'RUNNING', 'host': 'guest-1'})
 
     def _upgrade(self, status):
-        upgrade = db_api.create_upgrade(self.ctx, base.upgrade_body(
+        upgrade = db_upgrades.create_upgrade(self.ctx, base.upgrade_body(
             instance_id=self.instance_id))
         if status != states.PENDING:
-            db_api.transition_upgrade(self.ctx, upgrade['id'], status,
-                                      'agent')
+            db_upgrades.transition_upgrade(self.ctx, upgrade['id'], status,
+                                           'agent')
         return upgrade
 
     def test_delete(self):

@@ -18,7 +18,7 @@ import re
 from oslo_utils import timeutils
 
 from trove_upgrade import context
-from trove_upgrade.db import api as db_api
+from trove_upgrade.db import agents as db_agents
 from trove_upgrade.db import packages as package_db
 from trove_upgrade import states
 from trove_upgrade.tests.unit.api import base
@@ -164,7 +164,7 @@ class TestAPISamples(base.APITestCase):
             timeutils.set_time_override(
                 now - datetime.timedelta(seconds=30 * number))
             self.addCleanup(timeutils.clear_time_override)
-            db_api.register_agent(self.ctx, instance_id, {
+            db_agents.register_agent(self.ctx, instance_id, {
                 'agent_version': '1.0.1',
                 'guest_version': 'v1.0.1',
                 'rpc_api_version': '1.0',
@@ -187,7 +187,7 @@ class TestAPISamples(base.APITestCase):
 
     def test_rollouts(self):
         for number, instance_id in enumerate(INSTANCES):
-            db_api.register_agent(self.ctx, instance_id, {
+            db_agents.register_agent(self.ctx, instance_id, {
                 'agent_version': '1.0.1',
                 'guest_version': 'v1.0.1' if number else 'v1.1.0',
                 'rpc_api_version': '1.0', 'state': 'RUNNING',
@@ -229,7 +229,7 @@ class TestAPISamples(base.APITestCase):
         self.assertSample('packages-list-response.json', self.request(
             'GET', self.mgmt + '/packages?version=%3E%3D1.0'))
         for number, instance_id in enumerate(INSTANCES):
-            db_api.register_agent(self.ctx, instance_id, {
+            db_agents.register_agent(self.ctx, instance_id, {
                 'guest_version': 'v1.0.1' if number else '1.1.0',
                 'labels': {'group': 'blue'}})
         resp = self.request('POST', self.mgmt + '/desired-versions',

@@ -5,8 +5,9 @@ import datetime
 from oslo_utils import uuidutils
 
 from trove_upgrade import context
-from trove_upgrade.db import api as db_api
+from trove_upgrade.db import agents as db_agents
 from trove_upgrade.db import packages as package_db
+from trove_upgrade.db import upgrades as db_upgrades
 from trove_upgrade import states
 from trove_upgrade.tests.unit.api import base
 
@@ -32,11 +33,11 @@ class TestDesiredVersions(base.APITestCase):
         self.green = sorted(uuidutils.generate_uuid() for _ in range(2))
         for group, ids in (('blue', self.blue), ('green', self.green)):
             for instance_id in ids:
-                db_api.register_agent(self.ctx, instance_id, {
+                db_agents.register_agent(self.ctx, instance_id, {
                     'guest_version': '1.0.0',
                     'labels': {'group': group, 'tier': 'db'}})
-        db_api.register_agent(self.ctx, self.blue[0],
-                              {'guest_version': '3.0.0'})
+        db_agents.register_agent(self.ctx, self.blue[0],
+                                 {'guest_version': '3.0.0'})
         self.p2 = _package(self.ctx, '2.0.0', floor='0.9')
         _package(self.ctx, '2.1.0')
         _package(self.ctx, '1.5.0', state='retired')
@@ -114,7 +115,7 @@ class TestDesiredVersions(base.APITestCase):
             'desired_version']
         self.assertEqual([], green['agents'])
         late = uuidutils.generate_uuid()
-        db_api.register_agent(self.ctx, late, {
+        db_agents.register_agent(self.ctx, late, {
             'guest_version': '1.0.0',
             'labels': {'group': 'blue', 'also': 'green'}})
         targets = self.request('GET', self.mgmt + '/targets').json[
@@ -162,11 +163,12 @@ class TestDesiredVersions(base.APITestCase):
 
     def test_fleet_histogram(self):
         self.create(canary=0)
-        upgrade = db_api.create_upgrade(self.ctx, {
+        upgrade = db_upgrades.create_upgrade(self.ctx, {
             'instance_id': self.green[0], 'instance_version': '2.1.0',
             'strategy': 'http', 'location': 'https://repo.example/x.pkg'})
-        db_api.transition_upgrade(self.ctx, upgrade['id'], states.FAILED,
-                                  'agent', detail='broken')
+        db_upgrades.transition_upgrade(self.ctx, upgrade['id'],
+                                       states.FAILED, 'agent',
+                                       detail='broken')
         resp = self.request('GET', self.mgmt + '/packages/fleet')
         self.assertEqual(200, resp.status_int, resp.text)
         rows = {r['version']: r for r in resp.json['versions']}

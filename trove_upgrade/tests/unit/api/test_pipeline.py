@@ -6,7 +6,7 @@ import fixtures
 from oslo_utils import uuidutils
 
 from trove_upgrade.api import deploy
-from trove_upgrade.db import api as db_api
+from trove_upgrade.db import upgrades as db_upgrades
 from trove_upgrade import exception
 from trove_upgrade.tests.unit.api import base
 
@@ -133,7 +133,7 @@ class TestFaultWrapper(base.APITestCase):
     def test_unexpected_exception_is_500_without_a_traceback(self):
         logger = self.useFixture(fixtures.FakeLogger(
             name='trove_upgrade.api.fault_wrap'))
-        with mock.patch.object(db_api, 'list_upgrades',
+        with mock.patch.object(db_upgrades, 'list_upgrades',
                                side_effect=RuntimeError('secret detail')):
             resp = self.request('GET', self.mgmt + '/upgrades')
         error = self.assertError(resp, 500, 'An unexpected error occurred.')

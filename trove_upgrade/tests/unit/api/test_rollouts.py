@@ -3,7 +3,9 @@
 from oslo_utils import uuidutils
 
 from trove_upgrade import context
-from trove_upgrade.db import api as db_api
+from trove_upgrade.db import agents as db_agents
+from trove_upgrade.db import rollouts as db_rollouts
+from trove_upgrade.db import upgrades as db_upgrades
 from trove_upgrade import rollout_states as rs
 from trove_upgrade import rollouts
 from trove_upgrade import states
@@ -28,12 +30,12 @@ class TestRollouts(base.APITestCase):
         self.green = sorted(uuidutils.generate_uuid() for _ in range(2))
         for group, ids in (('blue', self.blue), ('green', self.green)):
             for instance_id in ids:
-                db_api.register_agent(self.ctx, instance_id, {
+                db_agents.register_agent(self.ctx, instance_id, {
                     'guest_version': 'v1.0.0', 'state': 'RUNNING',
                     'labels': {'group': group, 'datastore': 'mysql'}})
         # One blue agent is already at the version.
-        db_api.register_agent(self.ctx, self.blue[0],
-                              {'guest_version': '2.0.0'})
+        db_agents.register_agent(self.ctx, self.blue[0],
+                                 {'guest_version': '2.0.0'})
         self.rollouts = self.mgmt + '/rollouts'
 
     def create(self, expected=201, **overrides):
@@ -86,7 +88,7 @@ class TestRollouts(base.APITestCase):
         detail = self.error(resp)
         self.assertIn(first['id'], detail)
         self.assertIn(self.blue[2], detail)
-        self.assertEqual(1, len(db_api.list_rollouts(self.ctx)))
+        self.assertEqual(1, len(db_rollouts.list_rollouts(self.ctx)))
         # Other agents are free; and once the first ended, so are these.
         self.create(selector={'group': 'green'})
         rollouts.abort_rollout(self.ctx, first['id'])
@@ -115,7 +117,7 @@ class TestRollouts(base.APITestCase):
             self.assertIn(field, self.error(resp), overrides)
         resp = self.request('POST', self.rollouts, body={'name': 'x'})
         self.assertEqual(400, resp.status_int)
-        self.assertEqual([], db_api.list_rollouts(self.ctx))
+        self.assertEqual([], db_rollouts.list_rollouts(self.ctx))
 
     def test_list_and_filter(self):
         first = self.create().json['rollout']
@@ -166,21 +168,21 @@ class TestRollouts(base.APITestCase):
         self.assertIn(rollout['id'], self.error(resp))
 
     def test_abort_cancels_unstarted_upgrades(self):
-        rollout = db_api.get_rollout(
+        rollout = db_rollouts.get_rollout(
             self.ctx, self.create().json['rollout']['id'])
-        db_api.acquire_rollout_lease(self.ctx, rollout['id'], 'me',
-                                     rollout['created_at'].replace(
-                                         year=2999))
-        sent, claimed = db_api.create_rollout_upgrades(
+        db_rollouts.acquire_rollout_lease(self.ctx, rollout['id'], 'me',
+                                          rollout['created_at'].replace(
+                                              year=2999))
+        sent, claimed = db_rollouts.create_rollout_upgrades(
             self.ctx, rollout, [(self.blue[1], 1, True),
                                 (self.blue[2], 1, False)], 'me')
-        db_api.transition_upgrade(self.ctx, claimed['id'],
-                                  states.DOWNLOADING, 'agent')
+        db_upgrades.transition_upgrade(self.ctx, claimed['id'],
+                                       states.DOWNLOADING, 'agent')
         self.request('POST', self.rollouts + '/%s/abort' % rollout['id'])
         self.assertEqual(
             (states.CANCELLED, states.DOWNLOADING),
-            (db_api.get_upgrade(self.ctx, sent['id'])['status'],
-             db_api.get_upgrade(self.ctx, claimed['id'])['status']))
+            (db_upgrades.get_upgrade(self.ctx, sent['id'])['status'],
+             db_upgrades.get_upgrade(self.ctx, claimed['id'])['status']))
 
     def test_unknown_and_malformed_ids(self):
         for rollout_id in ('nope', uuidutils.generate_uuid()):
@@ -198,7 +200,7 @@ class TestRollouts(base.APITestCase):
                             % rollout['id'], body={'reason': 'x'})
         self.assertEqual(400, resp.status_int)
         self.assertEqual(rs.RUNNING,
-                         db_api.get_rollout(self.ctx, rollout['id'])[
+                         db_rollouts.get_rollout(self.ctx, rollout['id'])[
                              'status'])
 
     def test_policy(self):
@@ -207,7 +209,7 @@ class TestRollouts(base.APITestCase):
                                 body=rollout_body() if method == 'POST'
                                 else None, roles='member')
             self.assertEqual(403, resp.status_int)
-        self.assertEqual([], db_api.list_rollouts(self.ctx))
+        self.assertEqual([], db_rollouts.list_rollouts(self.ctx))
 
 
 class TestAgentFilters(base.APITestCase):
@@ -217,7 +219,7 @@ class TestAgentFilters(base.APITestCase):
         self.ctx = context.get_admin_context()
         self.ids = sorted(uuidutils.generate_uuid() for _ in range(3))
         for number, instance_id in enumerate(self.ids):
-            db_api.register_agent(self.ctx, instance_id, {
+            db_agents.register_agent(self.ctx, instance_id, {
                 'guest_version': 'v1.0.%d' % number,
                 'labels': {'group': 'g%d' % (number % 2),
                            'az': 'az%d' % number}})

@@ -11,8 +11,8 @@ import webob
 from trove_upgrade.agent import rpcapi as agent_rpcapi
 from trove_upgrade.api import deploy
 from trove_upgrade import context
-from trove_upgrade.db import api as db_api
 from trove_upgrade.db import models
+from trove_upgrade.db import upgrades as db_upgrades
 from trove_upgrade import states
 from trove_upgrade.tests.unit.api import base
 
@@ -37,8 +37,8 @@ class TestCreateUpgrade(base.APITestCase):
                          resp.headers['Location'])
         self.assertEqual(resp.headers['Location'],
                          upgrade['links'][0]['href'])
-        recorded = db_api.get_upgrade(context.get_admin_context(),
-                                      upgrade['id'], with_events=True)
+        recorded = db_upgrades.get_upgrade(context.get_admin_context(),
+                                           upgrade['id'], with_events=True)
         self.assertEqual(states.SENT, recorded['status'])
         self.assertEqual([states.PENDING, states.SENT],
                          [e['to_state'] for e in recorded['events']])
@@ -87,7 +87,7 @@ class TestCreateUpgrade(base.APITestCase):
                                 base.upgrade_body())
         self.assertError(resp, 503, 'could not be sent')
         self.assertIn('bus down', resp.json['errors'][0]['detail'])
-        upgrade, = db_api.list_upgrades(context.get_admin_context())
+        upgrade, = db_upgrades.list_upgrades(context.get_admin_context())
         self.assertEqual(states.FAILED, upgrade['status'])
 
 
@@ -422,9 +422,9 @@ class TestShowAndCancelUpgrade(base.APITestCase):
                                 .json['upgrade']['events']))
 
     def test_cancel_after_the_agent_started_is_409(self):
-        db_api.transition_upgrade(context.get_admin_context(),
-                                  self.upgrade_id, states.DOWNLOADING,
-                                  'agent')
+        db_upgrades.transition_upgrade(context.get_admin_context(),
+                                       self.upgrade_id, states.DOWNLOADING,
+                                       'agent')
         self.assertError(self.request('DELETE', self.url), 409,
                          'cannot go from DOWNLOADING to CANCELLED')
         self.assertEqual(states.DOWNLOADING,

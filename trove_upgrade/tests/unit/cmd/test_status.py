@@ -17,8 +17,10 @@ import sqlalchemy as sa
 
 from trove_upgrade.cmd import status
 from trove_upgrade import context
-from trove_upgrade.db import api as db_api
+from trove_upgrade.db import agents as db_agents
+from trove_upgrade.db import common as db_common
 from trove_upgrade.db import migration
+from trove_upgrade.db import upgrades as db_upgrades
 from trove_upgrade import states
 from trove_upgrade.tests import base
 from trove_upgrade.tests.fixtures import database
@@ -50,8 +52,8 @@ class StatusTestCase(base.TestCase):
     def use_database(self, url):
         """Point the db API at another database, without retries."""
         self.flags(group='database', connection=url)
-        facade = db_api.new_facade(connection=url, max_retries=0)
-        self.addCleanup(db_api.context_manager.patch_factory(facade))
+        facade = db_common.new_facade(connection=url, max_retries=0)
+        self.addCleanup(db_common.context_manager.patch_factory(facade))
         self.addCleanup(facade.dispose_pool)
         return facade
 
@@ -270,9 +272,9 @@ class ClockTestCase(StatusTestCase):
 
     def register(self, rpc_api_version='1.0', instance_id=None):
         instance_id = instance_id or uuidutils.generate_uuid()
-        db_api.register_agent(self.context, instance_id,
-                              {'rpc_api_version': rpc_api_version,
-                               'state': 'RUNNING'})
+        db_agents.register_agent(self.context, instance_id,
+                                 {'rpc_api_version': rpc_api_version,
+                                  'state': 'RUNNING'})
         return instance_id
 
 
@@ -390,7 +392,7 @@ class TestStuckUpgrades(ClockTestCase):
                    periodic_interval=30)
 
     def create(self, instance_id=None):
-        return db_api.create_upgrade(self.context, {
+        return db_upgrades.create_upgrade(self.context, {
             'instance_id': instance_id or uuidutils.generate_uuid(),
             'instance_version': '1.0.1', 'strategy': 'local',
             'location': '/srv/packages/agent-1.0.1.tupkg'})
@@ -408,8 +410,8 @@ class TestStuckUpgrades(ClockTestCase):
 
     def test_success_when_old_upgrades_are_final(self):
         upgrade = self.create()
-        db_api.transition_upgrade(self.context, upgrade['id'],
-                                  states.CANCELLED, 'api')
+        db_upgrades.transition_upgrade(self.context, upgrade['id'],
+                                       states.CANCELLED, 'api')
         self.advance(10000)
 
         self.assertResult(SUCCESS, ['No upgrade'],
@@ -417,8 +419,8 @@ class TestStuckUpgrades(ClockTestCase):
 
     def test_warning_lists_stuck_upgrades(self):
         stuck = self.create()
-        db_api.transition_upgrade(self.context, stuck['id'], states.SENT,
-                                  'api')
+        db_upgrades.transition_upgrade(self.context, stuck['id'], states.SENT,
+                                       'api')
         self.advance(600)
         recent = self.create()
         self.advance(31)

@@ -7,7 +7,8 @@ from oslo_utils import fixture as utils_fixture
 
 from trove_upgrade.conductor import manager
 from trove_upgrade import context
-from trove_upgrade.db import api as db_api
+from trove_upgrade.db import agents as db_agents
+from trove_upgrade.db import upgrades as db_upgrades
 from trove_upgrade import exception
 from trove_upgrade import states
 from trove_upgrade.tests import base
@@ -39,7 +40,8 @@ class ManagerTestCase(base.TestCase):
              'strategy': 'swift', 'location': 'swift://c/v2.tar.gz'})
 
     def upgrade(self, upgrade_id):
-        return db_api.get_upgrade(self.context, upgrade_id, with_events=True)
+        return db_upgrades.get_upgrade(self.context, upgrade_id,
+                                       with_events=True)
 
     def report(self, upgrade_id, to_state, detail=None, from_version=None,
                to_version=None, instance_id=INSTANCE):
@@ -69,7 +71,7 @@ class TestAgents(ManagerTestCase):
         self.useFixture(utils_fixture.TimeFixture(now))
         self.assertEqual('1.1', self.manager.register_agent(
             self.context, INSTANCE, **AGENT))
-        agent = db_api.get_agent(self.context, INSTANCE)
+        agent = db_agents.get_agent(self.context, INSTANCE)
         self.assertEqual(dict(AGENT, instance_id=INSTANCE,
                               last_heartbeat_at=now),
                          {k: agent[k] for k in list(AGENT) +
@@ -82,7 +84,7 @@ class TestAgents(ManagerTestCase):
         clock.advance_time_seconds(30)
         self.manager.heartbeat(self.context, INSTANCE,
                                **dict(AGENT, state='BACKUP'))
-        agent = db_api.get_agent(self.context, INSTANCE)
+        agent = db_agents.get_agent(self.context, INSTANCE)
         self.assertEqual(('BACKUP', datetime.datetime(2026, 11, 29, 10, 0,
                                                       30)),
                          (agent['state'], agent['last_heartbeat_at']))
@@ -90,13 +92,13 @@ class TestAgents(ManagerTestCase):
     def test_heartbeat_of_an_unknown_agent_registers_it(self):
         self.manager.heartbeat(self.context, INSTANCE, **AGENT)
         self.assertEqual('RUNNING',
-                         db_api.get_agent(self.context, INSTANCE)['state'])
+                         db_agents.get_agent(self.context, INSTANCE)['state'])
 
     def test_labels_default_to_empty(self):
         self.manager.register_agent(self.context, INSTANCE,
                                     **dict(AGENT, labels=None))
-        self.assertEqual({}, db_api.get_agent(self.context,
-                                              INSTANCE)['labels'])
+        self.assertEqual({}, db_agents.get_agent(self.context,
+                                                 INSTANCE)['labels'])
 
     def test_register_refuses_bad_fields(self):
         for instance_id, fields, word in (
@@ -109,7 +111,7 @@ class TestAgents(ManagerTestCase):
             e = self.assertRefused(self.manager.register_agent,
                                    self.context, instance_id, **fields)
             self.assertIn(word, str(e))
-        self.assertEqual([], db_api.list_agents(self.context))
+        self.assertEqual([], db_agents.list_agents(self.context))
 
     def test_bad_heartbeat_is_ignored(self):
         self.manager.register_agent(self.context, INSTANCE, **AGENT)
@@ -117,7 +119,7 @@ class TestAgents(ManagerTestCase):
             self.context, INSTANCE, **dict(AGENT, rpc_api_version='x')))
         self.assertIsNone(self.manager.heartbeat(
             self.context, 'not-a-uuid', **AGENT))
-        [agent] = db_api.list_agents(self.context)
+        [agent] = db_agents.list_agents(self.context)
         self.assertEqual('1.0', agent['rpc_api_version'])
 
 

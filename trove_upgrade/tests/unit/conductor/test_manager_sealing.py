@@ -6,7 +6,7 @@ from oslo_messaging.rpc import dispatcher
 from trove_upgrade.conductor import manager
 from trove_upgrade.conductor import rpcapi
 from trove_upgrade import context
-from trove_upgrade.db import api as db_api
+from trove_upgrade.db import agents as db_agents
 from trove_upgrade import exception
 from trove_upgrade import instance_keys
 from trove_upgrade import sealing
@@ -44,7 +44,7 @@ class TestSealedRegistration(SealedTestCase):
             self.context, sealed=self.sealed('register_agent', AGENT),
             **AGENT)
         self.assertEqual('guest-1',
-                         db_api.get_agent(self.context, INSTANCE)['host'])
+                         db_agents.get_agent(self.context, INSTANCE)['host'])
 
     def test_refusals(self):
         wrong = sealing.Keyring(INSTANCE, [(self.keys.keys[0][0],
@@ -63,7 +63,7 @@ class TestSealedRegistration(SealedTestCase):
                 **AGENT)
             self.assertIn(reason, str(e))
             self.assertIn(INSTANCE, str(e))
-        self.assertRaises(exception.AgentNotFound, db_api.get_agent,
+        self.assertRaises(exception.AgentNotFound, db_agents.get_agent,
                           self.context, INSTANCE)
 
     def test_replay_refused(self):
@@ -76,7 +76,7 @@ class TestSealedRegistration(SealedTestCase):
 
     def test_forged_heartbeat_ignored(self):
         self.manager.heartbeat(self.context, **AGENT)
-        self.assertRaises(exception.AgentNotFound, db_api.get_agent,
+        self.assertRaises(exception.AgentNotFound, db_agents.get_agent,
                           self.context, INSTANCE)
 
     def test_rotation_keeps_old_key_for_the_grace(self):

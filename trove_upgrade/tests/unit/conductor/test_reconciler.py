@@ -9,7 +9,9 @@ from oslo_utils import uuidutils
 
 from trove_upgrade.conductor import reconciler
 from trove_upgrade import context
-from trove_upgrade.db import api as db_api
+from trove_upgrade.db import agents as db_agents
+from trove_upgrade.db import rollouts as db_rollouts
+from trove_upgrade.db import upgrades as db_upgrades
 from trove_upgrade import rollout_states as rs
 from trove_upgrade import rollouts
 from trove_upgrade import states
@@ -27,7 +29,7 @@ class TestReconciler(base.TestCase):
         self.ctx = context.get_admin_context()
         self.ids = sorted(uuidutils.generate_uuid() for _ in range(6))
         for instance_id in self.ids:
-            db_api.register_agent(self.ctx, instance_id, {
+            db_agents.register_agent(self.ctx, instance_id, {
                 'guest_version': 'v1.0.0', 'labels': {'group': 'blue'}})
         self.reconciler = reconciler.Reconciler('host-a')
 
@@ -42,14 +44,14 @@ class TestReconciler(base.TestCase):
         return rollouts.create_rollout(self.ctx, values)
 
     def upgrades(self, rollout_id):
-        return db_api.list_upgrades(self.ctx,
-                                    filters={'rollout_id': rollout_id})
+        return db_upgrades.list_upgrades(self.ctx,
+                                         filters={'rollout_id': rollout_id})
 
     def finish(self, rollout_id, status=states.SUCCESS):
         for upgrade in self.upgrades(rollout_id):
             if upgrade['status'] not in states.FINAL_STATES:
-                db_api.transition_upgrade(self.ctx, upgrade['id'], status,
-                                          'agent')
+                db_upgrades.transition_upgrade(self.ctx, upgrade['id'], status,
+                                               'agent')
 
     def test_dispatches_sent_tagged_upgrades_within_the_limit(self):
         rollout = self.create()
@@ -69,7 +71,7 @@ class TestReconciler(base.TestCase):
             self.reconciler.run(self.ctx)
             self.finish(rollout['id'])
         self.reconciler.run(self.ctx)
-        done = db_api.get_rollout(self.ctx, rollout['id'])
+        done = db_rollouts.get_rollout(self.ctx, rollout['id'])
         self.assertEqual(rs.COMPLETED, done['status'])
         self.assertIsNotNone(done['finished_at'])
         self.assertEqual(6, len(self.upgrades(rollout['id'])))
@@ -79,7 +81,7 @@ class TestReconciler(base.TestCase):
         self.reconciler.run(self.ctx)
         self.finish(rollout['id'], states.FAILED)
         self.reconciler.run(self.ctx)
-        paused = db_api.get_rollout(self.ctx, rollout['id'])
+        paused = db_rollouts.get_rollout(self.ctx, rollout['id'])
         self.assertEqual(
             (rs.PAUSED, '2 failed agent(s) exceed the tolerance of 1.'),
             (paused['status'], paused['status_detail']))
@@ -105,14 +107,14 @@ class TestReconciler(base.TestCase):
 
     def test_an_attempt_is_recorded_once(self):
         rollout = self.create()
-        db_api.acquire_rollout_lease(self.ctx, rollout['id'],
-                                     self.reconciler.owner,
-                                     timeutils.utcnow() +
-                                     datetime.timedelta(seconds=60))
+        db_rollouts.acquire_rollout_lease(self.ctx, rollout['id'],
+                                          self.reconciler.owner,
+                                          timeutils.utcnow() +
+                                          datetime.timedelta(seconds=60))
         targets = [(self.ids[0], 1, False), (self.ids[1], 1, False)]
-        first = db_api.create_rollout_upgrades(self.ctx, rollout, targets,
-                                               self.reconciler.owner)
-        again = db_api.create_rollout_upgrades(
+        first = db_rollouts.create_rollout_upgrades(self.ctx, rollout, targets,
+                                                    self.reconciler.owner)
+        again = db_rollouts.create_rollout_upgrades(
             self.ctx, rollout, targets + [(self.ids[2], 1, False)],
             self.reconciler.owner)
         self.assertEqual(2, len(first))
@@ -122,14 +124,14 @@ class TestReconciler(base.TestCase):
     def test_nothing_is_recorded_once_paused_or_not_ours(self):
         rollout = self.create()
         targets = [(self.ids[0], 1, False)]
-        self.assertEqual([], db_api.create_rollout_upgrades(
+        self.assertEqual([], db_rollouts.create_rollout_upgrades(
             self.ctx, rollout, targets, self.reconciler.owner))
-        db_api.acquire_rollout_lease(self.ctx, rollout['id'],
-                                     self.reconciler.owner,
-                                     timeutils.utcnow() +
-                                     datetime.timedelta(seconds=60))
+        db_rollouts.acquire_rollout_lease(self.ctx, rollout['id'],
+                                          self.reconciler.owner,
+                                          timeutils.utcnow() +
+                                          datetime.timedelta(seconds=60))
         rollouts.pause_rollout(self.ctx, rollout['id'])
-        self.assertEqual([], db_api.create_rollout_upgrades(
+        self.assertEqual([], db_rollouts.create_rollout_upgrades(
             self.ctx, rollout, targets, self.reconciler.owner))
         self.assertEqual([], self.upgrades(rollout['id']))
 
@@ -143,15 +145,16 @@ class TestReconciler(base.TestCase):
         self.assertEqual(1, len(self.upgrades(rollout['id'])))
         heard = later + datetime.timedelta(seconds=1)
         with mock.patch.object(timeutils, 'utcnow', return_value=heard):
-            db_api.register_agent(self.ctx, self.ids[0],
-                                  {'guest_version': 'v1.0.0'})
+            db_agents.register_agent(self.ctx, self.ids[0],
+                                     {'guest_version': 'v1.0.0'})
             self.reconciler.run(self.ctx)
         found = sorted(self.upgrades(rollout['id']),
                        key=lambda u: u['created_at'])
         self.assertEqual([(self.ids[0], states.TIMED_OUT),
                           (self.ids[0], states.SENT)],
                          [(u['instance_id'], u['status']) for u in found])
-        dispatches = db_api.list_rollout_dispatches(self.ctx, rollout['id'])
+        dispatches = db_rollouts.list_rollout_dispatches(self.ctx,
+                                                         rollout['id'])
         self.assertEqual([1, 2], [d['attempt'] for d in dispatches])
 
     def test_waits_for_start_at(self):
@@ -164,7 +167,7 @@ class TestReconciler(base.TestCase):
         with mock.patch.object(timeutils, 'utcnow', return_value=later):
             self.reconciler.run(self.ctx)
         self.assertEqual(rs.RUNNING,
-                         db_api.get_rollout(self.ctx, rollout['id'])[
+                         db_rollouts.get_rollout(self.ctx, rollout['id'])[
                              'status'])
         self.assertEqual(2, len(self.upgrades(rollout['id'])))
 
@@ -184,14 +187,14 @@ class TestReconciler(base.TestCase):
         # No agent has the label yet: no conflict at creation.
         second = self.create(selector={'labels': {'colour': 'green'}})
         late = uuidutils.generate_uuid()
-        db_api.register_agent(self.ctx, late, {
+        db_agents.register_agent(self.ctx, late, {
             'guest_version': 'v1.0.0',
             'labels': {'group': 'blue', 'colour': 'green'}})
-        self.assertEqual([], rollouts.targets(self.ctx, db_api.get_rollout(
-            self.ctx, second['id'])))
+        self.assertEqual([], rollouts.targets(
+            self.ctx, db_rollouts.get_rollout(self.ctx, second['id'])))
         self.assertIn(late, [a['instance_id'] for a in rollouts.targets(
-            self.ctx, db_api.get_rollout(self.ctx, first['id']))])
+            self.ctx, db_rollouts.get_rollout(self.ctx, first['id']))])
         # Once the first ended, the second may have it.
         rollouts.abort_rollout(self.ctx, first['id'])
         self.assertEqual([late], [a['instance_id'] for a in rollouts.targets(
-            self.ctx, db_api.get_rollout(self.ctx, second['id']))])
+            self.ctx, db_rollouts.get_rollout(self.ctx, second['id']))])

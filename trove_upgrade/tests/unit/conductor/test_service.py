@@ -8,7 +8,8 @@ from oslo_utils import fixture as utils_fixture
 from trove_upgrade.conductor import rpcapi
 from trove_upgrade.conductor import service
 from trove_upgrade import context
-from trove_upgrade.db import api as db_api
+from trove_upgrade.db import agents as db_agents
+from trove_upgrade.db import upgrades as db_upgrades
 from trove_upgrade import states
 from trove_upgrade.tests import base
 from trove_upgrade.tests.fixtures import database
@@ -40,7 +41,7 @@ class TestConductorService(base.TestCase):
             self.context, INSTANCE, '2026.2.0', '21.0.0', '1.0', 'RUNNING',
             {}, 'guest-1'))
         self.assertEqual('RUNNING',
-                         db_api.get_agent(self.context, INSTANCE)['state'])
+                         db_agents.get_agent(self.context, INSTANCE)['state'])
 
     def test_periodic_task_times_out_silent_upgrades(self):
         clock = self.useFixture(utils_fixture.TimeFixture(
@@ -51,8 +52,8 @@ class TestConductorService(base.TestCase):
         self.start()
         clock.advance_time_seconds(61)
         deadline = time.monotonic() + rpc_fixture.WAIT_TIMEOUT
-        while db_api.get_upgrade(self.context,
-                                 upgrade['id'])['status'] != states.TIMED_OUT:
+        while db_upgrades.get_upgrade(
+                self.context, upgrade['id'])['status'] != states.TIMED_OUT:
             self.assertLess(time.monotonic(), deadline,
                             'the periodic task never timed the upgrade out')
             time.sleep(0.1)

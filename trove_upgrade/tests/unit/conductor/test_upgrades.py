@@ -8,7 +8,7 @@ from oslo_utils import fixture as utils_fixture
 
 from trove_upgrade.agent import rpcapi as agent_rpcapi
 from trove_upgrade import context
-from trove_upgrade.db import api as db_api
+from trove_upgrade.db import upgrades as db_upgrades
 from trove_upgrade import exception
 from trove_upgrade import states
 from trove_upgrade.tests import base
@@ -25,8 +25,8 @@ VALUES = {'instance_id': INSTANCE, 'instance_version': 'v1.0.1',
 
 
 def history(upgrade_id):
-    upgrade = db_api.get_upgrade(context.get_admin_context(), upgrade_id,
-                                 with_events=True)
+    upgrade = db_upgrades.get_upgrade(context.get_admin_context(), upgrade_id,
+                                      with_events=True)
     return [(e['source'], e['from_state'], e['to_state'])
             for e in upgrade['events']]
 
@@ -86,7 +86,7 @@ class TestCreate(UpgradesTestCase):
                               upgrades.create_upgrade, self.context, VALUES)
         self.assertEqual(503, e.code)
         self.assertIn('Unable to connect to AMQP server', str(e))
-        [upgrade] = db_api.list_upgrades(self.context)
+        [upgrade] = db_upgrades.list_upgrades(self.context)
         self.assertEqual(upgrade['id'], e.kwargs['upgrade_id'])
         self.assertEqual(states.FAILED, upgrade['status'])
         self.assertIn('MessageDeliveryFailure', upgrade['status_detail'])
@@ -104,7 +104,7 @@ class TestCreate(UpgradesTestCase):
         e = self.assertRaises(exception.DispatchFailed,
                               upgrades.create_upgrade, self.context, VALUES)
         self.assertIn('RPCVersionCapError', str(e))
-        [upgrade] = db_api.list_upgrades(self.context)
+        [upgrade] = db_upgrades.list_upgrades(self.context)
         self.assertEqual(states.FAILED, upgrade['status'])
 
     def test_invalid_values_record_and_send_nothing(self):
@@ -181,7 +181,7 @@ class TestCancel(UpgradesTestCase):
                               upgrades.cancel_upgrade, self.context,
                               self.upgrade['id'])
         self.assertEqual(409, e.code)
-        self.assertEqual(states.DOWNLOADING, db_api.get_upgrade(
+        self.assertEqual(states.DOWNLOADING, db_upgrades.get_upgrade(
             self.context, self.upgrade['id'])['status'])
 
     def test_cannot_cancel_a_finished_upgrade(self):
@@ -204,7 +204,7 @@ class TestCancel(UpgradesTestCase):
              'reason': 'Upgrade %s is CANCELLED.' % self.upgrade['id']},
             upgrades.claim_upgrade(self.context, INSTANCE,
                                    self.upgrade['id'], 'v1.0.0'))
-        self.assertEqual(states.CANCELLED, db_api.get_upgrade(
+        self.assertEqual(states.CANCELLED, db_upgrades.get_upgrade(
             self.context, self.upgrade['id'])['status'])
 
 
@@ -230,7 +230,7 @@ class TestTimeOut(UpgradesTestCase):
                          (timed_out['id'], timed_out['status']))
         self.assertEqual(('conductor', states.SENT, states.TIMED_OUT),
                          history(silent['id'])[-1])
-        self.assertEqual(states.SENT, db_api.get_upgrade(
+        self.assertEqual(states.SENT, db_upgrades.get_upgrade(
             self.context, recent['id'])['status'])
         self.assertEqual(
             ('trove_upgrade.upgrade.error', 'ERROR', states.TIMED_OUT),
@@ -247,7 +247,7 @@ class TestTimeOut(UpgradesTestCase):
         self.later(601)
         [timed_out] = upgrades.time_out_upgrades(self.context)
         self.assertEqual(busy['id'], timed_out['id'])
-        self.assertEqual(states.SUCCESS, db_api.get_upgrade(
+        self.assertEqual(states.SUCCESS, db_upgrades.get_upgrade(
             self.context, done['id'])['status'])
 
     def test_late_final_report_replaces_timed_out(self):

@@ -7,7 +7,9 @@ from oslo_utils import timeutils
 from oslo_utils import uuidutils
 
 from trove_upgrade import context
-from trove_upgrade.db import api as db_api
+from trove_upgrade.db import agents as db_agents
+from trove_upgrade.db import common as db_common
+from trove_upgrade.db import upgrades as db_upgrades
 from trove_upgrade import exception
 from trove_upgrade import states
 from trove_upgrade.tests import base
@@ -38,7 +40,7 @@ class DbTestCase(base.TestCase):
         return values
 
     def _create(self, **kw):
-        return db_api.create_upgrade(self.context, self._values(**kw))
+        return db_upgrades.create_upgrade(self.context, self._values(**kw))
 
     def _advance(self, seconds=1):
         self.now += datetime.timedelta(seconds=seconds)
@@ -69,8 +71,8 @@ class TestCreateUpgrade(DbTestCase):
             'updated_at': T0,
             'finished_at': None,
         }, upgrade)
-        stored = db_api.get_upgrade(self.context, upgrade['id'],
-                                    with_events=True)
+        stored = db_upgrades.get_upgrade(self.context, upgrade['id'],
+                                         with_events=True)
         self.assertEqual([{
             'id': stored['events'][0]['id'],
             'created_at': T0,
@@ -87,7 +89,7 @@ class TestCreateUpgrade(DbTestCase):
         rollout_id = uuidutils.generate_uuid()
         upgrade = self._create(metadata={'ticket': 'OPS-1', 'n': [1, 2]},
                                allow_downgrade=True, rollout_id=rollout_id)
-        stored = db_api.get_upgrade(self.context, upgrade['id'])
+        stored = db_upgrades.get_upgrade(self.context, upgrade['id'])
         self.assertEqual({'ticket': 'OPS-1', 'n': [1, 2]}, stored['metadata'])
         self.assertIs(True, stored['allow_downgrade'])
         self.assertEqual(rollout_id, stored['rollout_id'])
@@ -95,19 +97,20 @@ class TestCreateUpgrade(DbTestCase):
     def test_datetimes_are_naive_utc(self):
         upgrade = self._create()
         self.assertIsNone(upgrade['created_at'].tzinfo)
-        stored = db_api.get_upgrade(self.context, upgrade['id'])
+        stored = db_upgrades.get_upgrade(self.context, upgrade['id'])
         self.assertEqual(T0, stored['created_at'])
 
     def test_longest_location_fits(self):
         upgrade = self._create(location='l' * 2048)
         self.assertEqual(2048, len(
-            db_api.get_upgrade(self.context, upgrade['id'])['location']))
+            db_upgrades.get_upgrade(self.context, upgrade['id'])['location']))
 
     def _assert_refused(self, values, message):
-        error = self.assertRaises(exception.Invalid, db_api.create_upgrade,
-                                  self.context, values)
+        error = self.assertRaises(exception.Invalid,
+                                  db_upgrades.create_upgrade, self.context,
+                                  values)
         self.assertIn(message, str(error))
-        self.assertEqual([], db_api.list_upgrades(self.context))
+        self.assertEqual([], db_upgrades.list_upgrades(self.context))
 
     def test_missing_field(self):
         values = self._values()
@@ -155,26 +158,27 @@ class TestGetUpgrade(DbTestCase):
 
     def test_unknown(self):
         error = self.assertRaises(exception.UpgradeNotFound,
-                                  db_api.get_upgrade, self.context, 'nope')
+                                  db_upgrades.get_upgrade, self.context,
+                                  'nope')
         self.assertEqual(404, error.code)
         self.assertIn('nope', str(error))
 
     def test_events_only_when_asked(self):
         upgrade = self._create()
         self.assertNotIn('events',
-                         db_api.get_upgrade(self.context, upgrade['id']))
+                         db_upgrades.get_upgrade(self.context, upgrade['id']))
 
     def test_events_oldest_first_and_only_its_own(self):
         upgrade = self._create()
         other = self._create(instance_id=OTHER_INSTANCE)
         for state in (states.SENT, states.DOWNLOADING):
             self._advance()
-            db_api.transition_upgrade(self.context, upgrade['id'], state,
-                                      'agent')
-        db_api.transition_upgrade(self.context, other['id'], states.SENT,
-                                  'conductor')
-        events = db_api.get_upgrade(self.context, upgrade['id'],
-                                    with_events=True)['events']
+            db_upgrades.transition_upgrade(self.context, upgrade['id'], state,
+                                           'agent')
+        db_upgrades.transition_upgrade(self.context, other['id'], states.SENT,
+                                       'conductor')
+        events = db_upgrades.get_upgrade(self.context, upgrade['id'],
+                                         with_events=True)['events']
         self.assertEqual(
             [(None, states.PENDING), (states.PENDING, states.SENT),
              (states.SENT, states.DOWNLOADING)],
@@ -195,28 +199,30 @@ class TestListUpgrades(DbTestCase):
         return created
 
     def test_empty(self):
-        self.assertEqual([], db_api.list_upgrades(self.context))
+        self.assertEqual([], db_upgrades.list_upgrades(self.context))
 
     def test_newest_first(self):
         created = self._create_several()
         self.assertEqual([u['id'] for u in reversed(created)],
-                         [u['id'] for u in db_api.list_upgrades(self.context)])
+                         [u['id'] for u in
+                          db_upgrades.list_upgrades(self.context)])
 
     def test_same_time_ordered_by_id_descending(self):
         created = [self._create() for _ in range(4)]
         self.assertEqual(sorted((u['id'] for u in created), reverse=True),
-                         [u['id'] for u in db_api.list_upgrades(self.context)])
+                         [u['id'] for u in
+                          db_upgrades.list_upgrades(self.context)])
 
     def test_filters(self):
         created = self._create_several()
-        db_api.transition_upgrade(self.context, created[1]['id'],
-                                  states.SENT, 'conductor')
+        db_upgrades.transition_upgrade(self.context, created[1]['id'],
+                                       states.SENT, 'conductor')
         rollout_id = uuidutils.generate_uuid()
         in_rollout = self._create(instance_id=uuidutils.generate_uuid(),
                                   rollout_id=rollout_id)
 
         def ids(**filters):
-            return [u['id'] for u in db_api.list_upgrades(
+            return [u['id'] for u in db_upgrades.list_upgrades(
                 self.context, filters=filters)]
 
         self.assertEqual([created[3]['id'], created[1]['id']],
@@ -230,7 +236,8 @@ class TestListUpgrades(DbTestCase):
         created = self._create_several()
         pages, marker = [], None
         while True:
-            page = db_api.list_upgrades(self.context, limit=2, marker=marker)
+            page = db_upgrades.list_upgrades(self.context, limit=2,
+                                             marker=marker)
             if not page:
                 break
             pages.append([u['id'] for u in page])
@@ -240,7 +247,7 @@ class TestListUpgrades(DbTestCase):
 
     def test_marker_with_filters(self):
         created = self._create_several()
-        page = db_api.list_upgrades(
+        page = db_upgrades.list_upgrades(
             self.context, filters={'instance_id': OTHER_INSTANCE},
             marker=created[4]['id'])
         self.assertEqual([created[2]['id'], created[0]['id']],
@@ -249,19 +256,20 @@ class TestListUpgrades(DbTestCase):
     def test_unknown_marker(self):
         self._create()
         error = self.assertRaises(exception.MarkerNotFound,
-                                  db_api.list_upgrades, self.context,
+                                  db_upgrades.list_upgrades, self.context,
                                   marker='no-such-upgrade')
         self.assertEqual(400, error.code)
         self.assertIn('no-such-upgrade', str(error))
 
     def test_unknown_filter(self):
-        error = self.assertRaises(exception.Invalid, db_api.list_upgrades,
+        error = self.assertRaises(exception.Invalid, db_upgrades.list_upgrades,
                                   self.context, filters={'location': 'x'})
         self.assertIn('unknown upgrade filter: location', str(error))
 
     def test_bad_limits(self):
         for limit in (0, -1, '2', 1.5, True):
-            error = self.assertRaises(exception.Invalid, db_api.list_upgrades,
+            error = self.assertRaises(exception.Invalid,
+                                      db_upgrades.list_upgrades,
                                       self.context, limit=limit)
             self.assertIn('limit must be a positive integer', str(error))
 
@@ -269,12 +277,13 @@ class TestListUpgrades(DbTestCase):
 class TestTransitionUpgrade(DbTestCase):
 
     def _transition(self, upgrade, to_state, source='agent', **kw):
-        return db_api.transition_upgrade(self.context, upgrade['id'],
-                                         to_state, source, **kw)
+        return db_upgrades.transition_upgrade(self.context, upgrade['id'],
+                                              to_state, source, **kw)
 
     def _events(self, upgrade):
-        return [(e['from_state'], e['to_state']) for e in db_api.get_upgrade(
-            self.context, upgrade['id'], with_events=True)['events']]
+        return [(e['from_state'], e['to_state'])
+                for e in db_upgrades.get_upgrade(
+                    self.context, upgrade['id'], with_events=True)['events']]
 
     def _drive(self, upgrade, state):
         """Bring a new upgrade to ``state`` by legal moves."""
@@ -301,10 +310,10 @@ class TestTransitionUpgrade(DbTestCase):
                          moved['updated_at'])
         self.assertEqual(T0, moved['created_at'])
         self.assertIsNone(moved['finished_at'])
-        self.assertEqual(moved, db_api.get_upgrade(self.context,
-                                                   upgrade['id']))
-        event = db_api.get_upgrade(self.context, upgrade['id'],
-                                   with_events=True)['events'][-1]
+        self.assertEqual(moved, db_upgrades.get_upgrade(self.context,
+                                                        upgrade['id']))
+        event = db_upgrades.get_upgrade(self.context, upgrade['id'],
+                                        with_events=True)['events'][-1]
         self.assertEqual({'created_at': T0 + datetime.timedelta(seconds=7),
                           'source': 'conductor',
                           'from_state': states.PENDING,
@@ -382,7 +391,7 @@ class TestTransitionUpgrade(DbTestCase):
         self.assertEqual({'upgrade_id': upgrade['id'],
                           'from_state': states.DOWNLOADING,
                           'to_state': states.CANCELLED}, error.kwargs)
-        self.assertEqual(states.DOWNLOADING, db_api.get_upgrade(
+        self.assertEqual(states.DOWNLOADING, db_upgrades.get_upgrade(
             self.context, upgrade['id'])['status'])
         self.assertEqual(2, len(self._events(upgrade)))
 
@@ -447,7 +456,7 @@ class TestTransitionUpgrade(DbTestCase):
             exception.InvalidStateTransition, self._transition, upgrade,
             states.DOWNLOADING, allowed_from={states.SENT, states.DEFERRED})
         self.assertEqual(states.CANCELLED, error.kwargs['from_state'])
-        self.assertEqual(states.CANCELLED, db_api.get_upgrade(
+        self.assertEqual(states.CANCELLED, db_upgrades.get_upgrade(
             self.context, upgrade['id'])['status'])
 
     def test_agent_start_from_deferred(self):
@@ -468,7 +477,7 @@ class TestTransitionUpgrade(DbTestCase):
 
     def test_unknown_upgrade(self):
         self.assertRaises(exception.UpgradeNotFound,
-                          db_api.transition_upgrade, self.context,
+                          db_upgrades.transition_upgrade, self.context,
                           uuidutils.generate_uuid(), states.SENT, 'agent')
 
     def test_unknown_state(self):
@@ -491,23 +500,23 @@ class TestTransitionUpgrade(DbTestCase):
             error = self.assertRaises(exception.Invalid, self._transition,
                                       upgrade, states.SENT, values=values)
             self.assertIn('unknown upgrade column', str(error))
-        self.assertEqual(states.PENDING, db_api.get_upgrade(
+        self.assertEqual(states.PENDING, db_upgrades.get_upgrade(
             self.context, upgrade['id'])['status'])
 
     def test_long_detail_is_cut_not_refused(self):
         upgrade = self._create()
         changed, moved = self._transition(
-            upgrade, states.FAILED, detail='e' * (db_api.MAX_DETAIL + 10))
+            upgrade, states.FAILED, detail='e' * (db_common.MAX_DETAIL + 10))
         self.assertTrue(changed)
-        self.assertEqual(db_api.MAX_DETAIL, len(moved['status_detail']))
+        self.assertEqual(db_common.MAX_DETAIL, len(moved['status_detail']))
         self.assertTrue(moved['status_detail'].endswith(' [cut]'))
-        event = db_api.get_upgrade(self.context, upgrade['id'],
-                                   with_events=True)['events'][-1]
+        event = db_upgrades.get_upgrade(self.context, upgrade['id'],
+                                        with_events=True)['events'][-1]
         self.assertEqual(moved['status_detail'], event['detail'])
 
     def test_detail_of_the_longest_kept_length(self):
         upgrade = self._create()
-        detail = 'd' * db_api.MAX_DETAIL
+        detail = 'd' * db_common.MAX_DETAIL
         _, moved = self._transition(upgrade, states.FAILED, detail=detail)
         self.assertEqual(detail, moved['status_detail'])
 
@@ -540,7 +549,7 @@ class TestTransitionUpgrade(DbTestCase):
         _changed, moved = self._transition(upgrade, states.SUCCESS,
                                            detail='healthy',
                                            values={'from_version': '1.0'})
-        self.assertEqual(db_api.get_upgrade(self.context, upgrade['id']),
+        self.assertEqual(db_upgrades.get_upgrade(self.context, upgrade['id']),
                          moved)
 
     def test_upgrade_of_another_instance_changes_nothing(self):
@@ -561,8 +570,9 @@ class TestTransitionUpgrade(DbTestCase):
             detail=lambda u: 'to %s' % u['instance_version'])
         self.assertEqual('to 2.0.0', moved['status_detail'])
         cut = self._transition(upgrade, states.SUCCESS,
-                               detail=lambda u: 'x' * (db_api.MAX_DETAIL + 1))
-        self.assertEqual(db_api.MAX_DETAIL, len(cut[1]['status_detail']))
+                               detail=lambda u:
+                               'x' * (db_common.MAX_DETAIL + 1))
+        self.assertEqual(db_common.MAX_DETAIL, len(cut[1]['status_detail']))
 
 
 class TestTimeoutUpgrades(DbTestCase):
@@ -570,16 +580,16 @@ class TestTimeoutUpgrades(DbTestCase):
     def test_times_out_only_old_unfinished_upgrades(self):
         old_pending = self._create()
         old_running = self._create()
-        db_api.transition_upgrade(self.context, old_running['id'],
-                                  states.INSTALLING, 'agent')
+        db_upgrades.transition_upgrade(self.context, old_running['id'],
+                                       states.INSTALLING, 'agent')
         old_done = self._create()
-        db_api.transition_upgrade(self.context, old_done['id'],
-                                  states.FAILED, 'agent')
+        db_upgrades.transition_upgrade(self.context, old_done['id'],
+                                       states.FAILED, 'agent')
         self._advance(600)
         recent = self._create()
         self._advance(300)
 
-        timed_out = db_api.timeout_upgrades(
+        timed_out = db_upgrades.timeout_upgrades(
             self.context, T0 + datetime.timedelta(seconds=300))
 
         self.assertEqual(sorted([old_pending['id'], old_running['id']]),
@@ -588,48 +598,49 @@ class TestTimeoutUpgrades(DbTestCase):
             self.assertEqual(states.TIMED_OUT, upgrade['status'])
             self.assertEqual(T0 + datetime.timedelta(seconds=900),
                              upgrade['finished_at'])
-        event = db_api.get_upgrade(self.context, old_running['id'],
-                                   with_events=True)['events'][-1]
+        event = db_upgrades.get_upgrade(self.context, old_running['id'],
+                                        with_events=True)['events'][-1]
         self.assertEqual(('conductor', states.INSTALLING, states.TIMED_OUT),
                          (event['source'], event['from_state'],
                           event['to_state']))
         self.assertIn('900 seconds', event['detail'])
         self.assertEqual(event['detail'], timed_out[0]['status_detail'])
-        self.assertEqual(states.FAILED, db_api.get_upgrade(
+        self.assertEqual(states.FAILED, db_upgrades.get_upgrade(
             self.context, old_done['id'])['status'])
-        self.assertEqual(states.PENDING, db_api.get_upgrade(
+        self.assertEqual(states.PENDING, db_upgrades.get_upgrade(
             self.context, recent['id'])['status'])
 
     def test_second_pass_changes_nothing(self):
         self._create()
         self._advance(600)
-        self.assertEqual(1, len(db_api.timeout_upgrades(
+        self.assertEqual(1, len(db_upgrades.timeout_upgrades(
             self.context, timeutils.utcnow())))
-        self.assertEqual([], db_api.timeout_upgrades(
+        self.assertEqual([], db_upgrades.timeout_upgrades(
             self.context, timeutils.utcnow()))
 
     def test_nothing_to_time_out(self):
-        self.assertEqual([], db_api.timeout_upgrades(self.context, T0))
+        self.assertEqual([], db_upgrades.timeout_upgrades(self.context, T0))
 
     def test_aware_cutoff_is_taken_as_utc(self):
         upgrade = self._create()
         self._advance(600)
         cutoff = datetime.datetime(2026, 1, 2, 5, 4, 5, tzinfo=(
             datetime.timezone(datetime.timedelta(hours=2))))
-        self.assertEqual([], db_api.timeout_upgrades(self.context, cutoff))
+        self.assertEqual([], db_upgrades.timeout_upgrades(self.context,
+                                                          cutoff))
         cutoff = datetime.datetime(2026, 1, 2, 5, 4, 6, tzinfo=(
             datetime.timezone(datetime.timedelta(hours=2))))
         self.assertEqual([upgrade['id']], [u['id'] for u in
-                                           db_api.timeout_upgrades(
+                                           db_upgrades.timeout_upgrades(
                                                self.context, cutoff)])
 
 
 class TestAgents(DbTestCase):
 
     def _register(self, instance_id=INSTANCE, **values):
-        self.assertIsNone(db_api.register_agent(self.context, instance_id,
-                                                values))
-        return db_api.get_agent(self.context, instance_id)
+        self.assertIsNone(db_agents.register_agent(self.context, instance_id,
+                                                   values))
+        return db_agents.get_agent(self.context, instance_id)
 
     def test_first_registration(self):
         agent = self._register(agent_version='2.0.0', guest_version='1.5.0',
@@ -648,7 +659,7 @@ class TestAgents(DbTestCase):
             'updated_at': T0,
             'last_heartbeat_at': T0,
         }, agent)
-        self.assertEqual(agent, db_api.get_agent(self.context, INSTANCE))
+        self.assertEqual(agent, db_agents.get_agent(self.context, INSTANCE))
 
     def test_registration_with_nothing_but_the_instance(self):
         agent = self._register()
@@ -666,7 +677,7 @@ class TestAgents(DbTestCase):
         self.assertEqual(T0, agent['created_at'])
         self.assertEqual(T0 + datetime.timedelta(seconds=45),
                          agent['last_heartbeat_at'])
-        self.assertEqual(1, len(db_api.list_agents(self.context)))
+        self.assertEqual(1, len(db_agents.list_agents(self.context)))
 
     def test_labels_are_replaced_as_a_whole(self):
         self._register(labels={'az': 'nova', 'ds': 'mysql'})
@@ -684,21 +695,22 @@ class TestAgents(DbTestCase):
                ({'host': ''}, 'host must be a non-empty string'),
                ({'state': 's' * 33}, 'state is longer than 32 characters')]
         for values, message in bad:
-            error = self.assertRaises(exception.Invalid, db_api.register_agent,
+            error = self.assertRaises(exception.Invalid,
+                                      db_agents.register_agent,
                                       self.context, INSTANCE, values)
             self.assertIn(message, str(error))
-        self.assertEqual([], db_api.list_agents(self.context))
+        self.assertEqual([], db_agents.list_agents(self.context))
 
     def test_bad_instance_ids(self):
         for instance_id in (None, '', 'i' * 37, 7):
             error = self.assertRaises(exception.Invalid,
-                                      db_api.register_agent, self.context,
+                                      db_agents.register_agent, self.context,
                                       instance_id, {'state': 'RUNNING'})
             self.assertIn('instance_id', str(error))
-        self.assertEqual([], db_api.list_agents(self.context))
+        self.assertEqual([], db_agents.list_agents(self.context))
 
     def test_unknown_agent(self):
-        error = self.assertRaises(exception.AgentNotFound, db_api.get_agent,
+        error = self.assertRaises(exception.AgentNotFound, db_agents.get_agent,
                                   self.context, INSTANCE)
         self.assertEqual(404, error.code)
         self.assertIn(INSTANCE, str(error))
@@ -708,28 +720,28 @@ class TestDeleteAgent(DbTestCase):
 
     def setUp(self):
         super().setUp()
-        db_api.register_agent(self.context, INSTANCE, {'state': 'RUNNING'})
-        db_api.register_agent(self.context, OTHER_INSTANCE,
-                              {'state': 'RUNNING'})
+        db_agents.register_agent(self.context, INSTANCE, {'state': 'RUNNING'})
+        db_agents.register_agent(self.context, OTHER_INSTANCE,
+                                 {'state': 'RUNNING'})
 
     def _agents(self):
-        return [a['instance_id'] for a in db_api.list_agents(self.context)]
+        return [a['instance_id'] for a in db_agents.list_agents(self.context)]
 
     def test_deletes_only_that_agent_and_keeps_its_upgrades(self):
         upgrade = self._create()
-        db_api.transition_upgrade(self.context, upgrade['id'],
-                                  states.FAILED, 'agent')
-        db_api.delete_agent(self.context, INSTANCE)
+        db_upgrades.transition_upgrade(self.context, upgrade['id'],
+                                       states.FAILED, 'agent')
+        db_agents.delete_agent(self.context, INSTANCE)
         self.assertEqual([OTHER_INSTANCE], self._agents())
-        kept = db_api.get_upgrade(self.context, upgrade['id'],
-                                  with_events=True)
+        kept = db_upgrades.get_upgrade(self.context, upgrade['id'],
+                                       with_events=True)
         self.assertEqual(states.FAILED, kept['status'])
         self.assertEqual(2, len(kept['events']))
 
     def test_unknown_agent(self):
-        db_api.delete_agent(self.context, INSTANCE)
+        db_agents.delete_agent(self.context, INSTANCE)
         error = self.assertRaises(exception.AgentNotFound,
-                                  db_api.delete_agent, self.context,
+                                  db_agents.delete_agent, self.context,
                                   INSTANCE)
         self.assertIn(INSTANCE, str(error))
         self.assertEqual([OTHER_INSTANCE], self._agents())
@@ -738,9 +750,9 @@ class TestDeleteAgent(DbTestCase):
         self._create()
         self._advance()
         newest = self._create()
-        db_api.transition_upgrade(self.context, newest['id'],
-                                  states.INSTALLING, 'agent')
-        error = self.assertRaises(exception.AgentBusy, db_api.delete_agent,
+        db_upgrades.transition_upgrade(self.context, newest['id'],
+                                       states.INSTALLING, 'agent')
+        error = self.assertRaises(exception.AgentBusy, db_agents.delete_agent,
                                   self.context, INSTANCE)
         self.assertEqual(409, error.code)
         self.assertEqual((INSTANCE, newest['id'], states.INSTALLING),
@@ -751,20 +763,20 @@ class TestDeleteAgent(DbTestCase):
 
     def test_unfinished_upgrade_of_another_instance_does_not_matter(self):
         self._create(instance_id=OTHER_INSTANCE)
-        db_api.delete_agent(self.context, INSTANCE)
+        db_agents.delete_agent(self.context, INSTANCE)
         self.assertEqual([OTHER_INSTANCE], self._agents())
 
     def test_no_agent_is_not_found_even_with_an_unfinished_upgrade(self):
-        db_api.delete_agent(self.context, INSTANCE)
+        db_agents.delete_agent(self.context, INSTANCE)
         self._create()
-        self.assertRaises(exception.AgentNotFound, db_api.delete_agent,
+        self.assertRaises(exception.AgentNotFound, db_agents.delete_agent,
                           self.context, INSTANCE)
 
     def test_registers_again_after_deletion(self):
-        db_api.delete_agent(self.context, INSTANCE)
+        db_agents.delete_agent(self.context, INSTANCE)
         self._advance(30)
-        db_api.register_agent(self.context, INSTANCE, {'state': 'RUNNING'})
-        agent = db_api.get_agent(self.context, INSTANCE)
+        db_agents.register_agent(self.context, INSTANCE, {'state': 'RUNNING'})
+        agent = db_agents.get_agent(self.context, INSTANCE)
         self.assertEqual(T0 + datetime.timedelta(seconds=30),
                          agent['created_at'])
 
@@ -787,12 +799,12 @@ class TestListAgents(DbTestCase):
                     'labels': {'az': 'a', 'ds': 'mysql'}},
         }
         for instance_id in ('i-3', 'i-1', 'i-4', 'i-2'):
-            db_api.register_agent(self.context, instance_id,
-                                  self.agents[instance_id])
+            db_agents.register_agent(self.context, instance_id,
+                                     self.agents[instance_id])
 
     def _ids(self, **kw):
-        return [a['instance_id'] for a in db_api.list_agents(self.context,
-                                                             **kw)]
+        return [a['instance_id'] for a in db_agents.list_agents(self.context,
+                                                                **kw)]
 
     def test_ordered_by_instance_id(self):
         self.assertEqual(['i-1', 'i-2', 'i-3', 'i-4'], self._ids())
@@ -829,17 +841,17 @@ class TestListAgents(DbTestCase):
         self.assertEqual([], self._ids(limit=2, marker='i-4'))
 
     def test_unknown_marker(self):
-        self.assertRaises(exception.MarkerNotFound, db_api.list_agents,
+        self.assertRaises(exception.MarkerNotFound, db_agents.list_agents,
                           self.context, marker='i-9')
 
     def test_bad_filters(self):
-        error = self.assertRaises(exception.Invalid, db_api.list_agents,
+        error = self.assertRaises(exception.Invalid, db_agents.list_agents,
                                   self.context, filters={'host': 'x'})
         self.assertIn('unknown agent filter: host', str(error))
-        error = self.assertRaises(exception.Invalid, db_api.list_agents,
+        error = self.assertRaises(exception.Invalid, db_agents.list_agents,
                                   self.context, filters={'labels': 'az=a'})
         self.assertIn('labels filter must be an object', str(error))
-        self.assertRaises(exception.Invalid, db_api.list_agents,
+        self.assertRaises(exception.Invalid, db_agents.list_agents,
                           self.context, limit=0)
 
 
@@ -847,38 +859,38 @@ class TestMinAgentRPCVersion(DbTestCase):
 
     def _register(self, instance_id, version):
         values = {} if version is None else {'rpc_api_version': version}
-        db_api.register_agent(self.context, instance_id, values)
+        db_agents.register_agent(self.context, instance_id, values)
 
     def test_no_agents(self):
-        self.assertIsNone(db_api.min_agent_rpc_version(self.context))
+        self.assertIsNone(db_agents.min_agent_rpc_version(self.context))
 
     def test_agents_without_a_version_do_not_count(self):
         self._register('i-1', None)
-        self.assertIsNone(db_api.min_agent_rpc_version(self.context))
+        self.assertIsNone(db_agents.min_agent_rpc_version(self.context))
         self._register('i-2', '1.3')
-        self.assertEqual('1.3', db_api.min_agent_rpc_version(self.context))
+        self.assertEqual('1.3', db_agents.min_agent_rpc_version(self.context))
 
     def test_compared_as_numbers(self):
         self._register('i-1', '1.10')
         self._register('i-2', '1.9')
         self._register('i-3', '2.0')
-        self.assertEqual('1.9', db_api.min_agent_rpc_version(self.context))
+        self.assertEqual('1.9', db_agents.min_agent_rpc_version(self.context))
 
     def test_ten_is_above_nine(self):
         self._register('i-1', '2.0')
         self._register('i-2', '1.10')
-        self.assertEqual('1.10', db_api.min_agent_rpc_version(self.context))
+        self.assertEqual('1.10', db_agents.min_agent_rpc_version(self.context))
 
     def test_follows_heartbeats(self):
         self._register('i-1', '1.0')
         self._register('i-2', '1.1')
         self._register('i-1', '1.1')
-        self.assertEqual('1.1', db_api.min_agent_rpc_version(self.context))
+        self.assertEqual('1.1', db_agents.min_agent_rpc_version(self.context))
 
     def test_agents_below_a_malformed_version(self):
         self._register('i-1', '1.0')
         for version in ('1', 'latest', '1.x', None):
             error = self.assertRaises(
-                exception.Invalid, db_api.list_agents_below_rpc_version,
+                exception.Invalid, db_agents.list_agents_below_rpc_version,
                 self.context, version)
             self.assertIn('looks like x.y', str(error))

@@ -4,8 +4,10 @@ import datetime
 
 import sqlalchemy as sa
 
-from trove_upgrade.db import api as db_api
+from trove_upgrade.db import agents as db_agents
+from trove_upgrade.db import common as db_common
 from trove_upgrade.db import models
+from trove_upgrade.db import upgrades as db_upgrades
 from trove_upgrade import states
 from trove_upgrade.tests.unit.db import test_api
 
@@ -30,7 +32,7 @@ class TestListUnfinishedUpgrades(test_api.DbTestCase):
         recent = self._create(instance_id=A3)
         self.now = T0 + datetime.timedelta(seconds=60)
 
-        found = db_api.list_unfinished_upgrades(
+        found = db_upgrades.list_unfinished_upgrades(
             self.context, T0 + datetime.timedelta(seconds=1))
 
         self.assertEqual([oldest['id'], newer_old['id']], _ids(found))
@@ -39,28 +41,28 @@ class TestListUnfinishedUpgrades(test_api.DbTestCase):
 
     def test_leaves_out_final_states_and_changes_nothing(self):
         done = self._create(instance_id=A1)
-        db_api.transition_upgrade(self.context, done['id'], states.CANCELLED,
-                                  'api')
+        db_upgrades.transition_upgrade(self.context, done['id'],
+                                       states.CANCELLED, 'api')
         sent = self._create(instance_id=A2)
-        db_api.transition_upgrade(self.context, sent['id'], states.SENT,
-                                  'api')
+        db_upgrades.transition_upgrade(self.context, sent['id'], states.SENT,
+                                       'api')
         self._advance(100)
 
-        found = db_api.list_unfinished_upgrades(self.context, self.now)
+        found = db_upgrades.list_unfinished_upgrades(self.context, self.now)
 
         self.assertEqual([sent['id']], _ids(found))
-        status = db_api.get_upgrade(self.context, sent['id'])['status']
+        status = db_upgrades.get_upgrade(self.context, sent['id'])['status']
         self.assertEqual(states.SENT, status)
 
     def test_empty_database(self):
         self.assertEqual(
-            [], db_api.list_unfinished_upgrades(self.context, self.now))
+            [], db_upgrades.list_unfinished_upgrades(self.context, self.now))
 
 
 class TestListSilentAgents(test_api.DbTestCase):
 
     def _register(self, instance_id, **values):
-        return db_api.register_agent(self.context, instance_id, values)
+        return db_agents.register_agent(self.context, instance_id, values)
 
     def test_lists_agents_whose_last_heartbeat_is_older(self):
         self._register(A2, state='running')
@@ -68,24 +70,24 @@ class TestListSilentAgents(test_api.DbTestCase):
         self._advance(30)
         self._register(A3, state='running')
 
-        found = db_api.list_silent_agents(
+        found = db_agents.list_silent_agents(
             self.context, T0 + datetime.timedelta(seconds=1))
 
         self.assertEqual([A1, A2], _ids(found, 'instance_id'))
 
     def test_an_agent_without_heartbeat_is_silent(self):
         self._register(A1, state='running')
-        with db_api.context_manager.writer.using(self.context) as session:
+        with db_common.context_manager.writer.using(self.context) as session:
             session.execute(sa.update(models.Agent)
                             .values(last_heartbeat_at=None))
 
-        found = db_api.list_silent_agents(self.context, T0)
+        found = db_agents.list_silent_agents(self.context, T0)
 
         self.assertEqual([A1], _ids(found, 'instance_id'))
 
     def test_none_silent(self):
         self._register(A1, state='running')
-        self.assertEqual([], db_api.list_silent_agents(self.context, T0))
+        self.assertEqual([], db_agents.list_silent_agents(self.context, T0))
 
 
 class TestListAgentsBelowRpcVersion(test_api.DbTestCase):
@@ -97,19 +99,19 @@ class TestListAgentsBelowRpcVersion(test_api.DbTestCase):
             values = {'state': 'running'}
             if version is not None:
                 values['rpc_api_version'] = version
-            db_api.register_agent(self.context, instance_id, values)
+            db_agents.register_agent(self.context, instance_id, values)
 
     def test_compares_versions_numerically(self):
-        found = db_api.list_agents_below_rpc_version(self.context, '1.10')
+        found = db_agents.list_agents_below_rpc_version(self.context, '1.10')
 
         self.assertEqual([A1, A3], _ids(found, 'instance_id'))
         self.assertEqual('1.9', found[0]['rpc_api_version'])
 
     def test_none_below(self):
         self.assertEqual(
-            [], db_api.list_agents_below_rpc_version(self.context, '1.2'))
+            [], db_agents.list_agents_below_rpc_version(self.context, '1.2'))
 
     def test_agents_without_a_version_are_left_out(self):
-        found = db_api.list_agents_below_rpc_version(self.context, '9.0')
+        found = db_agents.list_agents_below_rpc_version(self.context, '9.0')
 
         self.assertEqual([A1, A2, A3], _ids(found, 'instance_id'))

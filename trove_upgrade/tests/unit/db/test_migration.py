@@ -9,7 +9,7 @@ from oslo_db.sqlalchemy import enginefacade
 import sqlalchemy as sa
 
 from trove_upgrade.cmd import manage
-from trove_upgrade.db import api as db_api
+from trove_upgrade.db import common as db_common
 from trove_upgrade.db import migration
 from trove_upgrade.tests import base
 from trove_upgrade.tests.fixtures import database
@@ -67,7 +67,7 @@ class TestManage(base.TestCase):
         # A facade that has not started yet, so that it reads the options
         # the command parses.
         facade = enginefacade.transaction_context()
-        self.addCleanup(db_api.context_manager.patch_factory(facade))
+        self.addCleanup(db_common.context_manager.patch_factory(facade))
         self.addCleanup(facade.dispose_pool)
 
     def _config(self, **database):

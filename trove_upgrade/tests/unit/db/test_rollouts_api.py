@@ -4,7 +4,9 @@ import datetime
 
 from oslo_utils import uuidutils
 
-from trove_upgrade.db import api as db_api
+from trove_upgrade.db import agents as db_agents
+from trove_upgrade.db import rollouts as db_rollouts
+from trove_upgrade.db import upgrades as db_upgrades
 from trove_upgrade import exception
 from trove_upgrade import rollout_states as rs
 from trove_upgrade import states
@@ -21,9 +23,9 @@ ROLLOUT = {
 class TestRolloutsDb(test_api.DbTestCase):
 
     def rollout(self, **overrides):
-        rollout = db_api.create_rollout(self.context,
-                                        dict(ROLLOUT, **overrides))
-        self.assertTrue(db_api.acquire_rollout_lease(
+        rollout = db_rollouts.create_rollout(self.context,
+                                             dict(ROLLOUT, **overrides))
+        self.assertTrue(db_rollouts.acquire_rollout_lease(
             self.context, rollout['id'], 'me',
             self.now + datetime.timedelta(seconds=60)))
         return rollout
@@ -35,112 +37,114 @@ class TestRolloutsDb(test_api.DbTestCase):
                 ({'selector': ['a']}, 'selector must be an object'),
                 ({'name': ''}, 'name must be a non-empty string'),
                 ({'colour': 'red'}, 'unknown rollout field: colour')):
-            e = self.assertRaises(exception.Invalid, db_api.create_rollout,
+            e = self.assertRaises(exception.Invalid,
+                                  db_rollouts.create_rollout,
                                   self.context, dict(ROLLOUT, **overrides))
             self.assertIn(reason, str(e))
         values = dict(ROLLOUT)
         del values['status']
-        self.assertRaises(exception.Invalid, db_api.create_rollout,
+        self.assertRaises(exception.Invalid, db_rollouts.create_rollout,
                           self.context, values)
-        self.assertEqual([], db_api.list_rollouts(self.context))
+        self.assertEqual([], db_rollouts.list_rollouts(self.context))
 
     def test_update_is_a_compare_and_swap(self):
         rollout = self.rollout()
-        paused = db_api.update_rollout(self.context, rollout['id'],
-                                       {rs.RUNNING},
-                                       {'status': rs.PAUSED,
-                                        'status_detail': 'why'})
+        paused = db_rollouts.update_rollout(self.context, rollout['id'],
+                                            {rs.RUNNING},
+                                            {'status': rs.PAUSED,
+                                             'status_detail': 'why'})
         self.assertEqual((rs.PAUSED, 'why'),
                          (paused['status'], paused['status_detail']))
-        self.assertIsNone(db_api.update_rollout(
+        self.assertIsNone(db_rollouts.update_rollout(
             self.context, rollout['id'], {rs.RUNNING},
             {'status': rs.COMPLETED}))
-        self.assertRaises(exception.RolloutNotFound, db_api.update_rollout,
-                          self.context, uuidutils.generate_uuid(),
-                          {rs.RUNNING}, {'status': rs.PAUSED})
-        self.assertRaises(exception.Invalid, db_api.update_rollout,
+        self.assertRaises(exception.RolloutNotFound,
+                          db_rollouts.update_rollout, self.context,
+                          uuidutils.generate_uuid(), {rs.RUNNING},
+                          {'status': rs.PAUSED})
+        self.assertRaises(exception.Invalid, db_rollouts.update_rollout,
                           self.context, rollout['id'], {rs.PAUSED},
                           {'name': 'x'})
 
     def test_lease(self):
         rollout = self.rollout()
         later = self.now + datetime.timedelta(seconds=120)
-        self.assertFalse(db_api.acquire_rollout_lease(
+        self.assertFalse(db_rollouts.acquire_rollout_lease(
             self.context, rollout['id'], 'other', later))
-        self.assertTrue(db_api.acquire_rollout_lease(
+        self.assertTrue(db_rollouts.acquire_rollout_lease(
             self.context, rollout['id'], 'me', later))
         self.now += datetime.timedelta(seconds=121)
-        self.assertTrue(db_api.acquire_rollout_lease(
+        self.assertTrue(db_rollouts.acquire_rollout_lease(
             self.context, rollout['id'], 'other',
             self.now + datetime.timedelta(seconds=60)))
         # Releasing a lease one no longer holds changes nothing.
-        db_api.release_rollout_lease(self.context, rollout['id'], 'me')
-        self.assertFalse(db_api.acquire_rollout_lease(
+        db_rollouts.release_rollout_lease(self.context, rollout['id'], 'me')
+        self.assertFalse(db_rollouts.acquire_rollout_lease(
             self.context, rollout['id'], 'me', self.now))
-        db_api.release_rollout_lease(self.context, rollout['id'], 'other')
-        self.assertTrue(db_api.acquire_rollout_lease(
+        db_rollouts.release_rollout_lease(self.context, rollout['id'], 'other')
+        self.assertTrue(db_rollouts.acquire_rollout_lease(
             self.context, rollout['id'], 'me', self.now))
 
     def test_mark_sent_leaves_claimed_upgrades_alone(self):
         rollout = self.rollout()
-        first, second = db_api.create_rollout_upgrades(
+        first, second = db_rollouts.create_rollout_upgrades(
             self.context, rollout, [(test_api.INSTANCE, 1, False),
                                     (test_api.OTHER_INSTANCE, 1, True)],
             'me')
-        db_api.transition_upgrade(self.context, second['id'],
-                                  states.DOWNLOADING, 'agent')
+        db_upgrades.transition_upgrade(self.context, second['id'],
+                                       states.DOWNLOADING, 'agent')
         self.now += datetime.timedelta(seconds=1)
-        self.assertEqual([first['id']], db_api.mark_upgrades_sent(
+        self.assertEqual([first['id']], db_upgrades.mark_upgrades_sent(
             self.context, [first['id'], second['id']], 'conductor'))
-        history = db_api.get_upgrade(self.context, first['id'],
-                                     with_events=True)['events']
+        history = db_upgrades.get_upgrade(self.context, first['id'],
+                                          with_events=True)['events']
         self.assertEqual([(None, states.PENDING, 'conductor'),
                           (states.PENDING, states.SENT, 'conductor')],
                          [(e['from_state'], e['to_state'], e['source'])
                           for e in history])
-        self.assertEqual(states.DOWNLOADING, db_api.get_upgrade(
+        self.assertEqual(states.DOWNLOADING, db_upgrades.get_upgrade(
             self.context, second['id'])['status'])
-        self.assertEqual([], db_api.mark_upgrades_sent(self.context, [],
-                                                       'conductor'))
-        dispatches = db_api.list_rollout_dispatches(self.context,
-                                                    rollout['id'])
+        self.assertEqual([], db_upgrades.mark_upgrades_sent(self.context, [],
+                                                            'conductor'))
+        dispatches = db_rollouts.list_rollout_dispatches(self.context,
+                                                         rollout['id'])
         self.assertEqual(
             [(test_api.INSTANCE, 1, False, states.SENT),
              (test_api.OTHER_INSTANCE, 1, True, states.DOWNLOADING)],
             [(d['instance_id'], d['attempt'], d['canary'], d['status'])
              for d in dispatches])
         self.assertEqual({test_api.OTHER_INSTANCE, test_api.INSTANCE},
-                         db_api.list_busy_instances(self.context))
+                         db_upgrades.list_busy_instances(self.context))
 
     def test_timeout_only_this_rollouts_old_upgrades(self):
         rollout = self.rollout()
-        mine, = db_api.create_rollout_upgrades(
+        mine, = db_rollouts.create_rollout_upgrades(
             self.context, rollout, [(test_api.INSTANCE, 1, False)], 'me')
-        other = db_api.create_upgrade(self.context, self._values(
+        other = db_upgrades.create_upgrade(self.context, self._values(
             instance_id=test_api.OTHER_INSTANCE))
         self.now += datetime.timedelta(seconds=61)
-        timed_out = db_api.timeout_rollout_upgrades(
+        timed_out = db_rollouts.timeout_rollout_upgrades(
             self.context, rollout['id'],
             self.now - datetime.timedelta(seconds=60))
         self.assertEqual([mine['id']], [u['id'] for u in timed_out])
-        self.assertEqual(states.PENDING, db_api.get_upgrade(
+        self.assertEqual(states.PENDING, db_upgrades.get_upgrade(
             self.context, other['id'])['status'])
 
     def test_delete_keeps_the_tagged_upgrades(self):
         rollout = self.rollout()
-        upgrade, = db_api.create_rollout_upgrades(
+        upgrade, = db_rollouts.create_rollout_upgrades(
             self.context, rollout, [(test_api.INSTANCE, 1, False)], 'me')
         e = self.assertRaises(exception.InvalidRolloutState,
-                              db_api.delete_rollout, self.context,
+                              db_rollouts.delete_rollout, self.context,
                               rollout['id'], rs.FINISHED_STATES)
         self.assertIn('is RUNNING: it cannot be deleted', str(e))
-        db_api.update_rollout(self.context, rollout['id'], {rs.RUNNING},
-                              {'status': rs.ABORTED}, finished=True)
-        db_api.delete_rollout(self.context, rollout['id'],
-                              rs.FINISHED_STATES)
-        self.assertRaises(exception.RolloutNotFound, db_api.get_rollout,
+        db_rollouts.update_rollout(self.context, rollout['id'], {rs.RUNNING},
+                                   {'status': rs.ABORTED}, finished=True)
+        db_rollouts.delete_rollout(self.context, rollout['id'],
+                                   rs.FINISHED_STATES)
+        self.assertRaises(exception.RolloutNotFound, db_rollouts.get_rollout,
                           self.context, rollout['id'])
-        self.assertEqual(rollout['id'], db_api.get_upgrade(
+        self.assertEqual(rollout['id'], db_upgrades.get_upgrade(
             self.context, upgrade['id'])['rollout_id'])
 
     def test_selected_agents(self):
@@ -151,12 +155,12 @@ class TestRolloutsDb(test_api.DbTestCase):
                                     (test_api.OTHER_INSTANCE,
                                      {'group': 'red', 'az': 'a'}),
                                     (third, {'group': 'blue'})):
-            db_api.register_agent(self.context, instance_id,
-                                  {'labels': labels})
+            db_agents.register_agent(self.context, instance_id,
+                                     {'labels': labels})
 
         def ids(selector):
             return [a['instance_id'] for a in
-                    db_api.list_selected_agents(self.context, selector)]
+                    db_agents.list_selected_agents(self.context, selector)]
 
         self.assertEqual([test_api.INSTANCE, third], ids({'group': 'blue'}))
         self.assertEqual([test_api.OTHER_INSTANCE],
@@ -164,29 +168,29 @@ class TestRolloutsDb(test_api.DbTestCase):
         self.assertEqual([], ids({'labels': {'az': 'b'}}))
         self.assertEqual(
             {'instance_id', 'guest_version', 'last_heartbeat_at'},
-            set(db_api.list_selected_agents(self.context,
-                                            {'group': 'red'})[0]))
+            set(db_agents.list_selected_agents(self.context,
+                                               {'group': 'red'})[0]))
         self.assertEqual([test_api.OTHER_INSTANCE], ids(
             {'instance_ids': [test_api.OTHER_INSTANCE,
                               uuidutils.generate_uuid()]}))
         for selector in ({}, {'group': 'a', 'labels': {'b': 'c'}},
                          {'colour': 'red'}):
             self.assertRaises(exception.Invalid,
-                              db_api.list_selected_agents, self.context,
+                              db_agents.list_selected_agents, self.context,
                               selector)
 
     def test_agents_by_health(self):
         for number in range(5):
-            db_api.register_agent(self.context,
-                                  '6f1c1a53-9d63-4c43-a0a1-6b1ad1f3c10%d'
-                                  % number, {})
+            db_agents.register_agent(self.context,
+                                     '6f1c1a53-9d63-4c43-a0a1-6b1ad1f3c10%d'
+                                     % number, {})
             self.now += datetime.timedelta(seconds=10)
         since = self.now - datetime.timedelta(seconds=25)
 
         def ids(reachable, **kwargs):
             return [a['instance_id'][-1] for a in
-                    db_api.list_agents_by_health(self.context, reachable,
-                                                 since, **kwargs)]
+                    db_agents.list_agents_by_health(self.context, reachable,
+                                                    since, **kwargs)]
 
         self.assertEqual(['3', '4'], ids(True))
         self.assertEqual(['0', '1', '2'], ids(False))

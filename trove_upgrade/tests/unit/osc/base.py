@@ -120,6 +120,8 @@ class OSCTestCase(base.TestCase):
     """Runs ``openstack`` commands; the catalog lists the API at API_ROOT."""
 
     catalog_url = API_ROOT
+    # Trove's endpoint (service type database), when the catalog has one.
+    trove_catalog_url = None
 
     def setUp(self):
         super().setUp()
@@ -143,6 +145,10 @@ class OSCTestCase(base.TestCase):
         if self.catalog_url:
             service = token.add_service('guest-upgrade')
             service.add_standard_endpoints(public=self.catalog_url,
+                                           region='RegionOne')
+        if self.trove_catalog_url:
+            service = token.add_service('database')
+            service.add_standard_endpoints(public=self.trove_catalog_url,
                                            region='RegionOne')
         self.requests.post(AUTH_URL + '/auth/tokens', json=token,
                            headers={'X-Subject-Token': TOKEN})

@@ -121,9 +121,63 @@ class TestNoCatalogEntry(base.OSCTestCase):
 
         self.assertEqual(1, code)
         self.assertEqual('No public endpoint of service type guest-upgrade '
-                         'in the service catalog; register one or pass '
-                         '--os-guest-upgrade-url.\n', err)
+                         'or database in the service catalog; register one '
+                         'or pass --os-guest-upgrade-url.\n', err)
         self.assertEqual([], self.api_requests())
+
+
+TROVE_ROOT = 'http://trove.test:8779/v1.0/%s' % base.PROJECT_ID
+
+
+class TestTroveEndpoint(base.OSCTestCase):
+    """trove-api with the extension, under Trove's service type."""
+
+    catalog_url = None
+    trove_catalog_url = TROVE_ROOT
+
+    def test_without_guest_upgrade_the_database_endpoint_is_used(self):
+        self.requests.get(TROVE_ROOT + '/mgmt/agents', json={'agents': []})
+
+        code, out, err = self.openstack('database', 'agent', 'list')
+
+        self.assertEqual(0, code, err)
+        self.assertEqual(TROVE_ROOT + '/mgmt/agents',
+                         self.requests.last_request.url)
+
+    def test_a_service_type_absent_from_the_catalog_is_named(self):
+        code, out, err = self.openstack(
+            '--os-guest-upgrade-service-type', 'guest-upgrade',
+            'database', 'agent', 'list')
+
+        self.assertEqual(1, code)
+        self.assertIn('No public endpoint of service type guest-upgrade in',
+                      err)
+
+
+class TestBothEndpoints(base.OSCTestCase):
+    """Both services in the catalog: guest-upgrade unless told otherwise."""
+
+    trove_catalog_url = TROVE_ROOT
+
+    def test_guest_upgrade_comes_first(self):
+        self.requests.get(base.MGMT + '/agents', json={'agents': []})
+
+        code, out, err = self.openstack('database', 'agent', 'list')
+
+        self.assertEqual(0, code, err)
+        self.assertEqual(base.MGMT + '/agents',
+                         self.requests.last_request.url)
+
+    def test_the_option_chooses_trove(self):
+        self.requests.get(TROVE_ROOT + '/mgmt/agents', json={'agents': []})
+
+        code, out, err = self.openstack(
+            '--os-guest-upgrade-service-type', 'database',
+            'database', 'agent', 'list')
+
+        self.assertEqual(0, code, err)
+        self.assertEqual(TROVE_ROOT + '/mgmt/agents',
+                         self.requests.last_request.url)
 
 
 class TestFailures(base.OSCTestCase):

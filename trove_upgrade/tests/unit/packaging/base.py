@@ -1,4 +1,4 @@
-"""Packages made on the fly for tests: keys, wheels, and hostile archives.
+"""Packages made on the fly for tests: keys, wheels, and hostile payloads.
 
 Nothing here is committed data: every key, wheel and package is generated
 in a per-test temporary directory.
@@ -6,9 +6,7 @@ in a per-test temporary directory.
 
 import datetime
 import hashlib
-import io
 import os
-import tarfile
 
 from cryptography.hazmat.primitives.asymmetric import ed25519
 import fixtures
@@ -27,21 +25,6 @@ SMALL_CHUNK = 4096
 def public_key(signing_key):
     return ed25519.Ed25519PublicKey.from_public_bytes(
         signing_key.public_raw)
-
-
-def tar_bytes(members):
-    """A tar archive from ``(TarInfo, data or None)`` pairs."""
-    out = io.BytesIO()
-    with tarfile.open(fileobj=out, mode='w', format=tarfile.PAX_FORMAT) as t:
-        for info, data in members:
-            t.addfile(info, io.BytesIO(data) if data is not None else None)
-    return out.getvalue()
-
-
-def regular(name, data):
-    info = tarfile.TarInfo(name)
-    info.size = len(data)
-    return info, data
 
 
 class PackagingTestCase(base.TestCase):
@@ -83,18 +66,20 @@ class PackagingTestCase(base.TestCase):
             encryption_key=encryption_key or self.encryption_key, **kwargs)
         return path, manifest
 
-    def package_from_tar(self, archive, files, name='evil', version='v1.0.1',
-                         chunk_size=SMALL_CHUNK):
-        """Encrypt and sign an arbitrary archive, as a fooled build would.
+    def package_from_plaintext(self, plaintext, files, name='evil',
+                               version='v1.0.1', chunk_size=SMALL_CHUNK,
+                               format_version=manifest_mod.FORMAT_VERSION):
+        """Encrypt and sign any plaintext, as a fooled build would.
 
-        ``files`` are the (name, data) pairs the manifest lists.
+        ``files`` are the (name, data) pairs the manifest lists; with
+        ``format_version`` 1 the plaintext is meant to be a tar archive.
         """
         path = os.path.join(self.tmp, name)
         key_id = keys.encryption_key_id(self.encryption_key)
         with open(path, 'wb') as out:
             encryptor = chunked_aead.ChunkEncryptor(
                 out, self.encryption_key, bytes.fromhex(key_id), chunk_size)
-            encryptor.write(archive)
+            encryptor.write(plaintext)
             encryptor.close()
         with open(path, 'rb') as source:
             payload = source.read()
@@ -109,7 +94,8 @@ class PackagingTestCase(base.TestCase):
             encryption=manifest_mod.Encryption(
                 key_id=key_id, chunk_size=chunk_size,
                 salt=encryptor.header.salt.hex()),
-            files=entries).with_signature(self.signing_key)
+            files=entries, format_version=format_version,
+        ).with_signature(self.signing_key)
         build.write_manifest(path + manifest_mod.MANIFEST_SUFFIX, manifest)
         return path, manifest
 

@@ -33,8 +33,13 @@ class TestManifestForm(base.PackagingTestCase):
         self.assertIsNone(parsed.min_upgrade_from)
 
     def test_unsupported_format_version(self):
-        self.document['signed']['format_version'] = 2
+        self.document['signed']['format_version'] = 3
         self.assertRaises(exc.UnsupportedFormatError, self.parse)
+
+    def test_tar_format_1_is_refused_with_a_rebuild_hint(self):
+        self.document['signed']['format_version'] = 1
+        error = self.assertRaises(exc.UnsupportedFormatError, self.parse)
+        self.assertIn('rebuild', str(error))
 
     def assertBad(self, section, key, value):
         target = self.document['signed']

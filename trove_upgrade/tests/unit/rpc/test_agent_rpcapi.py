@@ -5,7 +5,7 @@ from oslo_utils import uuidutils
 
 from trove_upgrade.agent import rpcapi
 from trove_upgrade import context
-from trove_upgrade.db import api as db_api
+from trove_upgrade.db import agents as db_agents
 from trove_upgrade import exception
 from trove_upgrade.tests import base
 from trove_upgrade.tests.fixtures import database
@@ -15,7 +15,7 @@ INSTANCE = '9e2f7a4c-1b3d-4c5e-8f6a-7b8c9d0e1f2a'
 
 
 def register(ctxt, rpc_api_version, instance_id=None):
-    db_api.register_agent(
+    db_agents.register_agent(
         ctxt, instance_id or uuidutils.generate_uuid(),
         {'agent_version': '2026.2.0', 'rpc_api_version': rpc_api_version,
          'state': 'RUNNING'})
@@ -114,7 +114,7 @@ class TestVersionCap(base.TestCase):
         self.assertEqual('1.2', api.version_cap(self.context))
         # The old agent upgraded its agent and registered again.
         register(self.context, '1.5',
-                 instance_id=db_api.list_agents(
+                 instance_id=db_agents.list_agents(
                      self.context, {'rpc_api_version': '1.2'})[0][
                          'instance_id'])
         self.assertEqual('1.4', api.version_cap(self.context))

@@ -5,7 +5,8 @@ import oslo_messaging as messaging
 from trove_upgrade.conductor import manager
 from trove_upgrade.conductor import rpcapi
 from trove_upgrade import context
-from trove_upgrade.db import api as db_api
+from trove_upgrade.db import agents as db_agents
+from trove_upgrade.db import upgrades as db_upgrades
 from trove_upgrade import exception
 from trove_upgrade import states
 from trove_upgrade.tests import base
@@ -34,7 +35,7 @@ class TestConductorAPI(base.TestCase):
         self.api = rpcapi.ConductorAPI()
 
     def create_upgrade(self):
-        return db_api.create_upgrade(context.get_admin_context(), {
+        return db_upgrades.create_upgrade(context.get_admin_context(), {
             'instance_id': INSTANCE, 'instance_version': 'v2',
             'strategy': 'swift', 'location': 'swift://c/o'})
 
@@ -47,7 +48,7 @@ class TestConductorAPI(base.TestCase):
                          (message.method, message.version,
                           message.context['request_id']))
         self.assertEqual(dict(AGENT, instance_id=INSTANCE), message.args)
-        agent = db_api.get_agent(self.context, INSTANCE)
+        agent = db_agents.get_agent(self.context, INSTANCE)
         self.assertEqual(AGENT, {k: agent[k] for k in AGENT})
 
     def test_register_with_a_bad_field_is_refused(self):
@@ -55,7 +56,7 @@ class TestConductorAPI(base.TestCase):
                               self.context, INSTANCE,
                               **dict(AGENT, rpc_api_version='one'))
         self.assertIn('rpc_api_version', str(e))
-        self.assertRaises(exception.AgentNotFound, db_api.get_agent,
+        self.assertRaises(exception.AgentNotFound, db_agents.get_agent,
                           self.context, INSTANCE)
 
     def test_heartbeat_is_a_cast(self):

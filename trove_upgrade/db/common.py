@@ -1,0 +1,143 @@
+"""What the database API's per-resource modules share.
+
+The control plane's transaction factory, the retry of deadlocked writes,
+the checks of the values callers pass and newest-first paging. Every
+function of the database API takes the request context first, runs in its
+own enginefacade transaction and returns plain dicts, so that no ORM
+object (and no lazy load) escapes this package.
+"""
+
+import json
+
+from oslo_db import api as oslo_db_api
+from oslo_db.sqlalchemy import enginefacade
+from oslo_db.sqlalchemy import utils as sqlalchemyutils
+import sqlalchemy as sa
+
+from trove_upgrade import exception
+
+
+def _use_utf8mb4(engine):
+    """Make MySQL/MariaDB connections speak utf8mb4, like the tables.
+
+    oslo.db asks for "utf8" (three bytes at most, so no emoji) when the
+    connection URL names no charset. The engine's first connection was made
+    before this hook, so the pool is emptied to renew it.
+    """
+    if engine.dialect.name != 'mysql' or 'charset' in engine.url.query:
+        return
+
+    @sa.event.listens_for(engine, 'connect')
+    def _set_charset(dbapi_connection, connection_record):
+        dbapi_connection.set_character_set('utf8mb4')
+
+    engine.dispose()
+
+
+def new_facade(**options):
+    """A transaction factory built the way the services build theirs.
+
+    It reads ``[database]`` of the global CONF when first used, unless
+    ``options`` (enginefacade's configure arguments) say otherwise. Foreign
+    keys are enforced on SQLite too.
+    """
+    facade = enginefacade.transaction_context()
+    facade.configure(sqlite_fk=True, **options)
+    facade.append_on_engine_create(_use_utf8mb4)
+    return facade
+
+
+# The control plane's transaction factory.
+context_manager = new_facade()
+
+
+# Characters of a state change's detail that are kept. A longer detail (an
+# agent's traceback) is cut rather than refused: losing the change itself
+# would be worse than losing the end of its explanation.
+MAX_DETAIL = 65536
+_CUT_MARK = ' [cut]'
+
+
+# Writes that MySQL or PostgreSQL chose as a deadlock victim are retried.
+retry_on_deadlock = oslo_db_api.wrap_db_retry(
+    max_retries=5, retry_on_deadlock=True)
+
+
+def get_engine():
+    """The writer engine, for the migrations and the manage command."""
+    return context_manager.writer.get_engine()
+
+
+def check_keys(what, given, allowed, required=frozenset()):
+    """Refuse keys outside ``allowed`` and missing ``required`` ones."""
+    unknown = set(given) - allowed
+    if unknown:
+        raise exception.Invalid(reason='unknown %s: %s' % (
+            what, ', '.join(sorted(unknown))))
+    missing = required - set(given)
+    if missing:
+        raise exception.Invalid(reason='missing %s: %s' % (
+            what, ', '.join(sorted(missing))))
+
+
+def check_strings(model, values, names):
+    """Reject what the column would refuse or silently truncate."""
+    for name in names:
+        column = model.__table__.c[name]
+        value = values.get(name)
+        if value is None and column.nullable:
+            continue
+        length = column.type.length
+        if not isinstance(value, str) or not value:
+            raise exception.Invalid(
+                reason='%s must be a non-empty string' % name)
+        if len(value) > length:
+            raise exception.Invalid(reason='%s is longer than %d characters'
+                                    % (name, length))
+
+
+def bounded_detail(detail):
+    if detail is None:
+        return None
+    if not isinstance(detail, str):
+        raise exception.Invalid(reason='detail must be a string')
+    if len(detail) <= MAX_DETAIL:
+        return detail
+    return detail[:MAX_DETAIL - len(_CUT_MARK)] + _CUT_MARK
+
+
+def check_json_object(name, value):
+    """Refuse what the JSON column (stdlib json) cannot store as given."""
+    if not isinstance(value, dict):
+        raise exception.Invalid(reason='%s must be an object' % name)
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError) as exc:
+        raise exception.Invalid(
+            reason='%s cannot be stored as JSON: %s' % (name, exc))
+    if not all(isinstance(key, str) for key in value):
+        raise exception.Invalid(reason='%s keys must be strings' % name)
+
+
+def check_limit(limit):
+    """Refuse a page size that is not a positive integer."""
+    if limit is None:
+        return
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise exception.Invalid(
+            reason='limit must be a positive integer, not %r' % (limit,))
+
+
+def newest_first_page(session, model, filters, limit, marker):
+    """Rows of ``model`` matching ``filters`` exactly, newest first."""
+    query = session.query(model)
+    for key, value in filters.items():
+        query = query.filter(getattr(model, key) == value)
+    marker_row = None
+    if marker is not None:
+        marker_row = session.get(model, marker)
+        if marker_row is None:
+            raise exception.MarkerNotFound(marker=marker)
+    return sqlalchemyutils.paginate_query(
+        query, model, limit, ['created_at', 'id'], marker=marker_row,
+        sort_dirs=['desc', 'desc']).all()

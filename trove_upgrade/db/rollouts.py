@@ -1,0 +1,345 @@
+"""Database API of rollouts, their leases and their dispatches.
+
+A rollout's status changes are compare-and-swap updates, like the
+upgrades'; the upgrades a rollout dispatches are recorded with their
+dispatch rows in one transaction.
+"""
+
+from oslo_db import exception as db_exc
+from oslo_log import log as logging
+from oslo_utils import timeutils
+from oslo_utils import uuidutils
+import sqlalchemy as sa
+
+from trove_upgrade.db import common
+from trove_upgrade.db import models
+from trove_upgrade.db import upgrades as db_upgrades
+from trove_upgrade import exception
+from trove_upgrade import rollout_states
+from trove_upgrade import states
+
+LOG = logging.getLogger(__name__)
+
+_ROLLOUT_REQUIRED = frozenset([
+    'name', 'instance_version', 'strategy', 'location', 'selector',
+    'canary', 'max_in_flight', 'max_in_flight_kind', 'max_failures',
+    'max_failures_kind', 'per_agent_retries', 'agent_deadline', 'status'])
+_ROLLOUT_OPTIONAL = frozenset(['start_at', 'status_detail'])
+_ROLLOUT_INTEGERS = frozenset(['canary', 'max_in_flight', 'max_failures',
+                               'per_agent_retries', 'agent_deadline',
+                               'failures_acknowledged'])
+# Columns ``update_rollout`` may set.
+_ROLLOUT_UPDATES = frozenset(['status', 'status_detail',
+                              'failures_acknowledged'])
+_ROLLOUT_FILTERS = frozenset(['status', 'name'])
+
+
+def _rollout_dict(row):
+    return {
+        'id': row.id,
+        'name': row.name,
+        'instance_version': row.instance_version,
+        'strategy': row.strategy,
+        'location': row.location,
+        'selector': row.selector,
+        'canary': row.canary,
+        'max_in_flight': row.max_in_flight,
+        'max_in_flight_kind': row.max_in_flight_kind,
+        'max_failures': row.max_failures,
+        'max_failures_kind': row.max_failures_kind,
+        'per_agent_retries': row.per_agent_retries,
+        'agent_deadline': row.agent_deadline,
+        'start_at': row.start_at,
+        'status': row.status,
+        'status_detail': row.status_detail,
+        'failures_acknowledged': row.failures_acknowledged,
+        'project_id': row.project_id,
+        'user_id': row.user_id,
+        'created_at': row.created_at,
+        'updated_at': row.updated_at,
+        'finished_at': row.finished_at,
+    }
+
+
+def _check_integers(values, names):
+    for name in names:
+        if name not in values:
+            continue
+        value = values[name]
+        if isinstance(value, bool) or not isinstance(value, int) \
+                or value < 0:
+            raise exception.Invalid(
+                reason='%s must be a non-negative integer, not %r'
+                       % (name, value))
+
+
+def _get_rollout_row(session, rollout_id):
+    row = session.get(models.Rollout, rollout_id)
+    if row is None:
+        raise exception.RolloutNotFound(rollout_id=rollout_id)
+    return row
+
+
+@common.retry_on_deadlock
+def create_rollout(context, values):
+    """Record a new rollout as ``values`` describe it."""
+    common.check_keys('rollout field', values,
+                      _ROLLOUT_REQUIRED | _ROLLOUT_OPTIONAL, _ROLLOUT_REQUIRED)
+    common.check_strings(models.Rollout, values,
+                         ['name', 'instance_version', 'strategy', 'location',
+                          'max_in_flight_kind', 'max_failures_kind',
+                          'status'])
+    _check_integers(values, _ROLLOUT_INTEGERS)
+    common.check_json_object('selector', values['selector'])
+    now = timeutils.utcnow()
+    start_at = values.get('start_at')
+    rollout = models.Rollout(
+        id=uuidutils.generate_uuid(),
+        failures_acknowledged=0,
+        project_id=context.project_id,
+        user_id=context.user_id,
+        created_at=now,
+        updated_at=now,
+        **dict(values, start_at=start_at and timeutils.normalize_time(
+            start_at)))
+    with common.context_manager.writer.using(context) as session:
+        session.add(rollout)
+        session.flush()
+        return _rollout_dict(rollout)
+
+
+def get_rollout(context, rollout_id):
+    with common.context_manager.reader.using(context) as session:
+        return _rollout_dict(_get_rollout_row(session, rollout_id))
+
+
+def list_rollouts(context, filters=None, limit=None, marker=None):
+    """Rollouts newest first, filtered by exact match, one page at a time."""
+    filters = filters or {}
+    common.check_keys('rollout filter', filters, _ROLLOUT_FILTERS)
+    common.check_limit(limit)
+    with common.context_manager.reader.using(context) as session:
+        return [_rollout_dict(row) for row in common.newest_first_page(
+            session, models.Rollout, filters, limit, marker)]
+
+
+def list_rollouts_in(context, statuses):
+    """Rollouts in any of ``statuses``, oldest first (their precedence)."""
+    with common.context_manager.reader.using(context) as session:
+        rows = session.scalars(
+            sa.select(models.Rollout)
+            .where(models.Rollout.status.in_(sorted(statuses)))
+            .order_by(models.Rollout.created_at, models.Rollout.id)).all()
+        return [_rollout_dict(row) for row in rows]
+
+
+@common.retry_on_deadlock
+def update_rollout(context, rollout_id, from_states, values,
+                   finished=False):
+    """Set ``values`` if the rollout is still in one of ``from_states``.
+
+    A compare-and-swap on the status, like the upgrades'. Returns the
+    rollout when this call changed it, None when its status had moved.
+
+    :raises: RolloutNotFound
+    """
+    common.check_keys('rollout column', values, _ROLLOUT_UPDATES)
+    _check_integers(values, _ROLLOUT_INTEGERS)
+    if 'status_detail' in values:
+        values = dict(values, status_detail=common.bounded_detail(
+            values['status_detail']))
+    now = timeutils.utcnow()
+    columns = dict(values, updated_at=now)
+    if finished:
+        columns['finished_at'] = now
+    with common.context_manager.writer.using(context) as session:
+        result = session.execute(
+            sa.update(models.Rollout)
+            .where(models.Rollout.id == rollout_id,
+                   models.Rollout.status.in_(sorted(from_states)))
+            .values(**columns)
+            .execution_options(synchronize_session=False))
+        row = _get_rollout_row(session, rollout_id)
+        if result.rowcount != 1:
+            return None
+        return _rollout_dict(row)
+
+
+@common.retry_on_deadlock
+def acquire_rollout_lease(context, rollout_id, owner, until):
+    """Take or renew the right to reconcile a rollout until ``until``.
+
+    True when ``owner`` holds the lease now: nobody held it, it expired,
+    or ``owner`` held it already.
+    """
+    now = timeutils.utcnow()
+    rollout = models.Rollout
+    with common.context_manager.writer.using(context) as session:
+        result = session.execute(
+            sa.update(rollout)
+            .where(rollout.id == rollout_id,
+                   sa.or_(rollout.lease_owner.is_(None),
+                          rollout.lease_owner == owner,
+                          rollout.lease_until < now))
+            .values(lease_owner=owner,
+                    lease_until=timeutils.normalize_time(until))
+            .execution_options(synchronize_session=False))
+        return result.rowcount == 1
+
+
+@common.retry_on_deadlock
+def release_rollout_lease(context, rollout_id, owner):
+    """Give up the lease ``owner`` holds, if it still does."""
+    with common.context_manager.writer.using(context) as session:
+        session.execute(
+            sa.update(models.Rollout)
+            .where(models.Rollout.id == rollout_id,
+                   models.Rollout.lease_owner == owner)
+            .values(lease_owner=None, lease_until=None)
+            .execution_options(synchronize_session=False))
+
+
+@common.retry_on_deadlock
+def delete_rollout(context, rollout_id, allowed_states):
+    """Delete a rollout in one of ``allowed_states`` and its dispatches.
+
+    The upgrades it dispatched stay, tagged with its id.
+
+    :raises: RolloutNotFound; InvalidRolloutState in another state.
+    """
+    with common.context_manager.writer.using(context) as session:
+        row = _get_rollout_row(session, rollout_id)
+        if row.status not in allowed_states:
+            raise exception.InvalidRolloutState(
+                rollout_id=rollout_id, status=row.status, action='deleted')
+        session.execute(
+            sa.delete(models.RolloutDispatch)
+            .where(models.RolloutDispatch.rollout_id == rollout_id))
+        session.execute(
+            sa.delete(models.Rollout)
+            .where(models.Rollout.id == rollout_id,
+                   models.Rollout.status.in_(sorted(allowed_states))))
+
+
+def list_rollout_dispatches(context, rollout_id):
+    """Every attempt of a rollout with its upgrade's status.
+
+    Ordered by instance and attempt.
+    """
+    dispatch = models.RolloutDispatch
+    with common.context_manager.reader.using(context) as session:
+        rows = session.execute(
+            sa.select(dispatch.instance_id, dispatch.attempt,
+                      dispatch.canary, dispatch.upgrade_id,
+                      models.Upgrade.status, models.Upgrade.created_at,
+                      models.Upgrade.finished_at)
+            .join(models.Upgrade, models.Upgrade.id == dispatch.upgrade_id)
+            .where(dispatch.rollout_id == rollout_id)
+            .order_by(dispatch.instance_id, dispatch.attempt)).all()
+    return [{'instance_id': r[0], 'attempt': r[1], 'canary': r[2],
+             'upgrade_id': r[3], 'status': r[4], 'created_at': r[5],
+             'finished_at': r[6]}
+            for r in rows]
+
+
+def _rollout_upgrade_rows(context, rollout, targets, now):
+    """Rows of the upgrades, their first events and their dispatches."""
+    upgrades, events, dispatches = [], [], []
+    for instance_id, attempt, canary in targets:
+        upgrade_id = uuidutils.generate_uuid()
+        upgrades.append({
+            'id': upgrade_id, 'instance_id': instance_id,
+            'instance_version': rollout['instance_version'],
+            'from_version': None, 'strategy': rollout['strategy'],
+            'location': rollout['location'], 'metadata': {},
+            'allow_downgrade': False, 'status': states.PENDING,
+            'status_detail': None, 'project_id': context.project_id,
+            'user_id': context.user_id, 'request_id': context.request_id,
+            'rollout_id': rollout['id'], 'created_at': now,
+            'updated_at': now, 'finished_at': None})
+        events.append(db_upgrades.event_row(
+            context, upgrade_id, now, 'conductor', None, states.PENDING))
+        dispatches.append({
+            'rollout_id': rollout['id'], 'instance_id': instance_id,
+            'attempt': attempt, 'canary': canary, 'upgrade_id': upgrade_id,
+            'created_at': now})
+    return upgrades, events, dispatches
+
+
+@common.retry_on_deadlock
+def _create_rollout_upgrades(context, rollout, targets, owner):
+    now = timeutils.utcnow()
+    upgrades, events, dispatches = _rollout_upgrade_rows(
+        context, rollout, targets, now)
+    with common.context_manager.writer.using(context) as session:
+        # First statement, so SQLite takes the write lock here: from now
+        # on nobody pauses, aborts or takes over the rollout until commit.
+        still_ours = session.execute(
+            sa.update(models.Rollout)
+            .where(models.Rollout.id == rollout['id'],
+                   models.Rollout.status == rollout_states.RUNNING,
+                   models.Rollout.lease_owner == owner)
+            .values(updated_at=now)
+            .execution_options(synchronize_session=False)).rowcount
+        if not still_ours:
+            return None
+        # One statement per table for the whole batch: a rollout
+        # dispatches hundreds at a time.
+        session.execute(sa.insert(models.Upgrade.__table__), upgrades)
+        session.execute(sa.insert(models.UpgradeEvent.__table__), events)
+        session.execute(sa.insert(models.RolloutDispatch.__table__),
+                        dispatches)
+    for upgrade in upgrades:
+        upgrade['metadata'] = {}
+    return upgrades
+
+
+def create_rollout_upgrades(context, rollout, targets, owner):
+    """Record the upgrades a rollout dispatches, each with its dispatch.
+
+    ``targets`` are ``(instance_id, attempt, canary)``. Nothing is recorded
+    unless the rollout is still RUNNING and ``owner`` still holds its
+    lease. All are recorded in one transaction; when one attempt was
+    recorded already (by another conductor), they are recorded one at a
+    time and that one is left out. Returns the upgrades recorded, PENDING,
+    tagged with the rollout's id.
+    """
+    try:
+        return _create_rollout_upgrades(context, rollout, targets,
+                                        owner) or []
+    except db_exc.DBDuplicateEntry:
+        if len(targets) == 1:
+            LOG.info('Attempt %(attempt)d of rollout %(rollout)s at '
+                     'instance %(instance)s was dispatched already.',
+                     {'attempt': targets[0][1], 'rollout': rollout['id'],
+                      'instance': targets[0][0]})
+            return []
+    created = []
+    for target in targets:
+        created.extend(create_rollout_upgrades(context, rollout, [target],
+                                               owner))
+    return created
+
+
+def timeout_rollout_upgrades(context, rollout_id, created_before):
+    """TIMED_OUT for a rollout's unfinished upgrades created before a time.
+
+    The rollout's ``agent_deadline`` closes its transactions; returns the
+    upgrades this call changed.
+    """
+    created_before = timeutils.normalize_time(created_before)
+    with common.context_manager.reader.using(context) as session:
+        candidates = session.scalars(
+            sa.select(models.Upgrade.id)
+            .where(models.Upgrade.rollout_id == rollout_id,
+                   models.Upgrade.status.not_in(states.FINAL_STATES),
+                   models.Upgrade.created_at < created_before)
+            .order_by(models.Upgrade.created_at, models.Upgrade.id)).all()
+    timed_out = []
+    for upgrade_id in candidates:
+        changed, upgrade = db_upgrades.transition_upgrade(
+            context, upgrade_id, states.TIMED_OUT, 'conductor',
+            detail="No final state within the rollout's agent deadline.")
+        if changed:
+            timed_out.append(upgrade)
+    return timed_out

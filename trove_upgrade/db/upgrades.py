@@ -1,0 +1,370 @@
+"""Database API of upgrades and their events.
+
+State changes are compare-and-swap updates on the ``status`` column: two
+processes reporting the same change race on ``UPDATE ... WHERE status =
+:from`` and only the one whose update matched a row records the event. The
+loser re-reads the upgrade in a new transaction (MySQL's repeatable-read
+snapshot would keep showing it the old status in the same one) and finds
+its report to be a duplicate.
+"""
+
+from oslo_log import log as logging
+from oslo_utils import timeutils
+from oslo_utils import uuidutils
+import sqlalchemy as sa
+
+from trove_upgrade.db import common
+from trove_upgrade.db import models
+from trove_upgrade import exception
+from trove_upgrade import states
+
+LOG = logging.getLogger(__name__)
+
+_UPGRADE_REQUIRED = frozenset(['instance_id', 'instance_version', 'strategy',
+                               'location'])
+_UPGRADE_OPTIONAL = frozenset(['metadata', 'allow_downgrade', 'rollout_id'])
+_UPGRADE_FILTERS = frozenset(['instance_id', 'status', 'instance_version',
+                              'rollout_id'])
+# Columns a transition may set besides the ones it always sets itself.
+_TRANSITION_VALUES = frozenset(['from_version', 'instance_version',
+                                'rollout_id'])
+
+
+def _check_state(state):
+    if state not in states.ALL_STATES:
+        raise exception.Invalid(reason='unknown upgrade state %r' % (state,))
+
+
+def _upgrade_dict(row):
+    return {
+        'id': row.id,
+        'instance_id': row.instance_id,
+        'instance_version': row.instance_version,
+        'from_version': row.from_version,
+        'strategy': row.strategy,
+        'location': row.location,
+        'metadata': row.upgrade_metadata,
+        'allow_downgrade': row.allow_downgrade,
+        'status': row.status,
+        'status_detail': row.status_detail,
+        'project_id': row.project_id,
+        'user_id': row.user_id,
+        'request_id': row.request_id,
+        'rollout_id': row.rollout_id,
+        'created_at': row.created_at,
+        'updated_at': row.updated_at,
+        'finished_at': row.finished_at,
+    }
+
+
+def _event_dict(row):
+    return {
+        'id': row.id,
+        'created_at': row.created_at,
+        'source': row.source,
+        'from_state': row.from_state,
+        'to_state': row.to_state,
+        'detail': row.detail,
+        'request_id': row.request_id,
+    }
+
+
+def event_row(context, upgrade_id, now, source, from_state, to_state,
+              detail=None):
+    """The values of one ``upgrade_events`` row, for a plain INSERT."""
+    return {'upgrade_id': upgrade_id, 'created_at': now, 'source': source,
+            'from_state': from_state, 'to_state': to_state,
+            'detail': detail, 'request_id': context.request_id}
+
+
+def _get_upgrade_row(session, upgrade_id):
+    row = session.get(models.Upgrade, upgrade_id)
+    if row is None:
+        raise exception.UpgradeNotFound(upgrade_id=upgrade_id)
+    return row
+
+
+def _upgrade_with_events(session, upgrade_id, with_events):
+    result = _upgrade_dict(_get_upgrade_row(session, upgrade_id))
+    if with_events:
+        events = session.scalars(
+            sa.select(models.UpgradeEvent)
+            .where(models.UpgradeEvent.upgrade_id == upgrade_id)
+            .order_by(models.UpgradeEvent.id))
+        result['events'] = [_event_dict(e) for e in events]
+    return result
+
+
+@common.retry_on_deadlock
+def create_upgrade(context, values):
+    """Record a new PENDING upgrade and its first event, atomically."""
+    common.check_keys('upgrade field', values,
+                      _UPGRADE_REQUIRED | _UPGRADE_OPTIONAL, _UPGRADE_REQUIRED)
+    common.check_strings(models.Upgrade, values,
+                         _UPGRADE_REQUIRED | {'rollout_id'})
+    metadata = values.get('metadata')
+    if metadata is None:
+        metadata = {}
+    common.check_json_object('metadata', metadata)
+    allow_downgrade = values.get('allow_downgrade', False)
+    if not isinstance(allow_downgrade, bool):
+        raise exception.Invalid(reason='allow_downgrade must be a boolean')
+    now = timeutils.utcnow()
+    upgrade = models.Upgrade(
+        id=uuidutils.generate_uuid(),
+        instance_id=values['instance_id'],
+        instance_version=values['instance_version'],
+        strategy=values['strategy'],
+        location=values['location'],
+        upgrade_metadata=metadata,
+        allow_downgrade=allow_downgrade,
+        rollout_id=values.get('rollout_id'),
+        status=states.PENDING,
+        project_id=context.project_id,
+        user_id=context.user_id,
+        request_id=context.request_id,
+        created_at=now,
+        updated_at=now,
+    )
+    with common.context_manager.writer.using(context) as session:
+        session.add(upgrade)
+        session.flush()
+        session.execute(sa.insert(models.UpgradeEvent.__table__).values(
+            event_row(context, upgrade.id, now, 'api', None,
+                      states.PENDING)))
+        return _upgrade_dict(upgrade)
+
+
+def get_upgrade(context, upgrade_id, with_events=False):
+    """One upgrade; with its events, oldest first, when asked."""
+    with common.context_manager.reader.using(context) as session:
+        return _upgrade_with_events(session, upgrade_id, with_events)
+
+
+def list_upgrades(context, filters=None, limit=None, marker=None):
+    """Upgrades newest first, filtered by exact match, one page at a time."""
+    filters = filters or {}
+    common.check_keys('upgrade filter', filters, _UPGRADE_FILTERS)
+    common.check_limit(limit)
+    with common.context_manager.reader.using(context) as session:
+        return [_upgrade_dict(row) for row in common.newest_first_page(
+            session, models.Upgrade, filters, limit, marker)]
+
+
+# The upgrade's columns under the names ``_upgrade_dict`` reads, for plain
+# rows: the ORM would build an object to throw away.
+_UPGRADE_COLUMNS = tuple(getattr(models.Upgrade, attr.key).label(attr.key)
+                         for attr in models.Upgrade.__mapper__.column_attrs)
+
+
+def _read_upgrade(session, upgrade_id):
+    row = session.execute(sa.select(*_UPGRADE_COLUMNS).where(
+        models.Upgrade.id == upgrade_id)).first()
+    if row is None:
+        raise exception.UpgradeNotFound(upgrade_id=upgrade_id)
+    return _upgrade_dict(row)
+
+
+def _decide(upgrade, to_state, allowed_from, instance_id):
+    """True to move ``upgrade`` on, False when the move is not news.
+
+    :raises: UpgradeOfAnotherInstance, InvalidStateTransition
+    """
+    if instance_id is not None and upgrade['instance_id'] != instance_id:
+        raise exception.UpgradeOfAnotherInstance(
+            upgrade_id=upgrade['id'], instance_id=instance_id,
+            owner=upgrade['instance_id'])
+    current = upgrade['status']
+    if current == to_state:
+        return False
+    if allowed_from is not None and current not in allowed_from:
+        raise exception.InvalidStateTransition(
+            upgrade_id=upgrade['id'], from_state=current, to_state=to_state)
+    if states.is_duplicate_or_stale(current, to_state):
+        return False
+    if not states.is_legal(current, to_state):
+        raise exception.InvalidStateTransition(
+            upgrade_id=upgrade['id'], from_state=current, to_state=to_state)
+    return True
+
+
+def _take_sqlite_write_lock(session, *upgrade_ids):
+    """On SQLite, make the transaction's first statement a write.
+
+    SQLite has a single writer. Two transactions that both read and then
+    write can deadlock on its lock, and it refuses one at once ("database
+    is locked") instead of letting it wait; a transaction that writes
+    first waits for the lock. MySQL and PostgreSQL lock rows, not the
+    database, and skip this.
+    """
+    if session.get_bind().dialect.name == 'sqlite':
+        session.execute(
+            sa.update(models.Upgrade)
+            .where(models.Upgrade.id.in_(upgrade_ids))
+            .values(status=models.Upgrade.status)
+            .execution_options(synchronize_session=False))
+
+
+@common.retry_on_deadlock
+def _transition_once(context, upgrade_id, to_state, source, detail,
+                     allowed_from, values, instance_id):
+    """Read, decide and compare-and-swap in one transaction.
+
+    Returns ``(changed, upgrade)``, or None when another writer changed
+    the status between the read and the UPDATE; the caller then tries
+    again in a new transaction, whose first read sees that writer's
+    change (on MySQL too, whose repeatable-read snapshot would hide it
+    from this one).
+    """
+    with common.context_manager.writer.using(context) as session:
+        _take_sqlite_write_lock(session, upgrade_id)
+        upgrade = _read_upgrade(session, upgrade_id)
+        if not _decide(upgrade, to_state, allowed_from, instance_id):
+            return False, upgrade
+        if callable(detail):
+            detail = common.bounded_detail(detail(upgrade))
+        now = timeutils.utcnow()
+        columns = dict(values, status=to_state, status_detail=detail,
+                       updated_at=now)
+        if to_state in states.FINAL_STATES:
+            columns['finished_at'] = now
+        result = session.execute(
+            sa.update(models.Upgrade)
+            .where(models.Upgrade.id == upgrade_id,
+                   models.Upgrade.status == upgrade['status'])
+            .values(**columns)
+            .execution_options(synchronize_session=False))
+        if result.rowcount != 1:
+            return None
+        session.execute(sa.insert(models.UpgradeEvent.__table__).values(
+            event_row(context, upgrade_id, now, source, upgrade['status'],
+                      to_state, detail)))
+        upgrade.update(columns)
+        return True, upgrade
+
+
+def transition_upgrade(context, upgrade_id, to_state, source, detail=None,
+                       allowed_from=None, values=None, instance_id=None):
+    """Move an upgrade to ``to_state`` and record the event, race-safely.
+
+    Returns ``(changed, upgrade)``. A duplicate or stale report changes
+    nothing and returns ``(False, upgrade)``; an illegal move raises
+    InvalidStateTransition. ``allowed_from`` is a claim that the upgrade is
+    in one of those states: a repeat of a move that already happened is
+    still a duplicate, but from any other state outside the set (a cancel
+    of a finished upgrade, an agent's start of a cancelled one) it raises
+    InvalidStateTransition rather than passing as stale. With
+    ``instance_id``, an upgrade of another instance raises
+    UpgradeOfAnotherInstance. ``detail`` may be a function of the upgrade
+    as read, for a detail that depends on it.
+
+    The read, the decision, the compare-and-swap and the event are one
+    transaction, so the common case costs one round of the connection
+    pool. Must not be called inside another transaction of the same
+    context: a lost race is retried in a fresh one.
+    """
+    _check_state(to_state)
+    if source is None:
+        raise exception.Invalid(reason='an event needs a source')
+    common.check_strings(models.UpgradeEvent, {'source': source}, ['source'])
+    values = values or {}
+    common.check_keys('upgrade column', values, _TRANSITION_VALUES)
+    common.check_strings(models.Upgrade, values, values)
+    if not callable(detail):
+        detail = common.bounded_detail(detail)
+    # Each lost race means another writer moved the status forward; the
+    # state machine has no cycle, so this loop ends.
+    while True:
+        outcome = _transition_once(context, upgrade_id, to_state, source,
+                                   detail, allowed_from, values, instance_id)
+        if outcome is not None:
+            return outcome
+        LOG.debug('Upgrade %s changed while moving it to %s; retrying.',
+                  upgrade_id, to_state)
+
+
+def timeout_upgrades(context, created_before):
+    """Move every unfinished upgrade created before a time to TIMED_OUT.
+
+    Returns the upgrades this call changed; one that reached a final state
+    meanwhile is left alone by the compare-and-swap.
+    """
+    created_before = timeutils.normalize_time(created_before)
+    with common.context_manager.reader.using(context) as session:
+        candidates = session.execute(
+            sa.select(models.Upgrade.id, models.Upgrade.created_at)
+            .where(models.Upgrade.status.not_in(states.FINAL_STATES),
+                   models.Upgrade.created_at < created_before)
+            .order_by(models.Upgrade.created_at, models.Upgrade.id)).all()
+    now = timeutils.utcnow()
+    timed_out = []
+    for upgrade_id, created_at in candidates:
+        age = int((now - created_at).total_seconds())
+        changed, upgrade = transition_upgrade(
+            context, upgrade_id, states.TIMED_OUT, 'conductor',
+            detail='No final state %d seconds after the upgrade was '
+                   'requested.' % age)
+        if changed:
+            timed_out.append(upgrade)
+    return timed_out
+
+
+def list_unfinished_upgrades(context, created_before):
+    """Upgrades still in a non-final state created before a time.
+
+    Oldest first; for ``trove-upgrade-status``, which reports what the
+    conductor should have timed out, without changing anything.
+    """
+    created_before = timeutils.normalize_time(created_before)
+    with common.context_manager.reader.using(context) as session:
+        rows = session.scalars(
+            sa.select(models.Upgrade)
+            .where(models.Upgrade.status.not_in(states.FINAL_STATES),
+                   models.Upgrade.created_at < created_before)
+            .order_by(models.Upgrade.created_at, models.Upgrade.id)).all()
+        return [_upgrade_dict(row) for row in rows]
+
+
+@common.retry_on_deadlock
+def mark_upgrades_sent(context, upgrade_ids, source):
+    """Move those of ``upgrade_ids`` still PENDING to SENT, with events.
+
+    One transaction for a whole batch of casts. An upgrade its agent
+    claimed (or anyone moved) meanwhile is left alone, and so is one whose
+    row another transaction holds, without waiting: that is a claim moving
+    it past SENT, and under a fleet that claims as fast as it is sent to,
+    waiting for those made this step slower than the casts. A claim that
+    rolls back leaves its upgrade PENDING, which a resent claim accepts as
+    it does SENT. Returns the ids moved.
+    """
+    if not upgrade_ids:
+        return []
+    now = timeutils.utcnow()
+    upgrade = models.Upgrade
+    with common.context_manager.writer.using(context) as session:
+        _take_sqlite_write_lock(session, *upgrade_ids)
+        moved = session.scalars(
+            sa.select(upgrade.id)
+            .where(upgrade.id.in_(upgrade_ids),
+                   upgrade.status == states.PENDING)
+            .with_for_update(skip_locked=True)).all()
+        if moved:
+            session.execute(
+                sa.update(upgrade)
+                .where(upgrade.id.in_(moved))
+                .values(status=states.SENT, status_detail=None,
+                        updated_at=now)
+                .execution_options(synchronize_session=False))
+            session.execute(sa.insert(models.UpgradeEvent.__table__), [
+                event_row(context, upgrade_id, now, source, states.PENDING,
+                          states.SENT)
+                for upgrade_id in moved])
+        return list(moved)
+
+
+def list_busy_instances(context):
+    """Instances with an upgrade in a non-final state, from anyone."""
+    with common.context_manager.reader.using(context) as session:
+        return set(session.scalars(
+            sa.select(models.Upgrade.instance_id).distinct()
+            .where(models.Upgrade.status.not_in(states.FINAL_STATES))))

@@ -1,0 +1,119 @@
+"""The extension's application, loaded as trove-api loads it.
+
+Each test runs a fresh Python, since the choice of ConfigOpts is made once
+per process, before ``trove_upgrade.conf`` is imported: there a stand-in
+for Trove's own registrations is on the global CONF first, as in
+trove-api, then the application is loaded from trove-upgrade's own file.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import fixtures
+
+from trove_upgrade import hosted_conf
+from trove_upgrade.tests import base
+from trove_upgrade.tests import conffile
+from trove_upgrade.tests.fixtures import database
+
+_SCRIPT = textwrap.dedent('''
+    import json
+    import sys
+
+    from oslo_config import cfg
+    from oslo_context import context as oslo_context
+    from oslo_db import options as db_options
+    import oslo_messaging as messaging
+    import webob
+
+    # What trove-api has done before it loads extensions.
+    db_options.set_defaults(cfg.CONF, connection='sqlite://')
+    messaging.TransportURL.parse(cfg.CONF)
+    cfg.CONF([], project='trove', default_config_files=[])
+
+    from trove_upgrade.trove_extension import app
+    application = app.load([sys.argv[1]])
+    from trove_upgrade import conf
+
+    def call(method, path, roles, body=None, trove_context=True):
+        req = webob.Request.blank(path, method=method,
+                                  base_url='http://trove.test:8779/v1.0')
+        req.environ['openstack.request_id'] = 'req-from-trove'
+        if trove_context:
+            req.environ['trove.context'] = oslo_context.RequestContext(
+                user_id='u1', project_id='p1', roles=roles)
+        if body is not None:
+            req.json = body
+            req.content_type = 'application/json'
+        resp = req.get_response(application)
+        return {'status': resp.status_int, 'body': resp.json,
+                'location': resp.headers.get('Location')}
+
+    print(json.dumps({
+        'global_exchange': cfg.CONF.control_exchange,
+        'global_connection': cfg.CONF.database.connection,
+        'global_has_api': 'api' in cfg.CONF,
+        'own_exchange': conf.CONF.control_exchange,
+        'own_connection': conf.CONF.database.connection,
+        'list': call('GET', '/p1/mgmt/upgrades', ['admin']),
+        'create': call('POST', '/p1/mgmt/instances/'
+                       '6a9b1d1e-3c4f-4f51-9d62-1a2b3c4d5e6f/upgrade',
+                       ['admin'], {'upgrade': {
+                           'instance_version': '2.0.0',
+                           'location': 'swift://c/o.pkg'}}),
+        'member': call('GET', '/p1/mgmt/agents', ['member']),
+        'other_project': call('GET', '/p2/mgmt/agents', ['admin']),
+        'anonymous': call('GET', '/p1/mgmt/agents', [],
+                          trove_context=False),
+    }))
+''')
+
+
+class TestHostedConf(base.TestCase):
+
+    def test_too_late_once_the_options_are_on_the_global_conf(self):
+        # This test process imported trove_upgrade.conf long ago.
+        self.assertRaises(RuntimeError, hosted_conf.use_private_conf)
+        self.assertFalse(hosted_conf.is_private())
+
+
+class TestLoad(base.TestCase):
+
+    def test_served_on_its_own_conf_without_touching_troves(self):
+        tmp = self.useFixture(fixtures.TempDir()).path
+        db = self.useFixture(database.Database())
+        path = os.path.join(tmp, 'trove-upgrade.conf')
+        conffile.write_conf(path, {
+            'DEFAULT': {'transport_url': 'fake:/', 'state_path': tmp},
+            'database': {'connection': db.url},
+        })
+
+        proc = subprocess.run([sys.executable, '-c', _SCRIPT, path],
+                              capture_output=True, text=True, timeout=120)
+
+        self.assertEqual(0, proc.returncode, proc.stderr)
+        seen = json.loads(proc.stdout.splitlines()[-1])
+        # Trove's options keep their values and defaults.
+        self.assertEqual(('openstack', 'sqlite://', False),
+                         (seen['global_exchange'], seen['global_connection'],
+                          seen['global_has_api']))
+        self.assertEqual(('trove_upgrade', db.url),
+                         (seen['own_exchange'], seen['own_connection']))
+        self.assertEqual((200, {'upgrades': []}),
+                         (seen['list']['status'], seen['list']['body']))
+        created = seen['create']
+        self.assertEqual(202, created['status'], created)
+        upgrade = created['body']['upgrade']
+        self.assertEqual(('swift', 'p1', 'u1', 'req-from-trove'),
+                         (upgrade['strategy'], upgrade['project_id'],
+                          upgrade['user_id'], upgrade['request_id']))
+        self.assertEqual('http://trove.test:8779/v1.0/p1/mgmt/upgrades/%s'
+                         % upgrade['id'], created['location'])
+        for name, status in (('member', 403), ('other_project', 403),
+                             ('anonymous', 401)):
+            error, = seen[name]['body']['errors']
+            self.assertEqual((status, 'req-from-trove'),
+                             (error['status'], error['request_id']), name)

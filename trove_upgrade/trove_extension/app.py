@@ -1,0 +1,112 @@
+"""trove-upgrade's API application as trove-api hosts it.
+
+``load`` runs once, as trove-api builds its pipeline: it gives
+trove-upgrade a ConfigOpts of its own, parses trove-upgrade's own files
+into it, points the database at trove-upgrade's ``[database]`` and loads
+trove-upgrade's policy. A configuration that cannot work stops trove-api
+there, at start. Nothing here starts threads or chooses an oslo.service
+backend: trove-api is eventlet's, and its own.
+
+The application is the standalone API's router and handlers; only the
+layers Trove already has (request id, proxy headers, authentication) are
+left out, and the caller's identity comes from Trove's context.
+"""
+
+from oslo_db import options as db_options
+from oslo_log import log as logging
+from oslo_middleware import request_id
+import webob.exc
+
+from trove_upgrade.api import fault_wrap
+from trove_upgrade.api import sizelimit
+from trove_upgrade.api import util
+from trove_upgrade import context
+from trove_upgrade import hosted_conf
+from trove_upgrade import version
+
+LOG = logging.getLogger(__name__)
+
+# Where Trove's ContextMiddleware leaves its RequestContext.
+TROVE_CONTEXT_KEY = 'trove.context'
+# Trove serves its API under this prefix; trove-upgrade's router (and the
+# links in its bodies) expect it in PATH_INFO, as the standalone API has it.
+API_PREFIX = '/v1.0'
+
+
+def _parse(config_files):
+    conf = hosted_conf.use_private_conf()
+    # Imported only now: it binds the ConfigOpts as it loads, and so do the
+    # modules imported below that use it.
+    from trove_upgrade import conf as tu_conf
+    tu_conf.CONF([], project='trove-upgrade', prog='trove-upgrade',
+                 version=version.version_string(),
+                 default_config_files=config_files or None)
+    return conf
+
+
+def _configure_database(conf):
+    """enginefacade reads the global CONF, Trove's here: give it ours."""
+    from trove_upgrade.db import api as db_api
+    db_api.context_manager.configure(**{
+        opt.dest: conf.database[opt.dest]
+        for opt in db_options.database_opts})
+
+
+def load(config_files):
+    """trove-upgrade's API application, configured from ``config_files``."""
+    conf = _parse(config_files)
+    _configure_database(conf)
+    from trove_upgrade.api import handler
+    from trove_upgrade import policy
+    from trove_upgrade import release_mappings
+    release_mappings.resolve_version_cap(
+        'agent', conf.upgrade_levels.agent, auto=lambda: None)
+    policy.init(conf)
+    LOG.info('trove-upgrade API extension serving, database %s',
+             conf.database.connection.split('://', 1)[0])
+    application = TroveContextAdapter(handler.Router(conf))
+    application = sizelimit.RequestBodySizeLimit(application, conf)
+    return fault_wrap.FaultWrapper(application)
+
+
+class TroveContextAdapter:
+    """Trove's request, as trove-upgrade's router expects it.
+
+    The caller is who Trove's context says (user, project, roles), the
+    request id the one Trove's request_id middleware answers with, and the
+    path carries the API version again, as on the standalone API.
+    """
+
+    def __init__(self, application):
+        self.application = application
+
+    def __call__(self, environ, start_response):
+        environ = dict(environ)
+        script = environ.get('SCRIPT_NAME', '')
+        if script.endswith(API_PREFIX):
+            environ['SCRIPT_NAME'] = script[:-len(API_PREFIX)]
+            environ['PATH_INFO'] = API_PREFIX + environ.get('PATH_INFO', '')
+        try:
+            environ[util.CONTEXT_KEY] = self.context_from(environ)
+        except webob.exc.HTTPException as err:
+            response = util.error_response(err.code, err.detail, environ)
+            return response(environ, start_response)
+        return self.application(environ, start_response)
+
+    @staticmethod
+    def context_from(environ):
+        trove_context = environ.get(TROVE_CONTEXT_KEY)
+        if trove_context is None or not trove_context.user_id:
+            raise webob.exc.HTTPUnauthorized(
+                'The request carries no authenticated user: trove-api '
+                'must run its context middleware before extensions.')
+        request = environ.get(request_id.ENV_REQUEST_ID)
+        return context.RequestContext(
+            user_id=trove_context.user_id,
+            project_id=trove_context.project_id,
+            roles=[r for r in trove_context.roles if r],
+            auth_token=trove_context.auth_token,
+            request_id=request or trove_context.request_id,
+            global_request_id=trove_context.global_request_id,
+            # Trove's thread-local context stays the current one.
+            overwrite=False)

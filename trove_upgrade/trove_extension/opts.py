@@ -1,0 +1,44 @@
+"""Options of the Trove API extension, read from trove.conf.
+
+They live on Trove's ConfigOpts in the ``[trove_upgrade]`` group and only
+say whether the extension serves and where trove-upgrade's own
+configuration is; everything else (database, transport, exchange, policy)
+comes from that file, on trove-upgrade's own ConfigOpts (see
+``trove_upgrade.hosted_conf``). Not in ``trove_upgrade.conf``: importing
+that package would put trove-upgrade's options on Trove's CONF.
+"""
+
+from oslo_config import cfg
+
+GROUP = cfg.OptGroup(
+    'trove_upgrade', title='trove-upgrade API extension',
+    help='The trove-upgrade management API served by trove-api.')
+
+OPTS = [
+    cfg.BoolOpt('enabled',
+                default=False,
+                help='Serve the trove-upgrade management API (mgmt '
+                     'upgrades, agents, rollouts) on Trove\'s endpoint and '
+                     'answer Trove\'s POST /mgmt/instances/{id}/upgrade '
+                     'with a recorded upgrade. Off, the installed '
+                     'extension serves nothing and Trove\'s own route '
+                     'stays as it was.'),
+    cfg.ListOpt('config_files',
+                default=[],
+                help='trove-upgrade\'s own configuration files ([database], '
+                     'transport_url, control_exchange, [oslo_policy], '
+                     '...), the same ones its conductor reads. Empty: '
+                     'oslo.config\'s default locations for trove-upgrade, '
+                     '/etc/trove-upgrade/trove-upgrade.conf and the '
+                     '/etc/trove-upgrade/trove-upgrade.conf.d directory.'),
+]
+
+
+def register_opts(conf):
+    conf.register_group(GROUP)
+    conf.register_opts(OPTS, group=GROUP)
+
+
+def list_opts():
+    """For oslo-config-generator --namespace trove_upgrade.trove_extension."""
+    return [(GROUP, OPTS)]
