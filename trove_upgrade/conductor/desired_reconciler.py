@@ -17,6 +17,7 @@ from trove_upgrade import conf
 from trove_upgrade.db import desired_versions as db
 from trove_upgrade.db import upgrades as db_upgrades
 from trove_upgrade import desired_versions
+from trove_upgrade import exception
 from trove_upgrade import notifications
 from trove_upgrade import rollouts
 from trove_upgrade import upgrades
@@ -36,6 +37,16 @@ def run(context, owner, agent_api):
                           'pass tries again.', desired['id'])
 
 
+def _pause(context, desired, reason):
+    if db.update_desired_version(
+            context, desired['id'],
+            {'status': desired_versions.PAUSED, 'status_detail': reason},
+            'paused', 'conductor', detail=reason,
+            from_states={desired_versions.ACTIVE}):
+        LOG.warning('Desired version %(id)s paused: %(reason)s',
+                    {'id': desired['id'], 'reason': reason})
+
+
 def reconcile(context, desired, owner, agent_api):
     until = timeutils.utcnow() + datetime.timedelta(
         seconds=CONF.conductor.rollout_lease_time)
@@ -49,18 +60,17 @@ def reconcile(context, desired, owner, agent_api):
     desired = db.get_desired_version(context, desired['id'])
     if desired['status'] != desired_versions.ACTIVE:
         return
-    package = desired_versions.package_registry.resolve(
-        context, desired['package_name'], desired['version'])
+    try:
+        package = desired_versions.package_registry.resolve(
+            context, desired['package_name'], desired['version'])
+    except (exception.PackageConflict, exception.PackageRejected) as e:
+        # Retired (or gone) since it was declared: stop, and say why.
+        _pause(context, desired, str(e))
+        return
     view = desired_versions.view(context, desired, package)
     plan = view.plan
     if plan.action == rollouts.PAUSE:
-        if db.update_desired_version(
-                context, desired['id'],
-                {'status': desired_versions.PAUSED,
-                 'status_detail': plan.reason}, 'paused', 'conductor',
-                detail=plan.reason, from_states={desired_versions.ACTIVE}):
-            LOG.warning('Desired version %(id)s paused: %(reason)s',
-                        {'id': desired['id'], 'reason': plan.reason})
+        _pause(context, desired, plan.reason)
         return
     if not plan.dispatch:
         return
