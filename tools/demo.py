@@ -1,7 +1,9 @@
 """The whole story of trove-upgrade on one machine, step by step.
 
 Started by ``tools/demo.sh`` (the README's main command) once the virtualenv
-is ready; a functional test runs it too. It starts the API (noauth2, SQLite),
+is ready. By default it upgrades the real OpenStack Trove guest agent
+(``tools/demo_trove.py``). With ``--sample`` (which a functional test runs)
+it starts the API (noauth2, SQLite),
 the conductor and three guest-side agents, each running v1.0.0 of a sample
 guest agent from its own install root; builds a signed, encrypted v1.0.1, a
 broken v1.0.2 and a v1.0.3 that is tampered with after signing, with
@@ -425,8 +427,13 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--keep', action='store_true',
                         help='keep the working directory and its logs')
+    parser.add_argument('--sample', action='store_true',
+                        help='the quick story with three sample guest '
+                        'agents instead of the real Trove guest agent')
     args = parser.parse_args()
     workdir = tempfile.mkdtemp(prefix='trove-upgrade-demo-')
+    if not args.sample:
+        return _run_trove(workdir, args.keep)
     demo = Demo(workdir)
     try:
         demo.build_packages()
@@ -446,6 +453,23 @@ def main():
         demo.stop_all()
         if not args.keep:
             shutil.rmtree(workdir, ignore_errors=True)
+    say()
+    say('Demo complete: every process it started has stopped.')
+    return 0
+
+
+def _run_trove(workdir, keep):
+    """The real Trove guest agent's story (tools/demo_trove.py)."""
+    import demo_trove
+    try:
+        demo_trove.run(workdir)
+    except demo_trove.demo_mod.DemoFailed as e:
+        say()
+        say('DEMO FAILED: %s' % e)
+        say('logs: %s' % workdir)
+        return 1
+    if not keep:
+        shutil.rmtree(workdir, ignore_errors=True)
     say()
     say('Demo complete: every process it started has stopped.')
     return 0

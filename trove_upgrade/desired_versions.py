@@ -34,7 +34,6 @@ import collections
 from oslo_log import log as logging
 from oslo_serialization import jsonutils
 
-from trove_upgrade.db import agents as db_agents
 from trove_upgrade.db import desired_versions as db
 from trove_upgrade.db import rollouts as db_rollouts
 from trove_upgrade.db import upgrades as db_upgrades
@@ -69,7 +68,8 @@ def _newer(agent, version):
 
 
 def _selected(context, selector):
-    return db_agents.list_selected_agents(context, selector)
+    """The agents a selector picks: the rollouts' selector language."""
+    return rollouts.select_agents(context, selector)
 
 
 def owners(context, instance_ids=None):

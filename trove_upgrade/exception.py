@@ -110,6 +110,20 @@ class InstanceKeyError(Invalid):
     msg_fmt = 'Instance key error: %(reason)s'
 
 
+class InstanceNotFound(NotFound):
+    msg_fmt = 'Trove has no instance %(instance)s: %(reason)s'
+
+
+class AmbiguousInstanceName(Invalid):
+    msg_fmt = ('Instance name %(name)s is ambiguous: instances %(ids)s have '
+               'it. Give the instance id instead.')
+
+
+class TroveNotConfigured(Invalid):
+    msg_fmt = ('%(what)s needs [trove] connection, which is not set: '
+               '%(hint)s')
+
+
 class PackageNotFound(NotFound):
     msg_fmt = 'Package %(package)s could not be found.'
 

@@ -6,6 +6,10 @@ that a copy of the database (a backup, a replica) alone does not let its
 holder order upgrades. The master key file is kept apart from
 ``[database] connection`` on purpose: whoever has both could seal anyway.
 
+Without such keys, an instance's key is derived from the one Trove gave
+it (``trove_keys``), read from Trove's database when ``[trove]
+connection`` is set; keys set here take precedence.
+
 :func:`keyring` gives ``sealing`` the keys of one instance, :func:`keyrings`
 those of many and :class:`KeyringCache` those the conductor checks agent
 messages against; the other functions serve ``trove-upgrade-manage
@@ -23,8 +27,10 @@ from oslo_utils import timeutils
 
 from trove_upgrade import conf
 from trove_upgrade.db import instance_keys as db_keys
+from trove_upgrade.db import trove as trove_db
 from trove_upgrade import exception
 from trove_upgrade import sealing
+from trove_upgrade import trove_keys
 
 CONF = conf.CONF
 
@@ -69,10 +75,37 @@ def _master_key_for(rows):
     return _master_key() if any(r['wrapped'] for r in rows) else None
 
 
+def _trove_keyrings(instance_ids):
+    """Keyrings derived from the keys Trove gave ``instance_ids``.
+
+    Only with ``[trove] connection``; an instance Trove gave no key (its
+    ``enable_secure_rpc_messaging`` was off) or deleted is left out.
+    """
+    if not instance_ids or not trove_db.configured():
+        return {}
+    found = {}
+    for instance_id, encrypted in trove_db.get_encrypted_keys(
+            instance_ids).items():
+        try:
+            found[instance_id] = trove_keys.keyring(
+                instance_id, trove_keys.decrypt_trove_key(
+                    encrypted, CONF.trove.inst_rpc_key_encr_key))
+        except trove_keys.TroveKeyError as e:
+            raise exception.InstanceKeyError(
+                reason='the key Trove holds for instance %s: %s; is '
+                '[trove] inst_rpc_key_encr_key Trove\'s?' % (instance_id,
+                                                             e))
+    return found
+
+
 def keyring(context, instance_id):
-    """The unexpired keys of ``instance_id``; empty when it has none."""
-    rows = db_keys.get_instance_keys(context, instance_id)
-    return _keyring(instance_id, rows, _master_key_for(rows))
+    """The keys of ``instance_id``; empty when it has none.
+
+    Its unexpired keys set with ``trove-upgrade-manage instance-key``
+    when it has any, else the key derived from Trove's key of the
+    instance (``trove_keys``).
+    """
+    return keyrings(context, [instance_id])[instance_id]
 
 
 def keyrings(context, instance_ids):
@@ -82,9 +115,9 @@ def keyrings(context, instance_ids):
     """
     rows = db_keys.get_instance_keys_of(context, instance_ids)
     master = _master_key_for([r for found in rows.values() for r in found])
-    return {instance_id: _keyring(instance_id, rows.get(instance_id, []),
-                                  master)
-            for instance_id in instance_ids}
+    trove = _trove_keyrings([i for i in instance_ids if i not in rows])
+    return {i: trove.get(i) or _keyring(i, rows.get(i, []), master)
+            for i in instance_ids}
 
 
 class KeyringCache:

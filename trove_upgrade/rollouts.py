@@ -39,6 +39,7 @@ from trove_upgrade.db import upgrades as db_upgrades
 from trove_upgrade import exception
 from trove_upgrade import rollout_states as rs
 from trove_upgrade import states
+from trove_upgrade import trove_instances
 from trove_upgrade import upgrades
 
 CONF = conf.CONF
@@ -50,6 +51,11 @@ PERCENT = 'percent'
 # What a plan asks the reconciler to do with the rollout's status.
 PAUSE = 'pause'
 COMPLETE = 'complete'
+# Keep RUNNING, saying why in its status detail: it selects nothing yet.
+WAIT = 'wait'
+
+NOTHING_SELECTED = ('The selector matches no agent yet: the rollout waits '
+                    'for one to register (or abort it).')
 
 Plan = collections.namedtuple(
     'Plan', ['agents', 'counters', 'dispatch', 'action', 'reason'])
@@ -161,6 +167,10 @@ def plan(rollout, agents, dispatches, busy, now=None, down_time=None):
         if canary_phase:
             reason += ' during the canary phase'
         return Plan(agent_states, summary, [], PAUSE, reason + '.')
+    if not agents and not dispatches:
+        # Nothing done is not everything done: a rollout whose selector
+        # matches no agent (yet) never claims to have completed.
+        return Plan(agent_states, summary, [], WAIT, NOTHING_SELECTED)
     if all(s in rs.AGENT_SETTLED for s in agent_states.values()):
         return Plan(agent_states, summary, [], COMPLETE,
                     '%d agent(s) succeeded, %d already current, %d failed.'
@@ -198,41 +208,61 @@ def plan(rollout, agents, dispatches, busy, now=None, down_time=None):
     return Plan(agent_states, summary, dispatch, None, None)
 
 
+def select_agents(context, selector):
+    """The agents ``selector`` picks, ordered by instance id.
+
+    Its ``instance_ids``, ``group`` or ``labels`` select among the agents
+    (every agent when it has none of them); its ``trove`` facts then keep
+    those whose instance Trove describes so (``trove_instances.select``).
+    """
+    agent_selector = {k: v for k, v in selector.items() if k != 'trove'}
+    agents = db_agents.list_selected_agents(
+        context, agent_selector or {'labels': {}})
+    if 'trove' in selector:
+        agents = trove_instances.select(agents, selector['trove'])
+    return agents
+
+
 def _owned_elsewhere(context, rollout):
     """Instances an older active rollout selects: it has precedence."""
     owned = set()
     for other in db_rollouts.list_rollouts_in(context, rs.ACTIVE_STATES):
         if other['id'] == rollout['id']:
             break
-        owned.update(a['instance_id'] for a in db_agents.list_selected_agents(
-            context, other['selector']))
+        owned.update(a['instance_id'] for a in
+                     select_agents(context, other['selector']))
     return owned
 
 
 def targets(context, rollout):
     """The agents the rollout acts on now, ordered by instance id."""
     owned = _owned_elsewhere(context, rollout)
-    return [a for a in db_agents.list_selected_agents(context,
-                                                      rollout['selector'])
+    return [a for a in select_agents(context, rollout['selector'])
             if a['instance_id'] not in owned]
 
 
 def plan_for(context, rollout):
-    """:func:`plan` of the rollout on what the database holds now."""
-    return plan(rollout, targets(context, rollout),
+    """:func:`plan` of the rollout on what the databases hold now.
+
+    Instances Trove is busy with count as busy: nothing is dispatched to
+    them until Trove is done, and they wait meanwhile.
+    """
+    agents = targets(context, rollout)
+    busy = db_upgrades.list_busy_instances(context) | (
+        trove_instances.busy_instances({a['instance_id'] for a in agents}))
+    return plan(rollout, agents,
                 db_rollouts.list_rollout_dispatches(context, rollout['id']),
-                db_upgrades.list_busy_instances(context))
+                busy)
 
 
 def check_no_overlap(context, selector):
     """Refuse a selector that picks agents of an active rollout: 409."""
     selected = {a['instance_id']
-                for a in db_agents.list_selected_agents(context, selector)}
+                for a in select_agents(context, selector)}
     for other in db_rollouts.list_rollouts_in(context, rs.ACTIVE_STATES):
         shared = selected & {
             a['instance_id']
-            for a in db_agents.list_selected_agents(context,
-                                                    other['selector'])}
+            for a in select_agents(context, other['selector'])}
         if shared:
             shown = sorted(shared)
             raise exception.RolloutConflict(reason=(
@@ -245,9 +275,31 @@ def check_no_overlap(context, selector):
 def create_rollout(context, values):
     """Record a rollout; PENDING while ``start_at`` is in the future.
 
+    With ``[trove] connection`` set, ``instance_ids`` may hold names and
+    every one must be an instance Trove has (see
+    ``trove_instances.resolve_instance``); without it they must be ids
+    and ``trove`` facts cannot be selected by.
+
     :raises: RolloutConflict when an active rollout selects one of the
-        agents this one selects.
+        agents this one selects; InstanceNotFound, AmbiguousInstanceName,
+        TroveNotConfigured.
     """
+    selector = values['selector']
+    if 'instance_ids' in selector:
+        if trove_instances.configured():
+            selector = dict(selector, instance_ids=(
+                trove_instances.resolve_instances(
+                    context, selector['instance_ids'])))
+        elif not all(trove_instances.is_instance_id(i)
+                     for i in selector['instance_ids']):
+            raise exception.TroveNotConfigured(
+                what='Naming instances by name',
+                hint='give the instance ids.')
+    if 'trove' in selector and not trove_instances.configured():
+        raise exception.TroveNotConfigured(
+            what='Selecting by Trove facts',
+            hint='select by instance_ids, group or labels.')
+    values = dict(values, selector=selector)
     check_no_overlap(context, values['selector'])
     start_at = values.get('start_at')
     running = start_at is None or start_at <= timeutils.utcnow(

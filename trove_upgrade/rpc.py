@@ -29,7 +29,10 @@ _NOTIFICATION_TRANSPORT = None
 _NOTIFIER = None
 
 
-def set_defaults(control_exchange='trove_upgrade'):
+DEFAULT_EXCHANGE = 'trove_upgrade'
+
+
+def set_defaults(control_exchange=DEFAULT_EXCHANGE):
     """Make ``control_exchange`` the exchange when none is configured.
 
     oslo.messaging's own helper changes the default for every ConfigOpts
@@ -155,6 +158,23 @@ def notifications_enabled():
 def default_publisher_id():
     """``trove-upgrade.<host>``: which service host sent a notification."""
     return 'trove-upgrade.%s' % socket.gethostname()
+
+
+def scoped_topic(name):
+    """The topic ``name`` of this deployment: its queue's name too.
+
+    RabbitMQ names a topic's queue after the topic alone, whatever the
+    exchange, so two deployments on one vhost that differ only by
+    ``control_exchange`` would share their queues and consume each
+    other's messages. On any exchange but the default the topic is
+    prefixed with the exchange; on the default it stays as it always was,
+    so that a deployment upgraded in place keeps its queues.
+    """
+    get_transport()  # registers control_exchange
+    exchange = CONF.control_exchange
+    if exchange == DEFAULT_EXCHANGE:
+        return name
+    return '%s.%s' % (exchange, name)
 
 
 def cleanup():

@@ -24,10 +24,12 @@ from oslo_utils import timeutils
 
 from trove_upgrade.agent import rpcapi as agent_rpcapi
 from trove_upgrade import conf
+from trove_upgrade.db import held as db_held
 from trove_upgrade.db import upgrades as db_upgrades
 from trove_upgrade import exception
 from trove_upgrade import notifications
 from trove_upgrade import states
+from trove_upgrade import trove_instances
 
 CONF = conf.CONF
 LOG = logging.getLogger(__name__)
@@ -61,13 +63,27 @@ def create_upgrade(context, values):
     # Built first: a bad [upgrade_levels] agent must fail before anything
     # is recorded.
     agent_api = agent_rpcapi.AgentAPI()
+    hold = None
+    if trove_instances.configured():
+        values = dict(values, instance_id=trove_instances.resolve_instance(
+            context, values['instance_id']))
+        hold = trove_instances.hold_reasons(
+            context, [values['instance_id']]).get(values['instance_id'])
+    elif not trove_instances.is_instance_id(values['instance_id']):
+        raise exception.TroveNotConfigured(
+            what='Naming an instance by name',
+            hint='give the instance id.')
     upgrade = db_upgrades.create_upgrade(context, values)
     notifications.notify_upgrade(context, notifications.CREATE, upgrade)
+    if hold:
+        held = db_held.hold_upgrade(context, upgrade['id'], 'api',
+                                    'Held by the control plane: %s.' % hold)
+        if held is not None:
+            LOG.info('Upgrade %(id)s held DEFERRED: %(reason)s.',
+                     {'id': upgrade['id'], 'reason': hold})
+            return held
     try:
-        agent_api.upgrade(context, upgrade['instance_id'], upgrade['id'],
-                          upgrade['instance_version'], upgrade['strategy'],
-                          upgrade['location'], upgrade['metadata'],
-                          upgrade['allow_downgrade'])
+        _send(context, agent_api, upgrade)
     except Exception as e:
         reason = record_unsent(context, upgrade['id'], e, 'api')
         LOG.error('Upgrade %(id)s could not be sent to the agent of '
@@ -81,6 +97,54 @@ def create_upgrade(context, values):
     _changed, upgrade = db_upgrades.transition_upgrade(
         context, upgrade['id'], states.SENT, 'api')
     return upgrade
+
+
+def _send(context, agent_api, upgrade):
+    agent_api.upgrade(context, upgrade['instance_id'], upgrade['id'],
+                      upgrade['instance_version'], upgrade['strategy'],
+                      upgrade['location'], upgrade['metadata'],
+                      upgrade['allow_downgrade'])
+
+
+def send_held_upgrades(context, agent_api):
+    """Send the held upgrades nothing holds any more; return their ids.
+
+    The conductor's periodic pass. Each is released by a compare-and-swap
+    before its cast, so that of two conductors only one sends it; a
+    conductor killed between the two leaves a DEFERRED upgrade its agent
+    never got, which ``[conductor] upgrade_timeout`` times out. The
+    timeout counts from creation, held time included.
+    """
+    held = db_held.list_held_upgrades(context)
+    if not held:
+        return []
+    reasons = trove_instances.hold_reasons(
+        context, {u['instance_id'] for u in held})
+    sent = []
+    for upgrade in held:
+        if upgrade['instance_id'] in reasons:
+            LOG.debug('Upgrade %(id)s still held: %(reason)s.',
+                      {'id': upgrade['id'],
+                       'reason': reasons[upgrade['instance_id']]})
+            continue
+        released = db_held.release_upgrade(
+            context, upgrade['id'], 'conductor',
+            'Sent to the agent: Trove reports the instance idle and its '
+            'agent registered.')
+        if released is None:
+            continue
+        try:
+            _send(context, agent_api, released)
+        except Exception as e:
+            reason = record_unsent(context, upgrade['id'], e, 'conductor')
+            LOG.error('Held upgrade %(id)s could not be sent: %(reason)s',
+                      {'id': upgrade['id'], 'reason': reason})
+            continue
+        LOG.info('Held upgrade %(id)s sent to the agent of instance '
+                 '%(instance)s.', {'id': upgrade['id'],
+                                   'instance': upgrade['instance_id']})
+        sent.append(upgrade['id'])
+    return sent
 
 
 def record_unsent(context, upgrade_id, error, source):

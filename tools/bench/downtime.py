@@ -17,6 +17,10 @@ incompressible bytes, signed and encrypted by the packaging library) and
 the guest agents real processes. Usage::
 
     python tools/bench/downtime.py [--sizes-mib 1 200] [--health-grace 1]
+    python tools/bench/downtime.py --trove
+
+``--trove`` measures the real OpenStack Trove guest agent instead, 25.1.0
+to 26.0.0, downtime seen on its RPC topic (``downtime_trove.py``).
 """
 
 import argparse
@@ -171,8 +175,16 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument('--sizes-mib', type=int, nargs='+', default=[1, 200])
     parser.add_argument('--health-grace', type=float, default=1.0)
+    parser.add_argument('--trove', action='store_true',
+                        help='the real Trove guest agent, 25.1.0 -> 26.0.0')
     args = parser.parse_args()
     work = tempfile.mkdtemp(prefix='downtime-bench-')
+    if args.trove:
+        import downtime_trove
+        try:
+            return downtime_trove.main(work)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
     try:
         signing, sign_path, enc, enc_path = _keys(work)
         print('health grace %.1fs (included in every downtime)'

@@ -221,7 +221,9 @@ def main():
     exchange = 'trove_upgrade_bench_%s' % suffix
     rabbit_options = {
         'DEFAULT': {'transport_url': RABBIT, 'control_exchange': exchange},
-        'conductor': {'topic': 'trove_upgrade_conductor_bench_%s' % suffix},
+        # The simulated agents hold no keys.
+        'conductor': {'topic': 'trove_upgrade_conductor_bench_%s' % suffix,
+                      'require_sealed': 'false'},
     }
     sessions = drop = None
     connection = args.connection

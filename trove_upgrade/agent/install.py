@@ -10,7 +10,10 @@ A version is built in a fresh virtualenv at its final path (virtualenv
 scripts record their interpreter's absolute path), with ``pip install
 --no-index`` from the package's own wheels only, and checked before anything
 points at it. A directory without the marker is a half-built install from an
-interrupted run and is removed, never used. ``current`` is replaced
+interrupted run and is removed, never used. A version may also be a
+symlink to a virtualenv installed by other means (an adopted guest image's
+``/opt/guest-agent-venv``, see ``agent/adopt.py``): removing it removes the
+link only. ``current`` is replaced
 atomically: a new symlink is made under a temporary name and renamed over
 it, so a crash leaves the old link or the new one.
 """
@@ -28,6 +31,7 @@ import zipfile
 from oslo_log import log as logging
 
 from trove_upgrade.agent import journal as journal_mod
+from trove_upgrade.packaging import wheels as wheels_mod
 
 LOG = logging.getLogger(__name__)
 
@@ -46,6 +50,14 @@ _OUTPUT_LIMIT = 2000
 
 class InstallError(Exception):
     """A new install could not be built or did not pass its checks."""
+
+
+def remove_tree(path):
+    """Remove an install; an adopted one (a symlink) loses its link only."""
+    if os.path.islink(path):
+        os.unlink(path)
+    else:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def check_version_name(version):
@@ -161,14 +173,19 @@ class InstallRoot:
                         os.path.join(path, MARKER)):
                     continue
                 LOG.info('Removing incomplete install %s', path)
-                shutil.rmtree(path, ignore_errors=True)
+                remove_tree(path)
 
     def install(self, version, wheel_paths, health_command=None,
-                health_timeout=30.0):
+                health_timeout=30.0, console_script=None):
         """Build and check ``versions/<version>``; return its path.
 
         The health command and its timeout are recorded with the install,
-        so that a rollback checks a version with its own command.
+        so that a rollback checks a version with its own command. With
+        ``console_script`` (the manifest's guest agent), the check imports
+        that script's entry point instead of every top-level module: a
+        release with many dependencies ships modules that need test-only
+        packages (testscenarios needs testtools), which the guest agent
+        never imports.
 
         Raises InstallError, leaving no directory behind, when the
         virtualenv, pip or a check fails.
@@ -185,11 +202,11 @@ class InstallRoot:
                                'cannot be reinstalled' % version)
         with self.lock:
             if os.path.lexists(dest):
-                shutil.rmtree(dest)
+                remove_tree(dest)
             try:
                 self._build(dest, wheel_paths)
                 self._check(dest, wheel_paths, health_command,
-                            health_timeout)
+                            health_timeout, console_script)
                 if health_command:
                     with open(os.path.join(dest, HEALTH_FILE), 'w') as f:
                         json.dump({'command': health_command,
@@ -201,7 +218,7 @@ class InstallRoot:
                     os.fsync(f.fileno())
                 journal_mod.fsync_dir(dest)
             except BaseException:
-                shutil.rmtree(dest, ignore_errors=True)
+                remove_tree(dest)
                 raise
             journal_mod.fsync_dir(self.versions_dir)
         return dest
@@ -236,19 +253,45 @@ class InstallRoot:
         self._run(argv, 'pip install')
         LOG.info('Installed %s in %.1fs', dest, time.monotonic() - started)
 
-    def _check(self, dest, wheel_paths, health_command, health_timeout):
-        modules = top_level_modules(wheel_paths)
-        if modules:
-            self._run([os.path.join(dest, 'bin', 'python'), '-I', '-c',
-                       'import %s' % ', '.join(modules)],
-                      'importing %s from the new install'
-                      % ', '.join(modules))
+    def _check(self, dest, wheel_paths, health_command, health_timeout,
+               console_script=None):
+        if console_script:
+            self._check_entry_point(dest, wheel_paths, console_script)
+        else:
+            self._check_imports(dest, wheel_paths)
         if health_command:
             reason = run_health_command(health_command, dest, PREFLIGHT,
                                         health_timeout)
             if reason:
                 raise InstallError('the new install failed its preflight '
                                    'check: %s' % reason)
+
+    def _check_entry_point(self, dest, wheel_paths, console_script):
+        entry = None
+        for path in wheel_paths:
+            entry = wheels_mod.console_scripts(path).get(console_script)
+            if entry:
+                break
+        script = os.path.join(dest, 'bin', console_script)
+        if not entry or not os.access(script, os.X_OK):
+            raise InstallError('the new install has no console script %s'
+                               % console_script)
+        module, _, func = entry.partition(':')
+        func = func.split('[')[0].strip()
+        self._run([os.path.join(dest, 'bin', 'python'), '-I', '-c',
+                   'import importlib; m = importlib.import_module(%r); '
+                   'assert callable(getattr(m, %r))' % (module.strip(),
+                                                        func)],
+                  'importing %s, the entry point of %s, from the new '
+                  'install' % (entry, console_script))
+
+    def _check_imports(self, dest, wheel_paths):
+        modules = top_level_modules(wheel_paths)
+        if modules:
+            self._run([os.path.join(dest, 'bin', 'python'), '-I', '-c',
+                       'import %s' % ', '.join(modules)],
+                      'importing %s from the new install'
+                      % ', '.join(modules))
 
     def switch(self, version):
         """Point ``current`` at an installed version, atomically."""
@@ -277,6 +320,10 @@ class InstallRoot:
             removed = []
             for version in removable[:max(excess, 0)]:
                 path = self.path(version)
+                if os.path.islink(path):
+                    os.unlink(path)
+                    removed.append(version)
+                    continue
                 # Drop the marker first: a crash mid-removal then leaves an
                 # incomplete install, which the next start cleans up.
                 os.unlink(os.path.join(path, MARKER))

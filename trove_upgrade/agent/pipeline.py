@@ -56,6 +56,12 @@ WORK_DIR = 'work'
 MANIFEST_SUFFIX = '.manifest'
 
 
+def _guest_script(manifest):
+    """The guest agent's console script the manifest names, or None."""
+    guest_agent = getattr(manifest, 'guest_agent', None)
+    return guest_agent.console_script if guest_agent else None
+
+
 class UpgradeFailed(Exception):
     """A step before the switch failed; the reason is the message."""
 
@@ -233,7 +239,8 @@ class UpgradePipeline:
         try:
             self.installs.install(upgrade['to_version'], wheels,
                                   health_command=command,
-                                  health_timeout=timeout)
+                                  health_timeout=timeout,
+                                  console_script=_guest_script(manifest))
         except install.InstallError as e:
             raise UpgradeFailed('install failed: %s' % e)
 

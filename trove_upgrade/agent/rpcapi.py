@@ -3,8 +3,9 @@
 The control plane (the API and anything else that starts an upgrade) uses
 :class:`AgentAPI` to send work to the upgrade agent of one instance. Each
 instance's agent listens on its own topic, ``guestagent_upgrade.<instance
-id>``: the upgrade consumer never competes with Trove's own
-``guestagent.<instance id>`` consumer for messages.
+id>`` (prefixed with ``[DEFAULT] control_exchange`` unless it is the
+default ``trove_upgrade``): the upgrade consumer never competes with
+Trove's own ``guestagent.<instance id>`` consumer for messages.
 
 Rolling upgrades follow Ironic and Nova. ``[upgrade_levels] agent`` caps the
 version this client sends so that agents of an older release still
@@ -44,8 +45,12 @@ TOPIC_PREFIX = 'guestagent_upgrade'
 
 
 def topic_for(instance_id):
-    """The topic on which ``instance_id``'s upgrade agent listens."""
-    return '%s.%s' % (TOPIC_PREFIX, instance_id)
+    """The topic on which ``instance_id``'s upgrade agent listens.
+
+    Prefixed with the control exchange unless it is the default
+    (``rpc.scoped_topic``).
+    """
+    return rpc.scoped_topic('%s.%s' % (TOPIC_PREFIX, instance_id))
 
 
 class AgentAPI:

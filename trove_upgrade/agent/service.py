@@ -31,12 +31,14 @@ from trove_upgrade.agent import manager as manager_mod
 from trove_upgrade.agent import outbox as outbox_mod
 from trove_upgrade.agent import pipeline as pipeline_mod
 from trove_upgrade.agent import rpcapi as agent_rpcapi
-from trove_upgrade.agent import supervisor as supervisor_mod
+from trove_upgrade.agent import service_manager
+from trove_upgrade.agent import trove_guest
 from trove_upgrade.agent import verifier as verifier_mod
 from trove_upgrade.conductor import rpcapi as conductor_rpcapi
 from trove_upgrade import context as tu_context
 from trove_upgrade import rpc
 from trove_upgrade import sealing
+from trove_upgrade import trove_keys
 from trove_upgrade import version
 
 LOG = logging.getLogger(__name__)
@@ -50,8 +52,10 @@ class AgentConfigError(Exception):
 
 
 def check_conf(conf):
-    missing = [name for name in ('instance_id', 'guest_command')
-               if not getattr(conf.agent, name)]
+    needed = ['instance_id']
+    if conf.agent.service_manager == 'builtin':
+        needed.append('guest_command')
+    missing = [name for name in needed if not getattr(conf.agent, name)]
     if missing:
         raise AgentConfigError('[agent] %s must be set'
                                % ' and '.join(missing))
@@ -60,21 +64,54 @@ def check_conf(conf):
         raise AgentConfigError(
             '[agent] guest_automatic_updates needs trusted_key_files and '
             'decryption_key_files: packages cannot be verified without them')
-    if conf.agent.require_sealed and not conf.agent.instance_key_file:
+    if conf.agent.require_sealed and not (conf.agent.instance_key_file
+                                          or conf.instance_rpc_encr_key):
         raise AgentConfigError(
-            '[agent] require_sealed needs instance_key_file: upgrade '
-            'messages cannot be authenticated without it')
+            '[agent] require_sealed needs instance_key_file or Trove\'s '
+            '[DEFAULT] instance_rpc_encr_key: upgrade messages cannot be '
+            'authenticated without a key')
+
+
+def load_trove_guest(conf):
+    """Trove's guest configuration applied to ``conf``, or None."""
+    try:
+        guest = trove_guest.load(conf.trove_guest.config_dir)
+    except trove_guest.TroveGuestConfigError as e:
+        raise AgentConfigError(str(e))
+    trove_guest.apply(conf, guest)
+    return guest
+
+
+def trove_probe(conf, guest):
+    """The RPC ping of the Trove guest agent, when it can be pinged."""
+    if (guest is None or not conf.trove_guest.health_rpc_ping
+            or not (guest.guest_id and guest.transport_url)):
+        return None
+    if conf.trove_guest.manage_rpc_ping:
+        trove_guest.write_managed_config(guest.config_dir)
+    return trove_guest.RpcPing.from_guest(guest,
+                                          conf.trove_guest.ping_timeout)
 
 
 def load_keyring(conf):
-    """The instance's sealing keys, or None when no key file is set."""
-    if not conf.agent.instance_key_file:
-        return None
-    try:
-        return sealing.load_key_file(conf.agent.instance_key_file,
-                                     conf.agent.instance_id)
-    except sealing.KeyFileError as e:
-        raise AgentConfigError(str(e))
+    """The instance's sealing keys, or None when it has none.
+
+    The key file (``trove-upgrade-manage instance-key``) takes precedence
+    over the key derived from the one Trove gave the instance.
+    """
+    if conf.agent.instance_key_file:
+        try:
+            return sealing.load_key_file(conf.agent.instance_key_file,
+                                         conf.agent.instance_id)
+        except sealing.KeyFileError as e:
+            raise AgentConfigError(str(e))
+    if conf.instance_rpc_encr_key:
+        try:
+            return trove_keys.keyring(conf.agent.instance_id,
+                                      conf.instance_rpc_encr_key)
+        except trove_keys.TroveKeyError as e:
+            raise AgentConfigError(str(e))
+    return None
 
 
 def build_verifier(conf):
@@ -89,6 +126,7 @@ class AgentService(service.Service):
 
     def __init__(self, conf, host=None):
         super().__init__()
+        self.trove_guest = load_trove_guest(conf)
         check_conf(conf)
         self.conf = conf
         self.host = host or socket.gethostname()
@@ -100,8 +138,8 @@ class AgentService(service.Service):
         self._owner_fd = self._own_install_root(agent.install_root)
         self.installs = install.InstallRoot(agent.install_root,
                                             self.journal.lock)
-        self.supervisor = supervisor_mod.GuestSupervisor(
-            self.installs, agent.guest_command, agent.stop_timeout)
+        self.supervisor = service_manager.load(
+            conf, self.installs, probe=trove_probe(conf, self.trove_guest))
         self.state_provider = guest_state.load(conf)
         self.pipeline = pipeline_mod.UpgradePipeline(
             conf, self.journal, self.installs, self.supervisor,

@@ -7,8 +7,10 @@ updater adopts the running guest agent instead of starting a second one;
 the start time (from ``/proc``) protects against a recycled pid.
 
 Healthy means alive for ``health_grace`` seconds and then the health
-command passing within ``health_timeout``: a guest agent that starts but
-does not work is as bad as one that does not start.
+command passing, and the ``probe`` (for a Trove guest agent, the RPC ping of
+its topic, ``agent/trove_guest.py``) answering, within ``health_timeout``:
+a guest agent that starts but does not work is as bad as one that does not
+start.
 """
 
 import json
@@ -48,8 +50,10 @@ def _proc_start_time(pid):
 class GuestSupervisor:
     """Runs ``guest_command`` from the current install."""
 
-    def __init__(self, installs, guest_command, stop_timeout=10.0):
+    def __init__(self, installs, guest_command, stop_timeout=10.0,
+                 probe=None):
         self.installs = installs
+        self.probe = probe
         self.guest_command = guest_command
         self.stop_timeout = stop_timeout
         self.pidfile = os.path.join(installs.root, PIDFILE)
@@ -219,15 +223,21 @@ class GuestSupervisor:
             time.sleep(_POLL)
         if not self._alive(record):
             return self._died_reason(grace)
-        if not health_command:
+        if not health_command and self.probe is None:
             return None
         install_dir = self.installs.path(record['version'])
         deadline = time.monotonic() + timeout
         failure = None
+        command_passed = not health_command
         while True:
             left = deadline - time.monotonic()
-            reason = install.run_health_command(
-                health_command, install_dir, install.RUNNING, max(left, 0.1))
+            if not command_passed:
+                reason = install.run_health_command(
+                    health_command, install_dir, install.RUNNING,
+                    max(left, 0.1))
+                command_passed = reason is None
+            if command_passed:
+                reason = self.probe() if self.probe is not None else None
             if reason is None:
                 if self._alive(record):
                     return None

@@ -1,17 +1,20 @@
 """Who is calling: keystonemiddleware or noauth2, then the RequestContext.
 
 The versions documents are public, as API discovery needs them before a
-client holds a token; every other path requires an identity.
+client holds a token, and so is the health check, which load balancers
+probe without one; every other path requires an identity.
 """
 
 from keystonemiddleware import auth_token
 from oslo_middleware import request_id
 import webob.exc
 
+from trove_upgrade.api import handler
 from trove_upgrade.api import util
 from trove_upgrade import context
 
-PUBLIC_PATHS = frozenset(['', '/', '/v1.0', '/v1.0/'])
+PUBLIC_PATHS = frozenset(['', '/', '/v1.0', '/v1.0/',
+                          handler.HEALTHCHECK])
 
 
 def _is_public(environ):

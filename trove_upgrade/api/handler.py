@@ -6,6 +6,7 @@ Path parameters carry no regular expression, so a malformed id reaches its
 handler and gets the resource's own 404 message.
 """
 
+from oslo_middleware import healthcheck
 import routes
 import webob.exc
 
@@ -18,8 +19,11 @@ from trove_upgrade.api.handlers import upgrades
 from trove_upgrade.api import util
 
 MGMT = '/v1.0/{tenant_id}/mgmt'
+# oslo.middleware's health check, public like the versions documents.
+HEALTHCHECK = '/healthcheck'
 
 ROUTE_DECLARATIONS = {
+    HEALTHCHECK: {'GET': root.healthcheck, 'HEAD': root.healthcheck},
     '': {'GET': root.versions},
     '/': {'GET': root.versions},
     '/v1.0': {'GET': root.version},
@@ -119,6 +123,8 @@ class Router:
     def __init__(self, conf):
         self.conf = conf
         self._map = make_map(ROUTE_DECLARATIONS)
+        # Built once: it loads its backends ([healthcheck] backends).
+        self._healthcheck = healthcheck.Healthcheck(None, conf)
 
     @util.wsgify
     def __call__(self, req):
@@ -129,6 +135,7 @@ class Router:
         action = match.pop('action')
         req.environ['wsgiorg.routing_args'] = ((), match)
         req.environ[util.CONF_KEY] = self.conf
+        req.environ[util.HEALTHCHECK_KEY] = self._healthcheck
         context = req.environ.get(util.CONTEXT_KEY)
         tenant_id = match.get('tenant_id')
         if tenant_id is not None and tenant_id != context.project_id:

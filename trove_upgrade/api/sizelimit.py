@@ -1,8 +1,9 @@
-"""Refuse request bodies over ``[api] max_request_body_size``.
+"""Refuse request bodies over ``[api] max_request_body_size`` with 413.
 
 A body announced larger than the limit is refused before it is read; a
 body without a Content-Length (chunked) is cut off as soon as reading it
-passes the limit, so a client cannot make the API buffer more.
+passes the limit, so a client cannot make the API buffer more. A
+Content-Length that is not a number is a malformed request: 400.
 """
 
 import webob.exc
@@ -11,13 +12,13 @@ from trove_upgrade.api import util
 
 
 def _too_large(limit):
-    return webob.exc.HTTPBadRequest(
+    return webob.exc.HTTPRequestEntityTooLarge(
         'The request body is larger than %d bytes, the limit set by '
         '[api] max_request_body_size.' % limit)
 
 
 class _LimitingReader:
-    """Wrap ``wsgi.input``, raising 400 once more than ``limit`` is read."""
+    """Wrap ``wsgi.input``, raising 413 once more than ``limit`` is read."""
 
     def __init__(self, stream, limit):
         self._stream = stream

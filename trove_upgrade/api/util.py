@@ -25,6 +25,7 @@ LOG = logging.getLogger(__name__)
 JSON_TYPE = 'application/json'
 CONTEXT_KEY = 'trove_upgrade.context'
 CONF_KEY = 'trove_upgrade.conf'
+HEALTHCHECK_KEY = 'trove_upgrade.healthcheck'
 
 # Headers of a webob HTTP error that the JSON error keeps.
 _KEPT_ERROR_HEADERS = frozenset(['allow', 'location', 'retry-after',
@@ -76,9 +77,9 @@ class wsgify(webob.dec.wsgify):
 
 
 def require_json(req):
-    """Refuse a body that does not say it is JSON with 400."""
+    """Refuse a body that does not say it is JSON with 415."""
     if req.content_type.lower() != JSON_TYPE:
-        raise webob.exc.HTTPBadRequest(
+        raise webob.exc.HTTPUnsupportedMediaType(
             'The request body must have Content-Type %s, not %r.'
             % (JSON_TYPE, req.content_type or None))
 

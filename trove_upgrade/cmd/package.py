@@ -20,6 +20,7 @@ from trove_upgrade.packaging import exceptions
 from trove_upgrade.packaging import keys
 from trove_upgrade.packaging import manifest as manifest_mod
 from trove_upgrade.packaging import verify
+from trove_upgrade.packaging import wheels as wheels_mod
 
 PROG = 'trove-upgrade-package'
 EXIT_REFUSED = 1
@@ -84,8 +85,36 @@ def do_keygen(args):
               % (keys.encryption_key_id(key), args.encryption_key))
 
 
+def _progress(message):
+    print(message, file=sys.stderr, flush=True)
+
+
+def _build_wheels(args):
+    """The wheels to package: given ones, then resolved requirements'."""
+    if not (args.inputs or args.requirement):
+        raise exceptions.BuildError(
+            'give wheels or directories, --requirement SPEC, or both')
+    found = build.collect_wheels(args.inputs) if args.inputs else []
+    if args.requirement:
+        cache = args.wheel_cache or os.path.join(
+            os.path.expanduser('~'), '.cache', 'trove-upgrade-wheels')
+        found += wheels_mod.collect(
+            args.requirement, cache, constraints=args.constraints,
+            python=args.python, progress=_progress)
+        # A wheel given by hand replaces the resolved one of the same name.
+        by_name = {}
+        for path in found:
+            by_name.setdefault(os.path.basename(path), path)
+        found = build.collect_wheels(sorted(by_name.values()))
+    guest_agent = None
+    if args.guest_agent_script:
+        wheels_mod.check_console_script(found, args.guest_agent_script)
+        guest_agent = manifest_mod.GuestAgent(args.guest_agent_script)
+    return found, guest_agent
+
+
 def do_build(args):
-    wheels = build.collect_wheels(args.inputs)
+    wheels, guest_agent = _build_wheels(args)
     signing_keys = [keys.load_signing_key(path) for path in args.signing_key]
     encryption_key = keys.load_encryption_key(args.encryption_key)
     now = datetime.datetime.now(datetime.timezone.utc)
@@ -102,7 +131,7 @@ def do_build(args):
         wheels, args.output, version=args.version, signing_keys=signing_keys,
         encryption_key=encryption_key, expires=expires, created=now,
         min_upgrade_from=args.min_upgrade_from, health_check=health_check,
-        chunk_size=args.chunk_size)
+        chunk_size=args.chunk_size, guest_agent=guest_agent)
     print('built %s (%d bytes, %d files) and %s%s, version %s, expires %s'
           % (args.output, manifest.payload.size, len(manifest.files),
              args.output, manifest_mod.MANIFEST_SUFFIX, manifest.version,
@@ -166,6 +195,9 @@ def _describe(manifest, path):
             manifest_mod.format_time(manifest.expires),
             ' (EXPIRED)' if manifest.expires <= now else ''),
         'min upgrade from: %s' % (manifest.min_upgrade_from or '-'),
+        'guest agent:      %s' % (
+            manifest.guest_agent.console_script
+            if manifest.guest_agent else '-'),
         'health check:     %s' % (
             '%s (timeout %d s)' % (shlex.join(health.command),
                                    health.timeout) if health else '-'),
@@ -213,7 +245,26 @@ def build_parser():
 
     build_cmd = commands.add_parser(
         'build', help='build a package and its signed manifest from wheels')
-    build_cmd.add_argument('inputs', nargs='+', metavar='WHEEL_OR_DIR')
+    build_cmd.add_argument('inputs', nargs='*', metavar='WHEEL_OR_DIR')
+    build_cmd.add_argument('--requirement', '-r', action='append',
+                           default=[], metavar='SPEC',
+                           help='requirement specifier, e.g. trove==26.0.0; '
+                           'its wheels and all its dependencies\' are '
+                           'collected with pip (repeatable)')
+    build_cmd.add_argument('--constraints', '-c', metavar='FILE',
+                           help='pip constraints file for --requirement, '
+                           'e.g. OpenStack\'s upper-constraints.txt')
+    build_cmd.add_argument('--wheel-cache', metavar='DIR',
+                           help='where collected wheels are kept for reuse, '
+                           'default ~/.cache/trove-upgrade-wheels')
+    build_cmd.add_argument('--python', metavar='PATH',
+                           help='interpreter whose pip resolves '
+                           '--requirement; use the guest\'s Python version '
+                           '(default: this one)')
+    build_cmd.add_argument('--guest-agent-script', metavar='NAME',
+                           help='console script that is the guest agent, '
+                           'e.g. trove-guestagent; recorded in the signed '
+                           'manifest and checked against the wheels')
     build_cmd.add_argument('--version', required=True,
                            help='package version, e.g. v1.0.1')
     build_cmd.add_argument('--output', '-o', required=True, metavar='PATH',

@@ -3,7 +3,11 @@
 ``trove-upgrade-status --config-file FILE upgrade check`` runs each check
 below against the services' own configuration and prints a table (or
 ``--json``). The exit code is the worst result: 0 success, 1 warning,
-2 failure (255 when a check itself crashed), as oslo.upgradecheck defines.
+2 failure, as oslo.upgradecheck defines. A check never ends the command in
+a traceback: a database that refuses the password, cannot be reached or
+cannot even be named is that check's failure, and an error no check
+expected is reported as the failure of the check it broke (oslo.upgradecheck
+would print a traceback and exit 255).
 
 The checks only read: the database, the policy file and the message bus.
 The one message sent, to see that the bus takes it, goes to a topic nobody
@@ -13,6 +17,7 @@ fails its check at once instead of being retried as the services would.
 
 import contextlib
 import datetime
+import functools
 import logging
 import os
 import sys
@@ -51,6 +56,12 @@ MAX_LISTED = 10
 
 DB_SYNC = 'trove-upgrade-manage db sync'
 
+# What a database that cannot be used raises: oslo.db wraps some errors (an
+# unreachable server), SQLAlchemy raises others as they are (a refused
+# password, an unknown database, a URL it cannot parse), and a driver that
+# is not installed is an ImportError.
+DATABASE_ERRORS = (db_exc.DBError, sa.exc.SQLAlchemyError, ImportError)
+
 
 def _result(code, details):
     return upgradecheck.Result(code, details)
@@ -65,9 +76,15 @@ def _listing(items, describe):
 
 
 def _first_line(exc):
-    """The gist of a database or driver error, without SQL or links."""
-    text = str(getattr(exc, 'inner_exception', None) or exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
+    """The gist of a database or driver error, without SQL or links.
+
+    oslo.db keeps the driver's error in ``inner_exception``, SQLAlchemy in
+    ``orig``; their first line names the problem.
+    """
+    inner = (getattr(exc, 'inner_exception', None)
+             or getattr(exc, 'orig', None) or exc)
+    text = str(inner).strip()
+    return text.splitlines()[0] if text else type(inner).__name__
 
 
 def database_url():
@@ -116,6 +133,18 @@ def _rule_references(check):
             yield from _rule_references(rule)
 
 
+def _never_crashing(check):
+    """``check``, with an error it did not expect reported as its failure."""
+    @functools.wraps(check)
+    def run(self):
+        try:
+            return check(self)
+        except Exception as exc:
+            return _result(FAILURE, 'The check could not run: %s: %s'
+                           % (type(exc).__name__, _first_line(exc)))
+    return run
+
+
 class Checks(upgradecheck.UpgradeCommands):
     """The checks of ``trove-upgrade-status upgrade check``."""
 
@@ -125,11 +154,12 @@ class Checks(upgradecheck.UpgradeCommands):
             return _result(FAILURE, '[database] connection is not set.')
         try:
             current = migration.version()
-        except db_exc.DBError as exc:
+        except DATABASE_ERRORS as exc:
             return _result(
                 FAILURE, 'Cannot connect to the database at %s: %s. Check '
-                '[database] connection and that the database server is '
-                'running.' % (database_url(), _first_line(exc)))
+                '[database] connection (its user, password and database) '
+                'and that the database server is running.'
+                % (database_url(), _first_line(exc)))
         scripts = migration.script_directory()
         head = scripts.get_current_head()
         if current == head:
@@ -257,7 +287,7 @@ class Checks(upgradecheck.UpgradeCommands):
         try:
             older = db_agents.list_agents_below_rpc_version(
                 context.get_admin_context(), sendable)
-        except db_exc.DBError as exc:
+        except DATABASE_ERRORS as exc:
             return _database_unreadable('the agents', exc)
         if not older:
             return _result(SUCCESS, 'Every registered agent speaks RPC API '
@@ -279,7 +309,7 @@ class Checks(upgradecheck.UpgradeCommands):
         try:
             silent = db_agents.list_silent_agents(context.get_admin_context(),
                                                   since)
-        except db_exc.DBError as exc:
+        except DATABASE_ERRORS as exc:
             return _database_unreadable('the agents', exc)
         if not silent:
             return _result(SUCCESS, 'Every registered agent sent a heartbeat '
@@ -307,7 +337,7 @@ class Checks(upgradecheck.UpgradeCommands):
         try:
             stuck = db_upgrades.list_unfinished_upgrades(
                 context.get_admin_context(), created_before)
-        except db_exc.DBError as exc:
+        except DATABASE_ERRORS as exc:
             return _database_unreadable('the upgrades', exc)
         if not stuck:
             return _result(SUCCESS, 'No upgrade is unfinished after %d '
@@ -321,14 +351,14 @@ class Checks(upgradecheck.UpgradeCommands):
                _listing(stuck, lambda u: '%s (%s)' % (u['id'],
                                                       u['status']))))
 
-    _upgrade_checks = (
+    _upgrade_checks = tuple((name, _never_crashing(check)) for name, check in (
         ('Database schema', _check_database_schema),
         ('Policy file', _check_policy_file),
         ('Message bus', _check_message_bus),
         ('Agent RPC versions', _check_agent_rpc_versions),
         ('Agent heartbeats', _check_agent_heartbeats),
         ('Stuck upgrades', _check_stuck_upgrades),
-    )
+    ))
 
 
 def main(argv=None):

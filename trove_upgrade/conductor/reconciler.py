@@ -1,5 +1,8 @@
 """The rollout reconciler: one stateless pass over the active rollouts.
 
+The same process sends, on every pass, the upgrades the control plane
+held DEFERRED once nothing holds them (``upgrades.send_held_upgrades``).
+
 Each pass reads everything it needs from the database and remembers
 nothing between passes, so a conductor that was killed, or a second one
 running at the same time, decides the same way. A conductor acts on a
@@ -71,6 +74,10 @@ class Reconciler:
             return
         started = time.monotonic()
         plan = rollouts.plan_for(context, rollout)
+        if (plan.action != rollouts.WAIT
+                and rollout['status_detail'] == rollouts.NOTHING_SELECTED):
+            db_rollouts.update_rollout(context, rollout['id'], {rs.RUNNING},
+                                       {'status_detail': None})
         if plan.action == rollouts.PAUSE:
             if db_rollouts.update_rollout(
                     context, rollout['id'], {rs.RUNNING},
@@ -86,6 +93,11 @@ class Reconciler:
                          {'id': rollout['id'], 'reason': plan.reason})
             db_rollouts.release_rollout_lease(context, rollout['id'],
                                               self.owner)
+        elif plan.action == rollouts.WAIT:
+            if rollout['status_detail'] != plan.reason:
+                db_rollouts.update_rollout(
+                    context, rollout['id'], {rs.RUNNING},
+                    {'status_detail': plan.reason})
         elif plan.dispatch:
             self.dispatch(context, rollout, plan.dispatch,
                           planned=time.monotonic() - started)
@@ -163,6 +175,11 @@ def _run_forever(host):
         except Exception:
             LOG.exception('A reconcile pass failed; the next one tries '
                           'again.')
+        try:
+            upgrades.send_held_upgrades(context, reconciler.agent_api)
+        except Exception:
+            LOG.exception('Sending the held upgrades failed; the next '
+                          'pass tries again.')
     rpc.cleanup()
     LOG.info('Rollout reconciler %s stopped.', reconciler.owner)
 

@@ -2,7 +2,7 @@
 
 The guest-side upgrade agents use :class:`ConductorAPI` to register,
 heartbeat, claim an upgrade before they start it and report each state it
-reaches. All conductors listen on ``[conductor] topic`` and share its
+reaches. All conductors listen on :func:`topic` and share its
 messages. ``[upgrade_levels] conductor`` caps the version the agents send
 while the conductors run an older release than the agents; the cap and
 ``can_send_version`` work as described in ``trove_upgrade.agent.rpcapi``.
@@ -20,6 +20,17 @@ from trove_upgrade import rpc
 from trove_upgrade import sealing
 
 CONF = conf.CONF
+
+DEFAULT_TOPIC = 'trove_upgrade_conductor'
+
+
+def topic():
+    """The conductors' topic: ``[conductor] topic``, or the default one.
+
+    The default is scoped by the control exchange (``rpc.scoped_topic``),
+    so that two deployments on one RabbitMQ vhost stay apart.
+    """
+    return CONF.conductor.topic or rpc.scoped_topic(DEFAULT_TOPIC)
 
 
 class ConductorAPI:
@@ -40,7 +51,7 @@ class ConductorAPI:
         self.keyring = keyring
         version_cap = release_mappings.resolve_version_cap(
             'conductor', CONF.upgrade_levels.conductor)
-        target = messaging.Target(topic=CONF.conductor.topic,
+        target = messaging.Target(topic=topic(),
                                   version=self.RPC_API_VERSION)
         self.client = rpc.get_rpc_client(target, version_cap=version_cap)
 

@@ -13,6 +13,7 @@ from oslo_service import service
 
 from trove_upgrade.conductor import manager
 from trove_upgrade.conductor import reconciler
+from trove_upgrade.conductor import rpcapi as conductor_rpcapi
 from trove_upgrade import conf
 from trove_upgrade import context as tu_context
 from trove_upgrade import rpc
@@ -36,7 +37,7 @@ class ConductorService(service.Service):
         super().start()
         # Forked first, while this process holds no connection yet.
         self.reconciler = reconciler.start_process(self.host)
-        target = messaging.Target(topic=CONF.conductor.topic,
+        target = messaging.Target(topic=conductor_rpcapi.topic(),
                                   server=self.host)
         self.rpcserver = rpc.get_rpc_server(target, [self.manager])
         self.rpcserver.start()
@@ -45,7 +46,7 @@ class ConductorService(service.Service):
                                stop_on_exception=False)
         LOG.info('Conductor %(host)s listening on topic %(topic)s, '
                  'exchange %(exchange)s.',
-                 {'host': self.host, 'topic': CONF.conductor.topic,
+                 {'host': self.host, 'topic': target.topic,
                   'exchange': CONF.control_exchange})
 
     def time_out_upgrades(self):

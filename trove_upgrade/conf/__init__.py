@@ -15,6 +15,8 @@ from trove_upgrade.conf import packages
 from trove_upgrade.conf import paths
 from trove_upgrade.conf import rpc
 from trove_upgrade.conf import strategies
+from trove_upgrade.conf import trove
+from trove_upgrade.conf import trove_guest
 from trove_upgrade.conf import upgrade_levels
 from trove_upgrade import hosted_conf
 
@@ -31,6 +33,8 @@ AREAS = (
     paths,
     rpc,
     strategies,
+    trove,
+    trove_guest,
     upgrade_levels,
 )
 

@@ -120,14 +120,16 @@ agent_opts = [
                     '"trove-upgrade-manage instance-key set|rotate". When '
                     'set, the agent seals everything it sends to the '
                     'conductor and refuses every upgrade message not '
-                    'sealed with one of these keys.'),
+                    'sealed with one of these keys. It takes precedence '
+                    'over the key derived from Trove\'s [DEFAULT] '
+                    'instance_rpc_encr_key.'),
     cfg.BoolOpt('require_sealed',
-                default=False,
-                help='Refuse to start without instance_key_file, so that '
-                     'this agent never accepts an unsealed upgrade '
-                     'message. Set it once keys are provisioned; the '
-                     'default keeps agents without keys working during a '
-                     'rolling upgrade.'),
+                default=True,
+                help='Refuse to start without a key: instance_key_file, or '
+                     'Trove\'s [DEFAULT] instance_rpc_encr_key, from which '
+                     'the agent derives its sealing key. So the agent '
+                     'never accepts an unsealed upgrade message. Turn off '
+                     'only on a message bus nobody else can publish on.'),
     cfg.IntOpt('seal_max_age',
                default=300,
                min=1,
@@ -155,11 +157,59 @@ agent_opts = [
                  help='Seconds the guest state command may take.'),
 ]
 
+# How the guest agent is started and stopped (agent/service_manager.py).
+service_manager_opts = [
+    cfg.StrOpt('service_manager',
+               default='builtin',
+               choices=[('builtin', 'the agent starts guest_command itself '
+                         'and supervises it (images without a service '
+                         'manager)'),
+                        ('systemd', 'systemctl start/stop service_name; '
+                         'the unit runs the current install through a '
+                         'drop-in'),
+                        ('supervisord', 'supervisorctl start/stop '
+                         'service_name')],
+               help='Who runs the guest agent.'),
+    cfg.StrOpt('service_name',
+               default='guest-agent',
+               help='The guest agent\'s service: the systemd unit '
+                    '(guest-agent.service on Trove\'s images; ".service" '
+                    'may be left out) or the supervisord program name.'),
+    cfg.StrOpt('systemctl_command',
+               default='systemctl',
+               help='systemctl command line, split like a shell would.'),
+    cfg.StrOpt('systemd_unit_dir',
+               default='/etc/systemd/system',
+               help='Directory of the guest agent\'s unit, where the '
+                    'drop-in pointing it at the current install is '
+                    'written.'),
+    cfg.StrOpt('supervisorctl_command',
+               default='supervisorctl',
+               help='supervisorctl command line, split like a shell would, '
+                    'e.g. "supervisorctl -c /etc/supervisor/'
+                    'supervisord.conf".'),
+    cfg.StrOpt('guest_program_link',
+               default='/usr/local/bin/guest-agent',
+               help='Symlink the guest agent\'s service runs on Trove\'s '
+                    'images (ExecStart=/usr/local/bin/guest-agent, linked '
+                    'to /opt/guest-agent-venv/bin/trove-guestagent). '
+                    'Adoption points it at <install_root>/current/bin/'
+                    '<guest_console_script>, so every service manager runs '
+                    'the current install from the next start on. Left '
+                    'alone when it does not exist.'),
+    cfg.StrOpt('guest_console_script',
+               default='trove-guestagent',
+               help='Console script of the guest agent inside an install, '
+                    'when the package manifest names none; the systemd '
+                    'drop-in runs <install_root>/current/bin/<this>.'),
+]
+
 
 def register_opts(conf):
     conf.register_group(agent_group)
     conf.register_opts(agent_opts, group=agent_group)
+    conf.register_opts(service_manager_opts, group=agent_group)
 
 
 def list_opts():
-    return {agent_group: agent_opts}
+    return {agent_group: agent_opts + service_manager_opts}

@@ -9,9 +9,16 @@ conductor_group = cfg.OptGroup(
 
 conductor_opts = [
     cfg.StrOpt('topic',
-               default='trove_upgrade_conductor',
                help='RPC topic on which the conductor listens for agent '
-                    'registrations, heartbeats and upgrade reports.'),
+                    'registrations, heartbeats and upgrade reports; it '
+                    'also names the conductors\' RabbitMQ queue. Unset, '
+                    'it is trove_upgrade_conductor on the default '
+                    '[DEFAULT] control_exchange trove_upgrade, and '
+                    '<control_exchange>.trove_upgrade_conductor on any '
+                    'other, so that deployments with different exchanges '
+                    'on one vhost never share a queue. Set it only to the '
+                    'same value on the conductors and the agents of one '
+                    'deployment.'),
     cfg.IntOpt('upgrade_timeout',
                default=3600,
                min=1,
@@ -34,7 +41,8 @@ conductor_opts = [
                  help='Seconds between two passes of the rollout '
                       'reconciler, which dispatches the upgrades of running '
                       'rollouts, pauses them on failures and completes '
-                      'them.'),
+                      'them, and sends the upgrades held DEFERRED that '
+                      'nothing holds any more.'),
     cfg.IntOpt('rollout_send_threads',
                default=8,
                min=1,
@@ -52,11 +60,16 @@ conductor_opts = [
                     'conductor (or this one, restarted) takes a rollout '
                     'over once its lease expired.'),
     cfg.BoolOpt('require_sealed',
-                default=False,
+                default=True,
                 help='Refuse registrations, heartbeats, claims and reports '
                      'of instances that have no key, and refuse to send '
                      'upgrades to them. Messages of an instance with a key '
-                     'must be sealed with it whatever this says.'),
+                     'must be sealed with it whatever this says. An '
+                     'instance has a key when one was set with '
+                     '"trove-upgrade-manage instance-key", or, with '
+                     '[trove] connection set, when Trove gave it one. '
+                     'Turn off only on a message bus nobody else can '
+                     'publish on.'),
     cfg.IntOpt('seal_max_age',
                default=300,
                min=1,

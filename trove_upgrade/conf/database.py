@@ -12,6 +12,8 @@ opened only when needed, so an idle service holds few.
 from oslo_config import cfg
 from oslo_db import options as db_options
 
+from trove_upgrade import hosted_conf
+
 _DEFAULTS = {
     'connection': 'sqlite:///$state_path/trove_upgrade.sqlite',
     'max_pool_size': 64,
@@ -19,10 +21,16 @@ _DEFAULTS = {
 
 
 def register_opts(conf):
-    # On oslo.db's option objects themselves, not only on ``conf``: the
-    # sample config generator reads the objects.
-    cfg.set_defaults(db_options.database_opts, **_DEFAULTS)
     db_options.set_defaults(conf)
+    if hosted_conf.is_private():
+        # Inside trove-api the option objects are Trove's too: only our
+        # ConfigOpts gets our defaults.
+        for name, value in _DEFAULTS.items():
+            conf.set_default(name, value, group='database')
+    else:
+        # On oslo.db's option objects themselves, not only on ``conf``:
+        # the sample config generator reads the objects.
+        cfg.set_defaults(db_options.database_opts, **_DEFAULTS)
 
 
 def list_opts():

@@ -71,6 +71,10 @@ class Upgrade(Base):
         DateTime)
     finished_at: orm.Mapped[datetime.datetime | None] = orm.mapped_column(
         DateTime)
+    # DEFERRED by the control plane and not sent yet (trove_instances).
+    held: orm.Mapped[bool] = orm.mapped_column(
+        sa.Boolean, nullable=False, default=False,
+        server_default=sa.false())
 
 
 class UpgradeEvent(Base):

@@ -121,13 +121,15 @@ def write_manifest(path, manifest):
 def build_package(wheels, output_path, *, version, signing_keys,
                   encryption_key, expires, created=None,
                   min_upgrade_from=None, health_check=None,
-                  chunk_size=chunked_aead.DEFAULT_CHUNK_SIZE):
+                  chunk_size=chunked_aead.DEFAULT_CHUNK_SIZE,
+                  guest_agent=None):
     """Write ``output_path`` and ``output_path.manifest``; return the manifest.
 
     ``wheels`` are wheel file paths (see :func:`collect_wheels`),
     ``signing_keys`` one or more :class:`keys.SigningKey`, ``encryption_key``
     the 32 key bytes, ``expires`` and ``created`` aware datetimes,
-    ``health_check`` a :class:`manifest.HealthCheck` or None.
+    ``health_check`` a :class:`manifest.HealthCheck` or None,
+    ``guest_agent`` a :class:`manifest.GuestAgent` or None.
     """
     manifest_mod.parse_version(version)
     if min_upgrade_from is not None:
@@ -167,7 +169,7 @@ def build_package(wheels, output_path, *, version, signing_keys,
                 key_id=key_id, chunk_size=chunk_size,
                 salt=encryptor.header.salt.hex()),
             files=files, min_upgrade_from=min_upgrade_from,
-            health_check=health_check)
+            health_check=health_check, guest_agent=guest_agent)
         for signing_key in signing_keys:
             manifest = manifest.with_signature(signing_key)
         os.chmod(temp, 0o644)

@@ -39,6 +39,7 @@ _TIME = re.compile(r'[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z')
 _VERSION = re.compile(r'[A-Za-z0-9.+!_-]{1,%d}' % MAX_VERSION_LENGTH)
 # Wheels are flat file names; no directories, so no path can escape.
 FILE_NAME_PATTERN = re.compile(r'[A-Za-z0-9_][A-Za-z0-9_.+-]{0,254}')
+CONSOLE_SCRIPT_PATTERN = re.compile(r'[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}')
 
 
 def parse_version(text, error=exceptions.InvalidVersionError):
@@ -116,6 +117,13 @@ class HealthCheck:
 
 
 @dataclasses.dataclass(frozen=True)
+class GuestAgent:
+    """Which console script of the package is the guest agent."""
+
+    console_script: str
+
+
+@dataclasses.dataclass(frozen=True)
 class Signature:
     key_id: str
     sig: str
@@ -132,6 +140,7 @@ class Manifest:
     min_upgrade_from: str = None
     health_check: HealthCheck = None
     signatures: tuple = ()
+    guest_agent: GuestAgent = None
     format_version: int = FORMAT_VERSION
 
     def signed_dict(self):
@@ -156,6 +165,9 @@ class Manifest:
             signed['health_check'] = {
                 'command': list(self.health_check.command),
                 'timeout': self.health_check.timeout}
+        if self.guest_agent is not None:
+            signed['guest_agent'] = {
+                'console_script': self.guest_agent.console_script}
         return signed
 
     def signing_input(self):
@@ -198,7 +210,7 @@ class Manifest:
         _expect_keys(signed, 'signed',
                      {'_type', 'format_version', 'version', 'created',
                       'expires', 'payload', 'encryption', 'files'},
-                     {'min_upgrade_from', 'health_check'})
+                     {'min_upgrade_from', 'health_check', 'guest_agent'})
         _format_version(signed['format_version'])
         if signed['_type'] != MANIFEST_TYPE:
             raise exceptions.ManifestFormatError(
@@ -229,7 +241,8 @@ class Manifest:
                        encryption=encryption, files=files,
                        min_upgrade_from=signed.get('min_upgrade_from'),
                        health_check=health_check,
-                       signatures=document.signatures)
+                       signatures=document.signatures,
+                       guest_agent=_guest_agent(signed.get('guest_agent')))
         if canonical.dumps(manifest.signed_dict()) != document.signed_bytes:
             raise exceptions.ManifestFormatError(
                 'the signed part is not written the one way this manifest '
@@ -380,3 +393,16 @@ def _health_check(value):
             'health_check timeout must be 1..%d seconds'
             % MAX_HEALTH_CHECK_TIMEOUT)
     return HealthCheck(tuple(command), timeout)
+
+
+def _guest_agent(value):
+    if value is None:
+        return None
+    _expect_keys(value, 'guest_agent', {'console_script'})
+    script = value['console_script']
+    if (not isinstance(script, str)
+            or not CONSOLE_SCRIPT_PATTERN.fullmatch(script)):
+        raise exceptions.ManifestFormatError(
+            'guest_agent console_script %r is not a plain script name'
+            % (script,))
+    return GuestAgent(script)

@@ -20,6 +20,10 @@ class TestCase(base.BaseTestCase):
         database.register_opts(self.conf)
         self.conf.set_default(
             'state_path', self.useFixture(fixtures.TempDir()).path)
+        # Sealing is required by default; tests of other concerns run
+        # unsealed, and those of sealing set what they test.
+        self.conf.set_default('require_sealed', False, group='conductor')
+        self.conf.set_default('require_sealed', False, group='agent')
 
     def flags(self, group=None, **kw):
         """Override options for the duration of the test."""

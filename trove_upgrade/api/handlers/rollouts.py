@@ -1,7 +1,5 @@
 """Handlers of /v1.0/{tenant_id}/mgmt/rollouts."""
 
-import uuid
-
 from oslo_utils import timeutils
 from oslo_utils import uuidutils
 import webob
@@ -12,7 +10,6 @@ from trove_upgrade.api.handlers import upgrades as upgrade_handlers
 from trove_upgrade.api.schemas import rollouts as schema
 from trove_upgrade.api import util
 from trove_upgrade.api import views
-from trove_upgrade.db import agents as db_agents
 from trove_upgrade.db import rollouts as db_rollouts
 from trove_upgrade import exception
 from trove_upgrade.policies import rollouts as policies
@@ -54,8 +51,9 @@ def _values(body):
     values = dict(_DEFAULTS, **body['rollout'])
     upgrade_handlers._check_version(values['instance_version'])
     if 'instance_ids' in values['selector']:
-        values['selector'] = {'instance_ids': sorted(
-            str(uuid.UUID(i)) for i in values['selector']['instance_ids'])}
+        values['selector'] = dict(values['selector'], instance_ids=sorted(
+            upgrade_handlers.normalized_instance(i)
+            for i in values['selector']['instance_ids']))
     for name in ('max_in_flight', 'max_failures'):
         values[name], values[name + '_kind'] = _threshold(values[name])
     values['start_at'] = _start_at(values.get('start_at'))
@@ -75,7 +73,7 @@ def create_rollout(req):
     policy.authorize(context, policies.CREATE)
     util.require_json(req)
     values = _values(util.extract_json(req.body, schema.POST_ROLLOUT))
-    selected = db_agents.list_selected_agents(context, values['selector'])
+    selected = rollouts.select_agents(context, values['selector'])
     package_handlers.deploy_by_reference(context, values, selected)
     rollout = rollouts.create_rollout(context, values)
     tenant_id = req.urlvars['tenant_id']

@@ -1,4 +1,9 @@
-"""Versions documents: public, for API discovery."""
+"""The public documents: the versions, for API discovery, and health.
+
+The health check is oslo.middleware's, answering 200 (or 503 when a
+``[healthcheck] backends`` says so, for example ``disable_by_file`` while
+an operator drains the node) to load balancers without a token.
+"""
 
 from trove_upgrade.api import util
 
@@ -18,3 +23,8 @@ def versions(req):
 @util.wsgify
 def version(req):
     return util.json_response({'version': _version(req)})
+
+
+@util.wsgify
+def healthcheck(req):
+    return req.environ[util.HEALTHCHECK_KEY]

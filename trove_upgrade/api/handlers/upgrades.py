@@ -18,6 +18,7 @@ from trove_upgrade.db import upgrades as db_upgrades
 from trove_upgrade import exception
 from trove_upgrade.policies import upgrades as policies
 from trove_upgrade import policy
+from trove_upgrade import trove_instances
 from trove_upgrade import upgrades
 
 
@@ -38,6 +39,14 @@ def _agents_of(context, instance_id):
         return [db_agents.get_agent(context, instance_id)]
     except exception.AgentNotFound:
         return []
+
+
+def normalized_instance(id_or_name):
+    """A dashed UUID in lower case; anything else (a name) as given."""
+    lowered = id_or_name.lower()
+    if trove_instances.is_instance_id(lowered):
+        return lowered
+    return id_or_name
 
 
 def _upgrade_id(req):
@@ -100,7 +109,7 @@ def create_instance_upgrade(req):
 
 def _create(req, context, values):
     _check_version(values['instance_version'])
-    values['instance_id'] = str(uuid.UUID(values['instance_id']))
+    values['instance_id'] = normalized_instance(values['instance_id'])
     package_handlers.deploy_by_reference(
         context, values, _agents_of(context, values['instance_id']))
     values.setdefault('metadata', {})

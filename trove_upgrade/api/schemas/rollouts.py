@@ -22,11 +22,22 @@ _SELECTOR = {
         'instance_ids': {
             'type': 'array', 'minItems': 1, 'maxItems': 10000,
             'uniqueItems': True,
-            'items': {'type': 'string', 'format': 'uuid'},
+            'items': upgrades.INSTANCE,
+        },
+        # Facts of Trove's database; needs [trove] connection.
+        'trove': {
+            'type': 'object', 'minProperties': 1,
+            'properties': {name: _LABEL_VALUE for name in (
+                'datastore', 'datastore_version', 'tenant_id', 'region')},
+            'additionalProperties': False,
         },
     },
     'minProperties': 1,
-    'maxProperties': 1,
+    # One of instance_ids, group and labels, with or without trove.
+    'maxProperties': 2,
+    'not': {'anyOf': [{'required': pair} for pair in (
+        ['instance_ids', 'group'], ['instance_ids', 'labels'],
+        ['group', 'labels'])]},
     'additionalProperties': False,
 }
 

@@ -8,13 +8,16 @@ STRATEGIES = ['swift', 'http', 'local', 'rsync']
 # version, a location or a label and would corrupt logs.
 _TEXT_PATTERN = '^[^\\x00-\\x1f\\x7f]*$'
 
+# An instance id, or with [trove] connection set an instance name too.
+INSTANCE = {'type': 'string', 'minLength': 1, 'maxLength': 255,
+            'pattern': _TEXT_PATTERN}
 PACKAGE_NAME = {'type': 'string', 'minLength': 1, 'maxLength': 255,
                 'pattern': '^[A-Za-z0-9][A-Za-z0-9._-]*$'}
 
 _UPGRADE = {
     'type': 'object',
     'properties': {
-        'instance_id': {'type': 'string', 'format': 'uuid'},
+        'instance_id': INSTANCE,
         # Checked again by the handler: pip must be able to compare it.
         'instance_version': {
             'type': 'string', 'minLength': 1, 'maxLength': 64,

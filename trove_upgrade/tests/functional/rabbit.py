@@ -68,7 +68,9 @@ class RabbitMQ(fixtures.Fixture):
         self.options = {
             'DEFAULT': {'transport_url': TRANSPORT_URL,
                         'control_exchange': self.exchange},
-            'conductor': {'topic': self.conductor_topic},
+            # Tests of sealing start their services with keys and say so.
+            'conductor': {'topic': self.conductor_topic,
+                          'require_sealed': 'false'},
             'oslo_messaging_rabbit': {
                 'amqp_auto_delete': 'true',
                 'rabbit_transient_queues_ttl': TRANSIENT_QUEUES_TTL},

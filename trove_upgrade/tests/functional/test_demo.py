@@ -31,7 +31,8 @@ class TestDemo(base.TestCase):
         # tools/demo.sh builds .venv and runs this same script with it; the
         # test environment already has everything the script needs.
         proc = subprocess.run(
-            [sys.executable, os.path.join(ROOT, 'tools', 'demo.py')],
+            [sys.executable, os.path.join(ROOT, 'tools', 'demo.py'),
+             '--sample'],
             capture_output=True, text=True, cwd=ROOT, timeout=900)
         out = proc.stdout
         self.assertEqual(0, proc.returncode, out + proc.stderr)

@@ -1,7 +1,7 @@
 """Registered packages and desired versions.
 
 Revision ID: 9b6f3d2c8e41
-Revises: 3e8d5f2a6b91
+Revises: 9d3f6b2c8a17
 Create Date: 2026-12-01 12:45:00
 """
 
@@ -10,7 +10,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import mysql
 
 revision = '9b6f3d2c8e41'
-down_revision = '3e8d5f2a6b91'
+down_revision = '9d3f6b2c8a17'
 branch_labels = None
 depends_on = None
 

@@ -39,7 +39,8 @@ class _ServedAPI(base.TestCase):
         with open(self.config, 'w') as f:
             f.write('[DEFAULT]\nstate_path = %s\ntransport_url = fake:/\n'
                     '[api]\nauth_strategy = noauth2\nbind_host = 127.0.0.1\n'
-                    'bind_port = 0\n' % self.dir)
+                    'bind_port = 0\n'
+                    '[conductor]\nrequire_sealed = false\n' % self.dir)
         subprocess.run([os.path.join(BIN, 'trove-upgrade-manage'),
                         '--config-file', self.config, 'db', 'sync'],
                        check=True, capture_output=True)
@@ -94,6 +95,24 @@ class _ServedAPI(base.TestCase):
         self.assertEqual(404, missing.status_code)
         self.assertEqual(missing.headers['x-openstack-request-id'],
                          missing.json()['errors'][0]['request_id'])
+        health = requests.get(self.url + '/healthcheck', timeout=30)
+        self.assertEqual(200, health.status_code, health.text)
+        # Over [api] max_request_body_size, 65536 bytes by default.
+        padded = dict(BODY, metadata={'pad': 'x' * 70000})
+        too_large = requests.post(mgmt + '/upgrades', headers=HEADERS,
+                                  json=padded, timeout=30)
+        self.assertEqual(413, too_large.status_code, too_large.text)
+        self.assertEqual(413, too_large.json()['errors'][0]['status'])
+        not_json = requests.post(mgmt + '/upgrades', headers=HEADERS,
+                                 data='instance_id=x', timeout=30)
+        self.assertEqual(415, not_json.status_code, not_json.text)
+
+    def assertNoEventletWarning(self):
+        """eventlet, imported but unused, leaves no warning in the log."""
+        with open(self.log_file) as f:
+            log = f.read()
+        self.assertNotIn('Eventlet is deprecated', log)
+        self.assertNotIn('EventletDeprecationWarning', log)
 
 
 class TestConsoleScript(_ServedAPI):
@@ -108,6 +127,7 @@ class TestConsoleScript(_ServedAPI):
 
     def test_post_and_get_over_http(self):
         self.assertUpgradeRoundTrip()
+        self.assertNoEventletWarning()
 
     def test_sigterm_stops_it_cleanly(self):
         resp = requests.get(self.url + '/', timeout=30)
@@ -127,5 +147,6 @@ class TestGunicorn(_ServedAPI):
         self.start([os.path.join(BIN, 'gunicorn'), '--bind', '127.0.0.1:0',
                     '--workers', '1', '--threads', '2',
                     'trove_upgrade.wsgi.api:application'],
-                   env={'TROVE_UPGRADE_CONFIG_FILES': self.config})
+                   env={'OS_TROVE_UPGRADE_CONFIG_DIR': self.dir})
         self.assertUpgradeRoundTrip()
+        self.assertNoEventletWarning()

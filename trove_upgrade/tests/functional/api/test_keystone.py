@@ -122,6 +122,10 @@ class TestKeystoneAuth(base.TestCase):
                          resp.headers['WWW-Authenticate'])
         self.assertNothingRecorded()
 
+    def test_healthcheck_needs_no_token(self):
+        resp = webob.Request.blank('/healthcheck').get_response(self.app)
+        self.assertEqual(200, resp.status_int, resp.text)
+
     def test_bad_token_gets_401(self):
         for token in ('not-a-token', self.admin_token[:-4] + 'AAAA'):
             resp = self.request('POST', self.keystone.admin_project_id,

@@ -43,6 +43,8 @@ ETC = '/etc/trove-upgrade'
 CHECKS = ['Database schema', 'Policy file', 'Message bus',
           'Agent RPC versions', 'Agent heartbeats', 'Stuck upgrades']
 SUCCESS, WARNING, FAILURE = 0, 1, 2
+# The user, password and database tools/test-setup.sh creates on MariaDB.
+CITEST = 'openstack_citest'
 
 
 def guide_command(program):
@@ -187,6 +189,35 @@ class TestStatusCommand(StatusCommandTestCase):
             ['Cannot connect to the database at '
              'mysql+pymysql://trove_upgrade:***@127.0.0.1'])
         self.assertNotIn('s3cret', details)
+
+    def test_database_refuses_the_password(self):
+        """The real MariaDB of the tests, with a password it refuses."""
+        right = 'mysql+pymysql://%s:%s@127.0.0.1:3306/%s' % ((CITEST,) * 3)
+        engine = sa.create_engine(right)
+        try:
+            with engine.connect():
+                pass
+        except sa.exc.OperationalError as exc:
+            if os.environ.get('TROVE_UPGRADE_TEST_REQUIRE_DATABASES') == '1':
+                raise
+            self.skipTest('MariaDB is not reachable: %s' % exc)
+        finally:
+            engine.dispose()
+        wrong = right.replace(':%s@' % CITEST, ':not-the-s3cret@')
+        self.write_conf('trove-upgrade.conf.d/10-database.conf',
+                        {'database': {'connection': wrong}})
+
+        details = self.assertStatus(
+            FAILURE, {'Database schema': FAILURE,
+                      'Agent RPC versions': FAILURE,
+                      'Agent heartbeats': FAILURE,
+                      'Stuck upgrades': FAILURE},
+            ['Cannot connect to the database at mysql+pymysql://'
+             '%s:***@127.0.0.1:3306/%s' % (CITEST, CITEST),
+             'Access denied for user', '[database] connection (its user, '
+             'password and database)'])
+        self.assertNotIn('not-the-s3cret', details)
+        self.assertNotIn('Traceback', details)
 
     def test_rabbitmq_unreachable(self):
         self.db_sync()

@@ -13,6 +13,7 @@ local RabbitMQ under exchanges of the class's own.
 import json
 import os
 import shutil
+import socket
 import subprocess
 import tempfile
 import uuid
@@ -22,6 +23,7 @@ import kombu
 from oslo_utils import uuidutils
 from testtools import content
 
+from trove_upgrade.agent import rpcapi as agent_rpcapi
 from trove_upgrade.db import api as db_api
 from trove_upgrade import states
 from trove_upgrade.tests import conffile
@@ -41,6 +43,19 @@ def _run(*argv, cwd=None):
     if proc.returncode != 0:
         raise RuntimeError('%s failed: %s' % (' '.join(argv),
                                               proc.stderr[-3000:]))
+
+
+def _delete_from_broker(topic, exchanges=()):
+    """The queues and exchanges a topic's RPC server left, and others.
+
+    Its fanout queues have random names; they expire by themselves.
+    """
+    with kombu.Connection(AMQP_URL) as connection:
+        channel = connection.default_channel
+        for queue in (topic, '%s.%s' % (topic, socket.gethostname())):
+            channel.queue_delete(queue)
+        for exchange in (topic + '_fanout',) + tuple(exchanges):
+            channel.exchange_delete(exchange)
 
 
 class SharedDatabase(fixtures.Fixture):
@@ -150,9 +165,7 @@ class TestTroveAPIExtension(harness.AgentTestCase):
                 os.killpg(api.pid, 9)
                 api.wait()
         cls.keystone.cleanUp()
-        with kombu.Connection(AMQP_URL) as connection:
-            for exchange in (cls.bus[0], cls.trove_exchange):
-                connection.default_channel.exchange_delete(exchange)
+        _delete_from_broker(cls.bus[1], (cls.bus[0], cls.trove_exchange))
         shutil.rmtree(cls.dir, ignore_errors=True)
 
     # The harness, on the class's bus and database.
@@ -165,6 +178,8 @@ class TestTroveAPIExtension(harness.AgentTestCase):
 
     def setUp(self):
         super().setUp()
+        self.addCleanup(_delete_from_broker, '%s.%s' % (
+            agent_rpcapi.TOPIC_PREFIX, self.instance_id))
         self.addDetail('trove-api.log', content.content_from_file(
             self.trove_log, buffer_now=False))
 
@@ -260,7 +275,8 @@ class TestTroveAPIExtension(harness.AgentTestCase):
         rollouts = self.session().get(
             '/%s/mgmt/rollouts' % self.keystone.admin_project_id,
             endpoint_override=self.trove_url + '/v1.0')
-        self.assertEqual({'rollouts': [], 'links': []}, rollouts.json())
+        self.assertEqual((200, {'rollouts': []}),
+                         (rollouts.status_code, rollouts.json()))
 
     def test_non_admin_is_refused_and_errors_are_trove_upgrades(self):
         member = self.session(self.member, 'member-secret',

@@ -51,6 +51,17 @@ class TestInstallRoot(base.TestCase):
         self.assertIn('broken install', str(e))
         self.assertFalse(os.path.exists(self.installs.path('2.0.0')))
 
+    def test_guest_agent_entry_point_is_checked(self):
+        path = self.installs.install('1.0.0', [self._wheel('1.0.0')],
+                                     console_script='sample-guest-agent')
+        self.assertTrue(self.installs.is_installed('1.0.0'))
+        self.assertTrue(os.path.exists(path))
+        e = self.assertRaises(install.InstallError, self.installs.install,
+                              '2.0.0', [self._wheel('2.0.0')],
+                              console_script='trove-guestagent')
+        self.assertIn('no console script trove-guestagent', str(e))
+        self.assertFalse(os.path.exists(self.installs.path('2.0.0')))
+
     def test_pip_failure_leaves_nothing(self):
         bogus = os.path.join(self.wheels, 'bogus-1.0-py3-none-any.whl')
         os.makedirs(self.wheels, exist_ok=True)

@@ -47,6 +47,7 @@ class TestAgentStart(base.TestCase):
         agent.setdefault('instance_id',
                          '2b7f9a4e-8c1d-4e3f-9a0b-1c2d3e4f5a6b')
         agent.setdefault('guest_command', 'bin/guest')
+        agent.setdefault('require_sealed', 'false')
         with open(path, 'w') as f:
             f.write('[DEFAULT]\nstate_path = %s\n[agent]\n' % self.tmp)
             for key, value in agent.items():

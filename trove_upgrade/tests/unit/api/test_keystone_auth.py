@@ -34,6 +34,10 @@ class TestKeystoneAuth(base.APITestCase):
                          resp.headers['WWW-Authenticate'])
         self.assertNothingRecorded()
 
+    def test_healthcheck_needs_no_token(self):
+        resp = self.request('GET', '/healthcheck', identity=False)
+        self.assertEqual(200, resp.status_int, resp.text)
+
     def test_keystone_unreachable_is_503_json(self):
         with socket.socket() as sock:
             sock.bind(('127.0.0.1', 0))

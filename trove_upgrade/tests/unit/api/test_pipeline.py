@@ -50,6 +50,44 @@ class TestVersions(base.APITestCase):
                          resp.json['versions'][0]['links'][0]['href'])
 
 
+class TestHealthcheck(base.APITestCase):
+    """oslo.middleware's health check, public on every auth strategy."""
+
+    def test_healthcheck_is_public(self):
+        resp = self.request('GET', '/healthcheck', identity=False)
+        self.assertEqual(200, resp.status_int, resp.text)
+        self.assertEqual('text/plain', resp.content_type)
+        self.assertRegex(resp.headers['x-openstack-request-id'], '^req-')
+        resp = self.request('GET', '/healthcheck', identity=False,
+                            headers={'Accept': 'application/json'})
+        self.assertEqual({'detailed': False, 'reasons': []}, resp.json)
+        resp = self.request('HEAD', '/healthcheck', identity=False)
+        self.assertEqual(204, resp.status_int)
+
+    def test_other_methods_are_405(self):
+        resp = self.request('POST', '/healthcheck', identity=False)
+        self.assertError(resp, 405, 'allowed: GET, HEAD.')
+
+    def test_disable_by_file_takes_the_node_out(self):
+        tempdir = self.useFixture(fixtures.TempDir())
+        flag = tempdir.join('disabled')
+        # The backend's options exist once it is loaded: from a file, as in
+        # a deployment.
+        config = tempdir.join('api.conf')
+        with open(config, 'w') as f:
+            f.write('[api]\nauth_strategy = noauth2\n[healthcheck]\n'
+                    'backends = disable_by_file\n'
+                    'disable_by_file_path = %s\n' % flag)
+        self.conf([], default_config_files=[config], default_config_dirs=[])
+        self.app = deploy.loadapp(self.conf)
+        self.assertEqual(200, self.request('GET', '/healthcheck',
+                                           identity=False).status_int)
+        open(flag, 'w').close()
+        resp = self.request('GET', '/healthcheck', identity=False)
+        self.assertEqual(503, resp.status_int)
+        self.assertEqual('DISABLED BY FILE', resp.text)
+
+
 class TestRouting(base.APITestCase):
 
     def test_unknown_paths_are_404(self):

@@ -92,7 +92,7 @@ class TestCreateUpgrade(base.APITestCase):
 
 
 class TestCreateUpgradeBadInput(base.APITestCase):
-    """Each bad request gets a 400 naming the problem and records nothing."""
+    """Each bad request gets a 4xx naming the problem and records nothing."""
 
     def _post(self, body=None, **kwargs):
         return self.request('POST', self.mgmt + '/upgrades', body, **kwargs)
@@ -133,13 +133,13 @@ class TestCreateUpgradeBadInput(base.APITestCase):
     def test_bad_uuid(self):
         self.assertRejected(
             self._post(base.upgrade_body(instance_id='not-a-uuid')),
-            "'not-a-uuid' is not a 'uuid' (at $.instance_id)")
+            'Naming an instance by name needs [trove] connection')
 
     def test_uuid_without_dashes(self):
         self.assertRejected(
             self._post(base.upgrade_body(
                 instance_id=base.INSTANCE_ID.replace('-', ''))),
-            "is not a 'uuid' (at $.instance_id)")
+            'Naming an instance by name needs [trove] connection')
 
     def test_instance_id_not_a_string(self):
         self.assertRejected(
@@ -229,13 +229,13 @@ class TestCreateUpgradeBadInput(base.APITestCase):
         self.assertRejected(
             self._post(base.upgrade_body(), content_type='text/plain'),
             "The request body must have Content-Type application/json, "
-            "not 'text/plain'.")
+            "not 'text/plain'.", status=415)
 
     def test_missing_content_type(self):
         self.assertRejected(
             self._post(base.upgrade_body(), content_type=None),
             "The request body must have Content-Type application/json, "
-            "not None.")
+            "not None.", status=415)
 
     def _limit_body_size(self, size):
         self.flags(group='api', max_request_body_size=size)
@@ -252,7 +252,7 @@ class TestCreateUpgradeBadInput(base.APITestCase):
         resp = self._post(base.upgrade_body(metadata={'pad': 'x' * 1000}))
         self.assertRejected(
             resp, 'The request body is larger than 1024 bytes, the limit '
-                  'set by [api] max_request_body_size.')
+                  'set by [api] max_request_body_size.', status=413)
 
     def test_chunked_body_over_the_size_limit(self):
         self._limit_body_size(1024)
@@ -264,7 +264,8 @@ class TestCreateUpgradeBadInput(base.APITestCase):
         req.environ['wsgi.input_terminated'] = True
         req.environ.pop('CONTENT_LENGTH', None)
         self.assertRejected(req.get_response(self.app),
-                            'The request body is larger than 1024 bytes')
+                            'The request body is larger than 1024 bytes',
+                            status=413)
 
     def test_malformed_content_length(self):
         req = self._blank(**{'Content-Type': 'application/json'})

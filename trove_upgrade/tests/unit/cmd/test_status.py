@@ -117,6 +117,25 @@ class TestDatabaseSchema(StatusTestCase):
                                     'no-such-directory',
                                     '[database] connection'], result)
 
+    def test_failure_for_a_driver_that_is_not_installed(self):
+        self.use_database('postgresql+pg8000://tu:s3cret@127.0.0.1/tu')
+
+        result = self.checks._check_database_schema()
+
+        self.assertResult(FAILURE, ['Cannot connect to the database at '
+                                    'postgresql+pg8000://tu:***@127.0.0.1/tu',
+                                    "No module named 'pg8000'"], result)
+        self.assertNotIn('s3cret', result.details)
+
+    def test_failure_for_a_database_type_sqlalchemy_does_not_know(self):
+        self.use_database('nosuchdb://tu:s3cret@127.0.0.1/tu')
+
+        result = self.checks._check_database_schema()
+
+        self.assertResult(FAILURE, ['Cannot connect to the database at '
+                                    'nosuchdb://tu:***@127.0.0.1/tu',
+                                    'nosuchdb'], result)
+
     def test_failure_without_connection(self):
         self.flags(group='database', connection=None)
 
@@ -437,6 +456,18 @@ class TestStuckUpgrades(ClockTestCase):
 
         self.assertResult(FAILURE, ['Cannot read the upgrades'],
                           self.checks._check_stuck_upgrades())
+
+
+class TestUnexpectedErrors(StatusTestCase):
+
+    def test_an_error_no_check_expected_is_that_checks_failure(self):
+        checks = dict(status.Checks._upgrade_checks)
+        with mock.patch.object(migration, 'version',
+                               side_effect=RuntimeError('disk on fire')):
+            result = checks['Database schema'](self.checks)
+
+        self.assertResult(FAILURE, ['The check could not run: '
+                                    'RuntimeError: disk on fire'], result)
 
 
 class TestMain(base.TestCase):

@@ -160,7 +160,7 @@ class TestSealingClients(SealedTestCase):
     def setUp(self):
         super().setUp()
         self.server = self.useFixture(rpc_fixture.RecordingServer(
-            messaging.Target(topic=self.conf.conductor.topic, server='c'),
+            messaging.Target(topic=rpcapi.topic(), server='c'),
             [self.manager]))
 
     def test_conductor_api_seals(self):

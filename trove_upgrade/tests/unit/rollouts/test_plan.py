@@ -146,6 +146,16 @@ class TestDispatch(base.TestCase):
              '0 agent(s) succeeded, 3 already current, 0 failed.'),
             (done.action, done.reason))
 
+    def test_selecting_nothing_waits_instead_of_completing(self):
+        plan = rollouts.plan(rollout(), [], [], set())
+        self.assertEqual((rollouts.WAIT, rollouts.NOTHING_SELECTED, []),
+                         (plan.action, plan.reason, plan.dispatch))
+        self.assertEqual(0, plan.counters['targets'])
+        # Agents that were dispatched to and left the selection: done.
+        gone = rollouts.plan(rollout(), [],
+                             [dispatch(IDS[0], states.SUCCESS)], set())
+        self.assertEqual(rollouts.COMPLETE, gone.action)
+
     def test_busy_agents_are_skipped(self):
         plan = rollouts.plan(rollout(), agents(3), [], {IDS[0]})
         self.assertEqual([(IDS[1], 1, False), (IDS[2], 1, False)],

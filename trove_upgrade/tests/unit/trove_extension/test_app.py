@@ -55,6 +55,8 @@ _SCRIPT = textwrap.dedent('''
     print(json.dumps({
         'global_exchange': cfg.CONF.control_exchange,
         'global_connection': cfg.CONF.database.connection,
+        'global_pool': cfg.CONF.database.max_pool_size,
+        'own_pool': conf.CONF.database.max_pool_size,
         'global_has_api': 'api' in cfg.CONF,
         'own_exchange': conf.CONF.control_exchange,
         'own_connection': conf.CONF.database.connection,
@@ -100,8 +102,10 @@ class TestLoad(base.TestCase):
         self.assertEqual(('openstack', 'sqlite://', False),
                          (seen['global_exchange'], seen['global_connection'],
                           seen['global_has_api']))
-        self.assertEqual(('trove_upgrade', db.url),
-                         (seen['own_exchange'], seen['own_connection']))
+        self.assertEqual(('trove_upgrade', db.url, 64),
+                         (seen['own_exchange'], seen['own_connection'],
+                          seen['own_pool']))
+        self.assertEqual(5, seen['global_pool'])
         self.assertEqual((200, {'upgrades': []}),
                          (seen['list']['status'], seen['list']['body']))
         created = seen['create']

@@ -1,0 +1,215 @@
+"""The demo with the real OpenStack Trove guest agent, 25.1.0 to 26.0.0.
+
+Run by ``tools/demo.py`` (the default; ``--sample`` runs the quick story
+with a sample guest agent instead). It builds a signed, encrypted package of
+Trove 26.0.0 from the requirement specifier with ``trove-upgrade-package
+build --requirement trove==26.0.0`` (pip collects every wheel, with
+progress; the wheels are cached, so a second run downloads nothing), lays
+out a Trove guest as Trove's image does (``/opt/guest-agent-venv`` with
+Trove 25.1.0 installed by pip, ``/etc/trove/conf.d``, the
+``/usr/local/bin/guest-agent`` link) under a temporary directory, runs
+``trove-guestagent`` under supervisord, adopts it with
+``trove-upgrade-adopt`` without a restart, and upgrades it: first with a
+build whose guest agent exits at start (rolled back, 25.1.0 answers on its
+topic again), then with the real 26.0.0 (SUCCESS, 26.0.0 answers).
+"""
+
+import json
+import os
+import subprocess
+import time
+import uuid
+
+from trove_upgrade.agent import trove_guest
+from trove_upgrade import states
+from trove_upgrade.tests import conffile
+from trove_upgrade.tests.functional.trove import guest
+from trove_upgrade.tests.functional import trove_release
+
+import demo as demo_mod
+
+FROM = '25.1.0'
+TO = '26.0.0'
+say = demo_mod.say
+step = demo_mod.step
+
+
+class TroveDemo(demo_mod.Demo):
+
+    def __init__(self, workdir):
+        super().__init__(workdir)
+        self.cache = trove_release.cache_dir()
+        self.instance = self.instances[0]
+        self.trove_exchange = 'trove_demo_%s' % uuid.uuid4().hex[:8]
+        self.fixtures = []
+
+    def use(self, fixture):
+        fixture.setUp()
+        self.fixtures.append(fixture)
+        return fixture
+
+    def stop_all(self):
+        super().stop_all()
+        for fixture in reversed(self.fixtures):
+            fixture.cleanUp()
+
+    def build_packages(self):
+        step(1, 'Build packages of Trove %s from its requirement specifier'
+             % TO)
+        self.signing = os.path.join(self.keys, 'release.key')
+        self.encryption = os.path.join(self.keys, 'payload.key')
+        self.tool('trove-upgrade-package', 'keygen', '--signing-key',
+                  self.signing, '--encryption-key', self.encryption)
+        broken = guest.broken_trove_wheel(
+            TO, 'exit', os.path.join(self.wheels, 'broken'), self.cache)
+        for name, extra in (('trove-26.0.0.pkg', []),
+                            ('trove-26.0.0-exits.pkg', [broken])):
+            argv = [os.path.join(demo_mod.BIN, 'trove-upgrade-package'),
+                    'build', *extra, '--requirement', 'trove==%s' % TO,
+                    '--wheel-cache', self.cache,
+                    '--guest-agent-script', guest.CONSOLE_SCRIPT,
+                    '--version', TO,
+                    '--output', os.path.join(self.repo, name),
+                    '--signing-key', self.signing,
+                    '--encryption-key', self.encryption]
+            say('$ trove-upgrade-package build %s--requirement trove==%s '
+                '--guest-agent-script trove-guestagent --version %s '
+                '--output %s ...' % ('<trove wheel that exits at start> '
+                                     if extra else '', TO, TO, name))
+            started = time.monotonic()
+            proc = subprocess.Popen(argv, stdout=subprocess.PIPE,
+                                    stderr=subprocess.STDOUT, text=True)
+            for line in proc.stdout:
+                say('   ' + line.rstrip())
+            if proc.wait() != 0:
+                raise demo_mod.DemoFailed('building %s failed' % name)
+            say('   (%.1f s)' % (time.monotonic() - started))
+
+    def start_guest(self):
+        step(3, 'A Trove guest as Trove\'s image leaves it: Trove %s in '
+             '/opt/guest-agent-venv, run by a service manager' % FROM)
+        root = os.path.join(self.dir, 'guest')
+        self.layout = self.use(guest.TroveGuestLayout(
+            root, self.instance, demo_mod.RABBIT, self.trove_exchange))
+        say('   pip install trove==%s into %s (from the cached wheels) ...'
+            % (FROM, self.layout.venv))
+        guest.wheelhouse(FROM, self.cache)
+        guest.make_venv(self.layout.venv, FROM, self.cache)
+        link_dir = os.path.join(root, 'usr', 'local', 'bin')
+        os.makedirs(link_dir)
+        self.link = os.path.join(link_dir, 'guest-agent')
+        os.symlink(os.path.join(self.layout.venv, 'bin',
+                                guest.CONSOLE_SCRIPT), self.link)
+        trove_guest.write_managed_config(self.layout.conf_dir)
+        docker = self.use(guest.DockerVersionAPI())
+        self.supervisord = self.use(guest.Supervisord(
+            os.path.join(self.dir, 'supervisor'),
+            self.layout.command(self.link),
+            {'DOCKER_HOST': docker.docker_host}))
+        self.pinger = trove_guest.RpcPing(demo_mod.RABBIT,
+                                          self.trove_exchange,
+                                          self.instance, 2)
+        self.wait_pong()
+        say('   trove-guestagent %s (pid %d, supervisord) answers '
+            'oslo_rpc_server_ping on topic guestagent.%s'
+            % (FROM, self.supervisord.pid(), self.instance))
+
+    def wait_pong(self):
+        self.wait_for(lambda: self.pinger.ping() is None,
+                      'the guest agent to answer on its topic')
+
+    def adopt_and_start_agent(self):
+        step(4, 'Adopt the running guest agent (no reinstall, no restart) '
+                'and start the upgrade agent')
+        root = self.install_root(0)
+        key_file = os.path.join(self.dir, 'instance.key')
+        self.tool('trove-upgrade-manage', '--config-file', self.conf,
+                  'instance-key', 'set', self.instance, '--key-file',
+                  key_file)
+        strategies = os.path.join(self.dir, 'strategies.d')
+        conffile.write_conf(os.path.join(strategies, 'local.conf'),
+                            {'local': {'allowed_dirs': [self.repo]}})
+        conf = os.path.join(self.dir, 'agent.conf')
+        conffile.write_conf(conf, {
+            'DEFAULT': {'state_path': root,
+                        'control_exchange': self.exchange},
+            'oslo_messaging_rabbit': {'amqp_auto_delete': True},
+            'conductor': {'topic': self.conductor_topic},
+            'trove_guest': {'config_dir': self.layout.conf_dir},
+            'agent': {
+                'install_root': root,
+                'service_manager': 'supervisord',
+                'service_name': guest.PROGRAM,
+                'supervisorctl_command': self.supervisord.ctl,
+                'guest_program_link': self.link,
+                'guest_automatic_updates': True,
+                'health_grace': 1, 'health_timeout': 120,
+                'restart_retries': 1, 'stop_timeout': 15,
+                'heartbeat_interval': 5, 'report_interval': 1,
+                'trusted_key_files': [self.signing + '.pub'],
+                'decryption_key_files': [self.encryption],
+                'strategy_config_dir': strategies,
+                'allowed_strategies': ['local'],
+                'guest_state_file': os.path.join(self.dir, 'guest-state'),
+                'instance_key_file': key_file,
+                'require_sealed': True,
+            },
+        })
+        pid = self.supervisord.pid()
+        say('$ trove-upgrade-adopt --venv %s' % self.layout.venv)
+        say('   ' + self.tool('trove-upgrade-adopt', '--config-file', conf,
+                              '--venv', self.layout.venv).stdout.strip())
+        say('   guest agent pid before %d, after %d; %s -> %s'
+            % (pid, self.supervisord.pid(), self.link,
+               os.readlink(self.link)))
+        self.spawn('agent-0', os.path.join(demo_mod.BIN,
+                                           'trove-upgrade-agent'),
+                   '--config-file', conf)
+        self.wait_for(lambda: self._registered(), 'the agent to register')
+        say('   trove-upgrade-agent registered: instance id and bus URL '
+            'read from %s' % self.layout.conf_dir)
+
+    def _registered(self):
+        agents = json.loads(self.openstack('database', 'agent', 'list',
+                                           '-f', 'json').stdout)
+        return bool(agents)
+
+    def run_upgrade(self, number, package, what, expect):
+        step(number, what)
+        say('$ openstack database upgrade create %s --instance-version %s '
+            '--strategy local --location .../%s'
+            % (self.instance, TO, package))
+        created = json.loads(self.openstack(
+            'database', 'upgrade', 'create', self.instance,
+            '--instance-version', TO, '--strategy', 'local',
+            '--location', os.path.join(self.repo, package),
+            '-f', 'json').stdout)
+        final = self.follow([created['id']])[created['id']]
+        say('   result: %s: %s' % (final['status'], final['status_detail']))
+        self.wait_pong()
+        pid = self.supervisord.pid()
+        say('   guest agent pid %d runs from %s and answers on its topic'
+            % (pid, guest.venv_of(pid)))
+        if final['status'] != expect:
+            raise demo_mod.DemoFailed('expected %s: %s' % (expect, final))
+
+
+def run(demo_dir):
+    demo = TroveDemo(demo_dir)
+    try:
+        demo.build_packages()
+        demo.start_control_plane()
+        demo.start_guest()
+        demo.adopt_and_start_agent()
+        demo.run_upgrade(5, 'trove-26.0.0-exits.pkg',
+                         'Upgrade to a build of %s whose guest agent exits '
+                         'at start: rolled back' % TO, states.FAILED)
+        demo.run_upgrade(6, 'trove-26.0.0.pkg',
+                         'Upgrade the real trove-guestagent %s -> %s'
+                         % (FROM, TO), states.SUCCESS)
+        step(7, 'The records')
+        say(demo.openstack('database', 'upgrade', 'list', '-c', 'ID',
+                           '-c', 'Instance Version', '-c', 'Status'
+                           ).stdout.rstrip())
+    finally:
+        demo.stop_all()

@@ -1,0 +1,85 @@
+"""trove-upgrade-adopt: manage a Trove image's existing guest agent install.
+
+Run once on an instance built from an image that predates trove-upgrade
+(or from the image build itself), with the upgrade agent's configuration
+and before ``trove-upgrade-agent`` starts::
+
+    trove-upgrade-adopt --config-file /etc/trove-upgrade/agent.conf \\
+        --venv /opt/guest-agent-venv
+
+The running guest agent is neither reinstalled nor restarted. Exit status:
+0 adopted (or already adopted), 1 refused (the reason is printed), 2 the
+configuration cannot work.
+"""
+
+import os
+import sys
+
+from oslo_config import cfg
+
+from trove_upgrade.agent import adopt
+from trove_upgrade.agent import install
+from trove_upgrade.agent import journal as journal_mod
+from trove_upgrade.agent import service as agent_service
+from trove_upgrade.agent import service_manager
+from trove_upgrade.agent import trove_guest
+from trove_upgrade import conf
+from trove_upgrade import version
+
+CONF = conf.CONF
+PROG = 'trove-upgrade-adopt'
+
+cli_opts = [
+    cfg.StrOpt('venv', default=adopt.DEFAULT_VENV,
+               help='Virtualenv of the existing guest agent.'),
+    cfg.StrOpt('guest-version',
+               help='Version to record; default: the version of the '
+                    'distribution declaring the guest agent\'s console '
+                    'script.'),
+]
+
+
+def main(argv=None):
+    CONF.register_cli_opts(cli_opts)
+    CONF(sys.argv[1:] if argv is None else argv, project='trove-upgrade',
+         prog=PROG, version=version.version_info.version_string())
+    agent = CONF.agent
+    try:
+        guest = agent_service.load_trove_guest(CONF)
+        journal = journal_mod.UpgradeJournal(agent.install_root)
+        journal.read()
+        owner = agent_service.AgentService._own_install_root(
+            agent.install_root, wait=0)
+    except (agent_service.AgentConfigError, journal_mod.JournalError,
+            OSError) as e:
+        print('%s: error: %s' % (PROG, e), file=sys.stderr)
+        return 2
+    try:
+        installs = install.InstallRoot(agent.install_root, journal.lock)
+        supervisor = None
+        if agent.service_manager != 'builtin':
+            supervisor = service_manager.load(CONF, installs)
+        if (guest is not None and CONF.trove_guest.manage_rpc_ping
+                and guest.guest_id):
+            trove_guest.write_managed_config(guest.config_dir)
+        adopted, changed = adopt.adopt(
+            installs, journal, CONF.venv, agent.guest_console_script,
+            version=CONF.guest_version, supervisor=supervisor,
+            program_link=agent.guest_program_link)
+    except (adopt.AdoptionError, install.InstallError,
+            service_manager.ServiceManagerError) as e:
+        print('%s: refused: %s' % (PROG, e), file=sys.stderr)
+        return 1
+    except OSError as e:
+        print('%s: error: %s' % (PROG, e), file=sys.stderr)
+        return 2
+    finally:
+        os.close(owner)
+    print('%s %s as version %s under %s'
+          % ('adopted' if changed else 'already adopted:', CONF.venv,
+             adopted, agent.install_root))
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())

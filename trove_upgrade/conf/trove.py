@@ -1,0 +1,61 @@
+"""Options of trove-upgrade's read-only use of Trove's own data.
+
+``[trove]`` is for the control plane (API, conductors,
+trove-upgrade-manage): where Trove's database is and the key Trove
+encrypts its instance keys with. ``instance_rpc_encr_key`` is for the
+guest-side agent: the same option, in the same ``[DEFAULT]`` group, that
+Trove writes into each guest's configuration.
+"""
+
+from oslo_config import cfg
+
+trove_group = cfg.OptGroup(
+    'trove', title='Trove integration options',
+    help='Read-only access to the database of the Trove deployment whose '
+         'guest agents trove-upgrade upgrades. Without a connection '
+         'trove-upgrade knows nothing of Trove: it neither checks that an '
+         'instance exists nor waits while Trove works on it, and '
+         'instances need keys set with "trove-upgrade-manage '
+         'instance-key" for sealing.')
+
+trove_opts = [
+    cfg.StrOpt('connection',
+               secret=True,
+               help='SQLAlchemy URL of Trove\'s database, for example '
+                    'mysql+pymysql://trove_ro:secret@db/trove. Only read, '
+                    'never written: grant a user SELECT on the instances, '
+                    'datastores, datastore_versions and backups tables. '
+                    'When set, an upgrade must name an instance Trove '
+                    'knows (by id or by name), is held DEFERRED while '
+                    'Trove works on the instance or its agent has not '
+                    'registered yet, and rollouts may select by Trove\'s '
+                    'facts.'),
+    cfg.StrOpt('inst_rpc_key_encr_key',
+               default='emYjgHFqfXNB1NGehAFIUeoyw4V4XwWHEaKP',
+               secret=True,
+               help='The value of Trove\'s own [DEFAULT] '
+                    'inst_rpc_key_encr_key (Trove\'s default when unset '
+                    'there), with which Trove encrypts each instance\'s '
+                    'RPC key in its database. The control plane decrypts '
+                    'those keys to derive the instances\' sealing keys.'),
+]
+
+guest_opts = [
+    cfg.StrOpt('instance_rpc_encr_key',
+               secret=True,
+               help='The RPC key Trove gives this instance, as Trove '
+                    'writes it into the guest agent\'s configuration '
+                    '(guest_info.conf). The agent derives its message '
+                    'sealing key from it when [agent] instance_key_file '
+                    'is not set.'),
+]
+
+
+def register_opts(conf):
+    conf.register_group(trove_group)
+    conf.register_opts(trove_opts, group=trove_group)
+    conf.register_opts(guest_opts)
+
+
+def list_opts():
+    return {trove_group: trove_opts, 'DEFAULT': guest_opts}

@@ -1,0 +1,63 @@
+"""Database API of the upgrades the control plane holds DEFERRED.
+
+An upgrade is held (``held`` true, status DEFERRED) when it may not be
+sent yet (``trove_instances``); releasing it clears ``held`` in a
+compare-and-swap, so that of two conductors' periodic passes only one
+sends it. Kept apart from ``db.upgrades``: nothing else touches the column.
+"""
+
+from oslo_utils import timeutils
+import sqlalchemy as sa
+
+from trove_upgrade.db import common
+from trove_upgrade.db import models
+from trove_upgrade.db import upgrades as db_upgrades
+from trove_upgrade import states
+
+_UPGRADE = models.Upgrade
+
+
+def _move(context, upgrade_id, source, from_state, held, values, detail):
+    """CAS the upgrade from (from_state, held) to ``values``; dict or None."""
+    detail = common.bounded_detail(detail)
+    now = timeutils.utcnow()
+    with common.context_manager.writer.using(context) as session:
+        result = session.execute(
+            sa.update(_UPGRADE)
+            .where(_UPGRADE.id == upgrade_id, _UPGRADE.status == from_state,
+                   _UPGRADE.held == held)
+            .values(status_detail=detail, updated_at=now, **values)
+            .execution_options(synchronize_session=False))
+        if result.rowcount != 1:
+            return None
+        session.execute(sa.insert(models.UpgradeEvent.__table__).values(
+            db_upgrades.event_row(context, upgrade_id, now, source,
+                                  from_state,
+                                  values.get('status', from_state), detail)))
+    return db_upgrades.get_upgrade(context, upgrade_id)
+
+
+def hold_upgrade(context, upgrade_id, source, detail):
+    """PENDING to held DEFERRED; the upgrade, or None if not PENDING."""
+    return _move(context, upgrade_id, source, states.PENDING, False,
+                 {'status': states.DEFERRED, 'held': True}, detail)
+
+
+def release_upgrade(context, upgrade_id, source, detail):
+    """Held DEFERRED to sent DEFERRED: the caller must send it now.
+
+    Returns the upgrade, or None when another conductor released it or
+    it was cancelled or timed out meanwhile.
+    """
+    return _move(context, upgrade_id, source, states.DEFERRED, True,
+                 {'held': False}, detail)
+
+
+def list_held_upgrades(context):
+    """The held upgrades, oldest first."""
+    with common.context_manager.reader.using(context) as session:
+        return [db_upgrades._upgrade_dict(row) for row in session.scalars(
+            sa.select(_UPGRADE)
+            .where(_UPGRADE.status == states.DEFERRED,
+                   _UPGRADE.held.is_(True))
+            .order_by(_UPGRADE.created_at, _UPGRADE.id))]

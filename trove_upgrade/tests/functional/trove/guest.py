@@ -1,0 +1,219 @@
+"""A real Trove guest on loopback: Trove's layout, its agent, supervisord.
+
+What a Trove guest VM gives ``trove-guestagent`` at start is made here:
+Trove's configuration directory (``guest_info.conf`` with ``guest_id``,
+``trove-guestagent.conf`` with the bus and a datastore device listed in
+/etc/mtab), a Docker API answering ``GET /version`` on loopback, and an
+image virtualenv at ``<tmp>/opt/guest-agent-venv`` installed with real pip
+from the cached wheelhouse of a Trove release. The guest agent runs under
+supervisord (from PyPI), a real service manager, because systemd cannot
+run as PID 1 here. Trove is only ever run as its own process.
+"""
+
+import http.server
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+import zipfile
+
+import fixtures
+
+from trove_upgrade.packaging import wheels
+from trove_upgrade.tests import conffile
+
+BIN = os.path.dirname(sys.executable)
+PROGRAM = 'guest-agent'
+CONSOLE_SCRIPT = 'trove-guestagent'
+
+
+def wheelhouse(version, cache_dir):
+    """The cached wheels of ``trove==version`` and its dependencies."""
+    return wheels.collect(['trove==%s' % version], cache_dir)
+
+
+def trove_wheel(version, cache_dir):
+    name = 'trove-%s-py3-none-any.whl' % version
+    for path in wheelhouse(version, cache_dir):
+        if os.path.basename(path) == name:
+            return path
+    raise AssertionError('%s is not in the wheelhouse' % name)
+
+
+def broken_trove_wheel(version, kind, dest_dir, cache_dir):
+    """A copy of Trove's wheel that cannot import, or exits at start."""
+    source = trove_wheel(version, cache_dir)
+    os.makedirs(dest_dir, exist_ok=True)
+    dest = os.path.join(dest_dir, os.path.basename(source))
+    if kind == 'import':
+        member = 'trove/__init__.py'
+        extra = b'\nraise ImportError("deliberately broken build")\n'
+    elif kind == 'exit':
+        # Imports fine; the guest agent exits as soon as it runs.
+        member = 'trove/cmd/guest.py'
+        extra = b'\n\ndef main():\n    raise SystemExit(3)\n'
+    else:
+        raise ValueError(kind)
+    with zipfile.ZipFile(source) as src, zipfile.ZipFile(
+            dest, 'w', zipfile.ZIP_DEFLATED) as out:
+        for item in src.infolist():
+            data = src.read(item.filename)
+            if item.filename == member:
+                data += extra
+            out.writestr(item, data)
+    return dest
+
+
+def make_venv(path, version, cache_dir):
+    """A virtualenv with trove==version, by real pip, from the wheelhouse."""
+    house = os.path.dirname(trove_wheel(version, cache_dir))
+    subprocess.run([sys.executable, '-m', 'venv', '--without-pip', path],
+                   check=True)
+    subprocess.run([sys.executable, '-m', 'pip', '--python',
+                    os.path.join(path, 'bin', 'python'), 'install', '-q',
+                    '--no-index', '--disable-pip-version-check',
+                    '--find-links', house, 'trove==%s' % version],
+                   check=True)
+    return path
+
+
+class DockerVersionAPI(fixtures.Fixture):
+    """A loopback HTTP endpoint answering Docker's ``GET /version``."""
+
+    def _setUp(self):
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                body = json.dumps({'ApiVersion': '1.41',
+                                   'Version': '24.0.0'}).encode()
+                self.send_response(200)
+                self.send_header('Content-Type', 'application/json')
+                self.send_header('Content-Length', str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+
+        server = http.server.ThreadingHTTPServer(('127.0.0.1', 0), Handler)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        self.addCleanup(server.server_close)
+        self.addCleanup(server.shutdown)
+        self.docker_host = 'tcp://127.0.0.1:%d' % server.server_address[1]
+
+
+class TroveGuestLayout(fixtures.Fixture):
+    """Trove's guest configuration directory for one instance."""
+
+    def __init__(self, root, guest_id, transport_url, exchange):
+        super().__init__()
+        self.root = root
+        self.guest_id = guest_id
+        self.transport_url = transport_url
+        self.exchange = exchange
+
+    def _setUp(self):
+        self.conf_dir = os.path.join(self.root, 'etc', 'trove', 'conf.d')
+        self.venv = os.path.join(self.root, 'opt', 'guest-agent-venv')
+        self.log_dir = os.path.join(self.root, 'var', 'log', 'trove')
+        mount = os.path.join(self.root, 'var', 'lib', 'database')
+        for path in (self.log_dir, mount):
+            os.makedirs(path)
+        conffile.write_conf(os.path.join(self.conf_dir, 'guest_info.conf'), {
+            'DEFAULT': {'guest_id': self.guest_id,
+                        'datastore_manager': 'mysql'}})
+        conffile.write_conf(
+            os.path.join(self.conf_dir, 'trove-guestagent.conf'), {
+                'DEFAULT': {'transport_url': self.transport_url,
+                            'control_exchange': self.exchange,
+                            'log_dir': self.log_dir,
+                            'log_file': 'trove-guestagent.log'},
+                'mysql': {'device_path': 'tmpfs', 'mount_point': mount}})
+
+    def command(self, program):
+        return '%s --config-dir=%s' % (program, self.conf_dir)
+
+
+class Supervisord(fixtures.Fixture):
+    """supervisord running one program, the guest agent."""
+
+    def __init__(self, root, command, environment):
+        super().__init__()
+        self.root = root
+        self.command = command
+        self.environment = environment
+
+    def _setUp(self):
+        os.makedirs(self.root, exist_ok=True)
+        self.conf = os.path.join(self.root, 'supervisord.conf')
+        sock = os.path.join(self.root, 'supervisor.sock')
+        env = ','.join('%s="%s"' % kv for kv in self.environment.items())
+        with open(self.conf, 'w') as f:
+            f.write(
+                '[unix_http_server]\nfile=%(sock)s\n\n'
+                '[supervisord]\nlogfile=%(root)s/supervisord.log\n'
+                'pidfile=%(root)s/supervisord.pid\nnodaemon=true\n\n'
+                '[rpcinterface:supervisor]\nsupervisor.rpcinterface_factory '
+                '= supervisor.rpcinterface:make_main_rpcinterface\n\n'
+                '[supervisorctl]\nserverurl=unix://%(sock)s\n\n'
+                '[program:%(prog)s]\ncommand=%(command)s\n'
+                'environment=%(env)s\nautostart=true\nautorestart=true\n'
+                'startsecs=1\nstartretries=1\nstopwaitsecs=10\n'
+                'killasgroup=true\nstopasgroup=true\n'
+                'redirect_stderr=true\n'
+                'stdout_logfile=%(root)s/guest-agent.out\n'
+                % {'sock': sock, 'root': self.root, 'prog': PROGRAM,
+                   'command': self.command, 'env': env})
+        self.log = open(os.path.join(self.root, 'supervisord.out'), 'ab')
+        self.addCleanup(self.log.close)
+        self.proc = subprocess.Popen(
+            [os.path.join(BIN, 'supervisord'), '-c', self.conf],
+            stdout=self.log, stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL, start_new_session=True)
+        self.addCleanup(self._stop)
+        self.ctl = '%s -c %s' % (os.path.join(BIN, 'supervisorctl'),
+                                 self.conf)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if self.pid() is not None:
+                return
+            time.sleep(0.2)
+        raise AssertionError('supervisord did not start %s' % PROGRAM)
+
+    def pid(self):
+        out = subprocess.run(self.ctl.split() + ['pid', PROGRAM],
+                             stdout=subprocess.PIPE, text=True).stdout
+        try:
+            return int(out.strip().splitlines()[-1]) or None
+        except (ValueError, IndexError):
+            return None
+
+    def _stop(self):
+        subprocess.run(self.ctl.split() + ['shutdown'],
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            self.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+
+
+def venv_of(pid):
+    """The virtualenv a running Python process loaded its extensions from.
+
+    The kernel resolved the path when the process mapped them, so this is
+    what the process runs, whatever ``current`` points at now.
+    """
+    with open('/proc/%d/maps' % pid) as f:
+        for line in f:
+            path = line.split()[-1]
+            if '/site-packages/' in path:
+                return path.split('/lib/python')[0]
+    return None
+
+
+def remove(path):
+    shutil.rmtree(path, ignore_errors=True)

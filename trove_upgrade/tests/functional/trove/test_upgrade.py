@@ -1,0 +1,209 @@
+"""Upgrade the real OpenStack Trove guest agent, 25.1.0 to 26.0.0.
+
+Real RabbitMQ, the real conductor and agent processes of the agent
+harness, real pip, and ``trove-guestagent`` of two Trove releases from PyPI
+running under supervisord. Packages are built by ``trove-upgrade-package
+build --requirement trove==26.0.0``; the wheel downloads are cached beside
+the Trove virtualenvs (``trove_release.cache_dir()``), so only the first
+run on a machine downloads. Slow: one scenario per test method, packages
+built once per class.
+"""
+
+import os
+import subprocess
+import uuid
+
+from trove_upgrade.agent import install
+from trove_upgrade.agent import journal as journal_mod
+from trove_upgrade.agent import trove_guest
+from trove_upgrade.db import api as db_api
+from trove_upgrade import exception
+from trove_upgrade import states
+from trove_upgrade.tests import conffile
+from trove_upgrade.tests.functional.agent import harness
+from trove_upgrade.tests.functional.trove import guest
+from trove_upgrade.tests.functional import trove_release
+
+FROM = '25.1.0'
+TO = '26.0.0'
+PING_WAIT = 120
+
+
+class TestTroveGuestAgentUpgrade(harness.AgentTestCase):
+
+    packages = {}
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        # Read before the tests' fixtures point HOME at a temporary
+        # directory.
+        cls.cache = trove_release.cache_dir()
+        guest.wheelhouse(FROM, cls.cache)
+        builds = []
+        for name, kind in (('good', None), ('no-import', 'import'),
+                           ('exits', 'exit')):
+            extra = []
+            if kind:
+                extra.append(guest.broken_trove_wheel(
+                    TO, kind, os.path.join(cls.class_dir, name), cls.cache))
+            builds.append(harness._start_tool(
+                'build', *extra, '--requirement', 'trove==%s' % TO,
+                '--wheel-cache', cls.cache,
+                '--guest-agent-script', guest.CONSOLE_SCRIPT,
+                '--version', TO,
+                '--output', os.path.join(cls.repo, 'trove-%s.pkg' % name),
+                '--signing-key', cls.signing_key,
+                '--encryption-key', cls.encryption_key))
+        for build in builds:
+            harness._wait_tool(build)
+
+    def provision(self, version):
+        """A guest as Trove's image leaves it, its agent running."""
+        self.trove_exchange = 'trove_test_%s' % uuid.uuid4().hex[:12]
+        self.layout = self.useFixture(guest.TroveGuestLayout(
+            os.path.join(self.tmp, 'guest'), self.instance_id,
+            harness.RABBIT_URL, self.trove_exchange))
+        guest.make_venv(self.layout.venv, FROM, self.cache)
+        link_dir = os.path.join(self.tmp, 'guest', 'usr', 'local', 'bin')
+        os.makedirs(link_dir)
+        self.program_link = os.path.join(link_dir, 'guest-agent')
+        os.symlink(os.path.join(self.layout.venv, 'bin',
+                                guest.CONSOLE_SCRIPT), self.program_link)
+        docker = self.useFixture(guest.DockerVersionAPI())
+        # Enabled by the upgrade agent; enabled here too so that the
+        # image's agent answers before any restart.
+        trove_guest.write_managed_config(self.layout.conf_dir)
+        self.supervisord = self.useFixture(guest.Supervisord(
+            os.path.join(self.tmp, 'supervisor'),
+            self.layout.command(self.program_link),
+            {'DOCKER_HOST': docker.docker_host}))
+        self.pinger = trove_guest.RpcPing(
+            harness.RABBIT_URL, self.trove_exchange, self.instance_id, 2)
+        self.addCleanup(self.pinger.close)
+
+    def agent_conf(self, **overrides):
+        conf = super().agent_conf(
+            instance_key_file=self.provision_key(self.instance_id),
+            service_manager='supervisord', service_name=guest.PROGRAM,
+            supervisorctl_command=self.supervisord.ctl,
+            guest_program_link=self.program_link,
+            health_grace=1, health_timeout=PING_WAIT, restart_retries=1,
+            stop_timeout=15, **overrides)
+        # The instance id comes from Trove's guest_info.conf.
+        del conf['instance_id']
+        del conf['guest_command']
+        return conf
+
+    def start_agent(self):
+        """The agent with Trove's bus URL and instance id, no own ones."""
+        return self._spawn('agent', [
+            os.path.join(harness.BIN, 'trove-upgrade-agent'),
+            '--config-file', self.write_agent_conf()])
+
+    def write_agent_conf(self):
+        path = os.path.join(self.tmp, 'agent.conf')
+        conffile.write_conf(path, {
+            'DEFAULT': {'control_exchange': self.exchange,
+                        'state_path': self.tmp},
+            'agent': self.agent_conf(),
+            'trove_guest': {'config_dir': self.layout.conf_dir},
+            'conductor': {'topic': self.conductor_topic},
+        })
+        return path
+
+    def adopt(self, *args):
+        return subprocess.run(
+            [os.path.join(harness.BIN, 'trove-upgrade-adopt'),
+             '--config-file', self.write_agent_conf(),
+             '--venv', self.layout.venv] + list(args),
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+    def wait_for_pong(self):
+        return self.wait_for(lambda: self.pinger.ping() is None,
+                             'the guest agent to answer on its topic',
+                             PING_WAIT)
+
+    def upgrade(self, package):
+        upgrade = self.create_upgrade(
+            TO, location=os.path.join(self.repo, 'trove-%s.pkg' % package))
+        return self.wait_for_status(upgrade['id'], states.FINAL_STATES,
+                                    timeout=600)
+
+    def test_adopt_refuse_broken_builds_then_upgrade(self):
+        self.wait_for_pong()
+        image_pid = self.supervisord.pid()
+        self.assertEqual(self.layout.venv, guest.venv_of(image_pid))
+
+        # Adoption: not a venv is refused; the image's venv is adopted
+        # without a restart; a second adoption changes nothing.
+        refused = subprocess.run(
+            [os.path.join(harness.BIN, 'trove-upgrade-adopt'),
+             '--config-file', self.write_agent_conf(),
+             '--venv', self.layout.conf_dir],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.assertEqual(1, refused.returncode, refused.stdout)
+        self.assertIn('is not a virtualenv', refused.stdout)
+        self.assertFalse(os.path.lexists(
+            os.path.join(self.install_root, 'current')))
+        done = self.adopt()
+        self.assertEqual(0, done.returncode, done.stdout)
+        self.assertIn('adopted', done.stdout)
+        again = self.adopt()
+        self.assertEqual(0, again.returncode, again.stdout)
+        self.assertIn('already adopted', again.stdout)
+        self.assertEqual(FROM, self.current_version())
+        self.assertEqual(image_pid, self.supervisord.pid())
+        self.assertEqual(
+            os.path.join(self.install_root, 'current', 'bin',
+                         guest.CONSOLE_SCRIPT),
+            os.readlink(self.program_link))
+        self.assertEqual(
+            FROM, journal_mod.UpgradeJournal(
+                self.install_root).read()['last_known_good'])
+
+        self.start_agent()
+        self.wait_for(lambda: self._agent_registered(),
+                      'the agent to register with guest version %s' % FROM)
+        self.assertEqual(image_pid, self.supervisord.pid())
+
+        # A build of 26.0.0 whose trove package cannot import is refused
+        # before the switch; the running guest agent is untouched.
+        failed = self.upgrade('no-import')
+        self.assertEqual(states.FAILED, failed['status'], failed['events'])
+        self.assertIn('install failed', failed['events'][-1]['detail'])
+        self.assertEqual(image_pid, self.supervisord.pid())
+        self.assertIsNone(self.pinger.ping())
+
+        # A build whose guest agent exits at start is rolled back: 25.1.0
+        # runs again and answers on its topic.
+        failed = self.upgrade('exits')
+        self.assertEqual(states.FAILED, failed['status'], failed['events'])
+        self.assertIn('rolled back to %s' % FROM,
+                      failed['events'][-1]['detail'])
+        self.assertEqual(FROM, self.current_version())
+        self.wait_for_pong()
+        self.assertEqual(self.layout.venv,
+                         guest.venv_of(self.supervisord.pid()))
+
+        # The real 26.0.0: installed side by side, restarted through
+        # supervisord, answering on its topic, recorded SUCCESS.
+        done = self.upgrade('good')
+        self.assertEqual(states.SUCCESS, done['status'], done['events'])
+        self.assertEqual(FROM, done['from_version'])
+        self.assertEqual(TO, self.current_version())
+        self.assertIsNone(self.pinger.ping())
+        installs = install.InstallRoot(
+            self.install_root, journal_mod.InstallRootLock(self.install_root))
+        self.assertEqual(os.path.realpath(installs.path(TO)),
+                         guest.venv_of(self.supervisord.pid()))
+        self.assertTrue(os.path.isdir(self.layout.venv))
+        journal = self.wait_for_outbox_empty()
+        self.assertEqual(TO, journal['last_known_good'])
+
+    def _agent_registered(self):
+        try:
+            agent = db_api.get_agent(self.context, self.instance_id)
+        except exception.AgentNotFound:
+            return None
+        return agent if agent['guest_version'] == FROM else None
