@@ -107,16 +107,26 @@ def get_transport():
     return _TRANSPORT
 
 
-def get_rpc_client(target, version_cap=None):
+# A mandatory message that no queue takes (its listeners' queue not
+# declared again yet after a broker restart) is returned by RabbitMQ and
+# the send raises MessageUndeliverable at once. Otherwise RabbitMQ drops
+# it, and a call waits out rpc_response_timeout (60 s) for an answer that
+# cannot come.
+_MANDATORY = messaging.TransportOptions(at_least_once=True)
+
+
+def get_rpc_client(target, version_cap=None, mandatory=False):
     """An RPC client for ``target`` that never sends above ``version_cap``.
 
     Its sends give up after ``[DEFAULT] rpc_send_retries`` attempts to
-    reach the messaging server, so that a caller learns of an outage.
+    reach the messaging server, so that a caller learns of an outage; with
+    ``mandatory`` they raise ``MessageUndeliverable`` when no queue takes
+    the message.
     """
-    return messaging.get_rpc_client(get_transport(), target,
-                                    version_cap=version_cap,
-                                    serializer=RequestContextSerializer(),
-                                    retry=CONF.rpc_send_retries)
+    return messaging.get_rpc_client(
+        get_transport(), target, version_cap=version_cap,
+        serializer=RequestContextSerializer(), retry=CONF.rpc_send_retries,
+        transport_options=_MANDATORY if mandatory else None)
 
 
 def get_rpc_server(target, endpoints):

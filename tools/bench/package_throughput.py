@@ -1,29 +1,34 @@
-"""Throughput and peak memory of package verification, next to sha256sum.
+"""Throughput and peak memory of package verification, next to OpenSSL.
 
 For each size, builds a package from generated wheel-like files (random
 bytes, as incompressible as the zip files wheels are) in a temporary
-directory, then, in the same run and on the same (page-cached) file:
+directory, then, in the same run and on the same (page-cached) file,
+``--repeat`` times each:
 
-* runs ``sha256sum`` over the package,
-* copies it with ``cp`` (the cost of writing as many bytes, which
-  extraction also pays), and
-* runs the agent's verification (manifest checks, streaming decrypt and
-  hash, safe unpack with fsync, rename into place) in a child process,
+* ``openssl dgst -sha256`` over the package: the hashing speed this
+  machine really has (SHA instructions), the reference of the target,
+* ``sha256sum`` (coreutils, which may not use them) as a second column,
+* ``cp`` of the package (the cost of writing as many bytes), and
+* the agent's verification (manifest checks, decrypting, hashing the
+  ciphertext once and each file, writing the files with fsync, rename
+  into place) in a child process,
 
 timing each child and measuring its peak RSS with GNU time
-(``/usr/bin/time``, package ``time``). Nothing is
+(``/usr/bin/time``, package ``time``). Medians are printed. Nothing is
 kept: the temporary directory is removed after each size. Usage::
 
     python tools/bench/package_throughput.py [--sizes 256M,1G] [--dir DIR]
+        [--repeat 3]
 
-The targets (verification at least 60% of sha256sum's throughput, peak RSS
-under 64 MiB whatever the size) are reported, not asserted.
+The targets (verification at least 40% of OpenSSL SHA-256 throughput,
+peak RSS at most 48 MiB whatever the size) are reported, not asserted.
 """
 
 import argparse
 import datetime
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -38,8 +43,8 @@ from trove_upgrade.packaging import keys  # noqa: E402
 
 MIB = 1024 * 1024
 WHEELS_PER_PACKAGE = 4
-TARGET_RATIO = 0.6
-TARGET_RSS_MIB = 64
+TARGET_RATIO = 0.4
+TARGET_RSS_MIB = 48
 GNU_TIME = '/usr/bin/time'
 
 CHILD = '''
@@ -89,7 +94,13 @@ def make_wheels(directory, total):
     return paths
 
 
-def bench(size, workdir):
+def _median_child(repeat, argv, **kwargs):
+    runs = [timed_child(argv, **kwargs) for _ in range(repeat)]
+    return (statistics.median(t for t, _ in runs),
+            max(rss for _, rss in runs))
+
+
+def bench(size, workdir, repeat):
     with tempfile.TemporaryDirectory(dir=workdir) as tmp:
         wheel_dir = os.path.join(tmp, 'wheels')
         os.mkdir(wheel_dir)
@@ -107,22 +118,34 @@ def bench(size, workdir):
             encryption_key=secret, expires=now + datetime.timedelta(days=1))
         shutil.rmtree(wheel_dir)
         payload = manifest.payload.size
-        # Same starting point for both: the package in the page cache.
+        # Same starting point for all: the package in the page cache.
         subprocess.run(['cat', package], stdout=subprocess.DEVNULL,
                        check=True)
-        sha_time, sha_rss = timed_child(['sha256sum', package],
-                                        stdout=subprocess.DEVNULL)
-        copy = os.path.join(tmp, 'copy')
-        cp_time, _ = timed_child(['cp', package, copy])
-        os.unlink(copy)
-        verify_time, verify_rss = timed_child(
-            [sys.executable, '-c', CHILD, package,
-             os.path.join(tmp, 'extracted'), public_path, secret_path],
-            cwd=REPO, env=dict(os.environ, PYTHONPATH=REPO,
-                               PYTHONWARNINGS='ignore'))
-    rate = payload / MIB
-    return (rate / verify_time, verify_rss, rate / sha_time, sha_rss,
-            rate / cp_time)
+        figures = {}
+        for _ in range(repeat):
+            # Interleaved, so a burst of load elsewhere hits all alike.
+            for name, argv, kwargs in (
+                    ('openssl', ['openssl', 'dgst', '-sha256', package],
+                     dict(stdout=subprocess.DEVNULL)),
+                    ('sha256sum', ['sha256sum', package],
+                     dict(stdout=subprocess.DEVNULL)),
+                    ('cp', ['cp', package, os.path.join(tmp, 'copy')], {}),
+                    ('verify', [sys.executable, '-c', CHILD, package,
+                                os.path.join(tmp, 'extracted'), public_path,
+                                secret_path],
+                     dict(cwd=REPO, env=dict(os.environ, PYTHONPATH=REPO,
+                                             PYTHONWARNINGS='ignore')))):
+                figures.setdefault(name, []).append(
+                    timed_child(argv, **kwargs))
+                for leftover in ('copy', 'extracted'):
+                    shutil.rmtree(os.path.join(tmp, leftover),
+                                  ignore_errors=True)
+                    if os.path.isfile(os.path.join(tmp, leftover)):
+                        os.unlink(os.path.join(tmp, leftover))
+    mib = payload / MIB
+    return {name: (mib / statistics.median(t for t, _ in runs),
+                   max(rss for _, rss in runs))
+            for name, runs in figures.items()}
 
 
 def main():
@@ -131,24 +154,29 @@ def main():
                         help='comma-separated package sizes (M or G)')
     parser.add_argument('--dir', default=None,
                         help='where to put the temporary files')
+    parser.add_argument('--repeat', type=int, default=3,
+                        help='runs of each command; medians are printed')
     args = parser.parse_args()
-    print('temporary files in %s' % (args.dir or tempfile.gettempdir()))
-    print('%-6s %13s %13s %7s %9s %15s %15s' % (
-        'size', 'verify MiB/s', 'sha256sum', 'ratio', 'cp MiB/s',
-        'verify RSS MiB', 'sha256sum RSS'))
+    print('temporary files in %s; medians of %d runs'
+          % (args.dir or tempfile.gettempdir(), args.repeat))
+    print('%-6s %13s %13s %7s %10s %9s %15s' % (
+        'size', 'verify MiB/s', 'openssl MiB/s', 'ratio', 'sha256sum',
+        'cp MiB/s', 'verify RSS MiB'))
     met = True
     for text in args.sizes.split(','):
-        verify_rate, verify_rss, sha_rate, sha_rss, cp_rate = bench(
-            parse_size(text), args.dir)
-        ratio = verify_rate / sha_rate
-        met = met and ratio >= TARGET_RATIO and verify_rss < TARGET_RSS_MIB
-        print('%-6s %13.1f %13.1f %6.0f%% %9.1f %15.1f %15.1f' % (
-            text, verify_rate, sha_rate, 100 * ratio, cp_rate, verify_rss,
-            sha_rss))
-    print('verify: manifest checks, streaming decrypt, both hashes, safe '
-          'unpack, fsync, rename; cp: writing the same bytes to a new file')
-    print('targets (>= %d%% of sha256sum, RSS < %d MiB): %s' % (
-        100 * TARGET_RATIO, TARGET_RSS_MIB, 'met' if met else 'NOT met'))
+        figures = bench(parse_size(text), args.dir, args.repeat)
+        verify_rate, verify_rss = figures['verify']
+        ratio = verify_rate / figures['openssl'][0]
+        met = met and ratio >= TARGET_RATIO and verify_rss <= TARGET_RSS_MIB
+        print('%-6s %13.1f %13.1f %6.0f%% %10.1f %9.1f %15.1f' % (
+            text, verify_rate, figures['openssl'][0], 100 * ratio,
+            figures['sha256sum'][0], figures['cp'][0], verify_rss))
+    print('verify: manifest checks, decrypt, hash the ciphertext, write '
+          'the files with fsync, rename; cp: writing the same bytes to a '
+          'new file, without fsync')
+    print('targets (>= %d%% of openssl dgst -sha256, peak RSS <= %d MiB): '
+          '%s' % (100 * TARGET_RATIO, TARGET_RSS_MIB,
+                  'met' if met else 'NOT met'))
     return 0 if met else 1
 
 

@@ -34,6 +34,7 @@ from trove_upgrade.agent import install
 from trove_upgrade.agent import journal as journal_mod
 from trove_upgrade.agent import strategies
 from trove_upgrade.agent.strategies import exceptions as strategy_exc
+from trove_upgrade.packaging import exceptions as package_exc
 from trove_upgrade import sealing
 from trove_upgrade import states
 
@@ -113,6 +114,8 @@ class AgentManager:
                          'copy', upgrade_id)
                 return
             reason = self._invalid(instance_id, upgrade)
+            if reason:
+                reason = package_exc.bounded(reason)
             with self.journal.update() as data:
                 if reason:
                     data['processed'][upgrade_id] = states.FAILED
@@ -145,7 +148,11 @@ class AgentManager:
         try:
             strategy = self.load_strategy(upgrade['strategy'])
             strategy.check_location(upgrade['location'])
-        except strategy_exc.StrategyError as e:
+        except Exception as e:
+            # A plugin's bug refuses this upgrade, never the RPC server.
+            if not isinstance(e, strategy_exc.StrategyError):
+                LOG.exception('Strategy %s failed to check a location',
+                              package_exc.quoted(upgrade['strategy']))
             return 'strategy %s: %s' % (upgrade['strategy'], e)
         return None
 

@@ -11,6 +11,12 @@ failure there deletes the new install and records FAILED. From
 ``switching`` on, a failure restores the last known good install, restarts
 it, checks it and records FAILED with the reason and both versions.
 
+Downloading and verifying read untrusted bytes: they run in a child
+process killed at a deadline (:mod:`trove_upgrade.agent.untrusted`). Any
+exception at all, expected or not, ends the upgrade the same way, with a
+reason of bounded length, and clears it from the journal, so the agent
+always takes the next upgrade.
+
 :meth:`UpgradePipeline.recover` is what the agent does on start with an
 upgrade the journal says was in progress; the table in
 ``doc/source/admin/agent.rst`` lists, step by step, where it converges.
@@ -32,9 +38,8 @@ from oslo_log import log as logging
 
 from trove_upgrade.agent import install
 from trove_upgrade.agent import strategies
-from trove_upgrade.agent.strategies import exceptions as strategy_exc
 from trove_upgrade.agent import supervisor as supervisor_mod
-from trove_upgrade.agent import verifier as verifier_mod
+from trove_upgrade.agent import untrusted
 from trove_upgrade.packaging import exceptions as package_exc
 from trove_upgrade import states
 
@@ -53,7 +58,7 @@ BEFORE_SWITCH = (ACCEPTED, DOWNLOADING, VERIFYING, INSTALLING)
 PAUSE_ENV = 'TROVE_UPGRADE_AGENT_TEST_PAUSE'
 
 WORK_DIR = 'work'
-MANIFEST_SUFFIX = '.manifest'
+MANIFEST_SUFFIX = untrusted.MANIFEST_SUFFIX
 
 
 def _guest_script(manifest):
@@ -65,17 +70,28 @@ def _guest_script(manifest):
 class UpgradeFailed(Exception):
     """A step before the switch failed; the reason is the message."""
 
+    def __init__(self, reason):
+        super().__init__(package_exc.bounded(reason))
+
 
 class UpgradePipeline:
-    """Runs upgrades recorded in the journal; one at a time."""
+    """Runs upgrades recorded in the journal; one at a time.
+
+    ``steps`` runs the download and verify steps; by default each in a
+    child process with a deadline. Injecting ``load_strategy`` (unit tests)
+    runs them in this process instead, with that strategy loader.
+    """
 
     def __init__(self, conf, journal, installs, supervisor, verifier,
-                 load_strategy=None):
+                 load_strategy=None, steps=None):
         self.conf = conf
         self.journal = journal
         self.installs = installs
         self.supervisor = supervisor
         self.verifier = verifier
+        if steps is None and load_strategy is not None:
+            steps = untrusted.InProcessSteps(conf, verifier, load_strategy)
+        self.steps = steps or untrusted.ChildProcessSteps(conf)
         self.load_strategy = load_strategy or (
             lambda name: strategies.load(name, conf=conf))
         self.work_root = os.path.join(installs.root, WORK_DIR)
@@ -133,7 +149,33 @@ class UpgradePipeline:
     # Entry points.
 
     def run(self, upgrade):
-        """Run an upgrade from the beginning up to a final state."""
+        """Run an upgrade from the beginning up to a final state.
+
+        Never raises an Exception: whatever goes wrong ends the upgrade
+        FAILED, rolled back if the switch was made.
+        """
+        try:
+            return self._run(upgrade)
+        except Exception as e:
+            return self._fail_unexpectedly(upgrade, e)
+
+    def _fail_unexpectedly(self, upgrade, error):
+        LOG.exception('Upgrade %s: unexpected error at step %s',
+                      upgrade['id'], upgrade.get('step'))
+        reason = untrusted.describe(error)
+        try:
+            if upgrade.get('step') in BEFORE_SWITCH:
+                self._fail_before_switch(upgrade, reason)
+            else:
+                self._roll_back(upgrade, reason)
+        except Exception:
+            LOG.exception('Upgrade %s: recording the failure failed too; '
+                          'recording FAILED only', upgrade['id'])
+            self._finish(upgrade, states.FAILED, '%s; cleaning up failed'
+                         % reason)
+        return states.FAILED
+
+    def _run(self, upgrade):
         to_version = upgrade['to_version']
         if (to_version == self.installs.current_version()
                 and self.supervisor.is_running()):
@@ -185,53 +227,25 @@ class UpgradePipeline:
         work = self._work_dir(upgrade)
         shutil.rmtree(work, ignore_errors=True)
         os.makedirs(work)
-        payload_path = os.path.join(work, 'package')
-        manifest_path = payload_path + MANIFEST_SUFFIX
-        location = upgrade['location']
-        max_size = self.conf.agent.max_package_size
-
         self._set_step(upgrade, DOWNLOADING, states.DOWNLOADING,
                        'downloading %s with strategy %s'
-                       % (location, upgrade['strategy']))
+                       % (upgrade['location'], upgrade['strategy']))
         self._checkpoint('downloading')
         if self.verifier is None:
             raise UpgradeFailed('no trusted keys are configured: set [agent] '
                                 'trusted_key_files and decryption_key_files')
         try:
-            strategy = self.load_strategy(upgrade['strategy'])
-            strategy.fetch(location + MANIFEST_SUFFIX, manifest_path,
-                           verifier_mod.MAX_MANIFEST_SIZE)
-            with open(manifest_path, 'rb') as f:
-                manifest_bytes = f.read()
-            manifest = self.verifier.verify_manifest(
-                manifest_bytes, upgrade['to_version'],
-                upgrade['from_version'],
-                bool(upgrade.get('allow_downgrade')), max_size)
-            # The signed size bounds the download: a server sending more
-            # is cut off after one byte too many.
-            size = strategy.fetch(location, payload_path,
-                                  manifest.payload.size)
-        except strategy_exc.StrategyError as e:
-            raise UpgradeFailed('download failed: %s' % e)
-        except package_exc.PackageError as e:
-            raise UpgradeFailed('package rejected: %s: %s'
-                                % (type(e).__name__, e))
-
-        self._set_step(upgrade, VERIFYING, states.VERIFYING,
-                       'verifying and decrypting %d bytes' % size)
-        self._checkpoint('verifying')
-        try:
-            wheels = self.verifier.extract(
-                payload_path, manifest, os.path.join(work, 'wheels'),
-                max_size)
-        except package_exc.PackageError as e:
-            raise UpgradeFailed('package rejected: %s: %s'
-                                % (type(e).__name__, e))
-        os.unlink(payload_path)
-        command, timeout = self.verifier.health_check(manifest)
-
-        command = command or self.conf.agent.health_command
-        timeout = timeout or self.conf.agent.health_timeout
+            size = self.steps.download(upgrade, work)['size']
+            self._set_step(upgrade, VERIFYING, states.VERIFYING,
+                           'verifying and decrypting %d bytes' % size)
+            self._checkpoint('verifying')
+            result = self.steps.verify(upgrade, work)
+        except untrusted.StepFailed as e:
+            shutil.rmtree(work, ignore_errors=True)
+            raise UpgradeFailed(str(e))
+        wheels = result['wheels']
+        command = result['health_command'] or self.conf.agent.health_command
+        timeout = result['health_timeout'] or self.conf.agent.health_timeout
         self._set_step(upgrade, INSTALLING, states.INSTALLING,
                        'installing %d wheel(s) into a new virtualenv'
                        % len(wheels))
@@ -253,7 +267,8 @@ class UpgradePipeline:
                 shutil.rmtree(self.installs.path(version), ignore_errors=True)
         self._finish(upgrade, states.FAILED,
                      '%s; the running guest agent %s was not touched'
-                     % (reason, upgrade['from_version'] or '(none)'))
+                     % (package_exc.bounded(reason),
+                        upgrade['from_version'] or '(none)'))
 
     # The switch and after: failures roll back.
 
@@ -273,6 +288,8 @@ class UpgradePipeline:
             self._restart(to_version, upgrading=True)
         except supervisor_mod.GuestStartError as e:
             return self._roll_back(upgrade, str(e))
+        except Exception as e:
+            return self._roll_back(upgrade, untrusted.describe(e))
         self._finish(upgrade, states.SUCCESS,
                      'guest agent %s is running and healthy' % to_version,
                      last_known_good=to_version)
@@ -291,6 +308,7 @@ class UpgradePipeline:
             on_started=on_started)
 
     def _roll_back(self, upgrade, reason):
+        reason = package_exc.bounded(reason)
         self._set_step(upgrade, ROLLING_BACK, detail=reason)
         good = self.journal.read()['last_known_good']
         good = good or upgrade['from_version']
@@ -302,7 +320,7 @@ class UpgradePipeline:
         try:
             self.installs.switch(good)
             self._restart(good)
-        except (install.InstallError, supervisor_mod.GuestStartError) as e:
+        except Exception as e:
             self._finish(upgrade, states.FAILED,
                          '%s; rolling back to %s failed too: %s'
                          % (reason, good, e))

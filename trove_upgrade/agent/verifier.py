@@ -17,6 +17,8 @@ MAX_MANIFEST_SIZE = verify.DEFAULT_MAX_MANIFEST_SIZE
 class PackageVerifier:
     """Verifies manifests and payloads with the configured keys."""
 
+    max_manifest_size = MAX_MANIFEST_SIZE
+
     def __init__(self, trusted_key_files, threshold, decryption_key_files):
         self.trusted = keys.load_trusted_keys(trusted_key_files, threshold)
         self.keyring = keys.load_keyring(decryption_key_files)

@@ -2,7 +2,8 @@
 
 Exit status: 0 on success, 1 when a package, manifest or key is refused
 (the message names the check that failed), 2 for a usage error, 3 when a
-file cannot be read or written.
+file cannot be read or written, 4 for an internal error (a bug: the
+package was neither accepted nor refused).
 """
 
 import argparse
@@ -25,6 +26,7 @@ from trove_upgrade.packaging import wheels as wheels_mod
 PROG = 'trove-upgrade-package'
 EXIT_REFUSED = 1
 EXIT_IO_ERROR = 3
+EXIT_INTERNAL_ERROR = 4
 DEFAULT_EXPIRES_IN_DAYS = 30
 DEFAULT_HEALTH_CHECK_TIMEOUT = 60
 _SIZE = re.compile(r'(\d+)([KMGT]?)(?:i?B)?', re.IGNORECASE)
@@ -344,8 +346,14 @@ def main(argv=None):
               file=sys.stderr)
         return EXIT_REFUSED
     except OSError as exc:
-        print('%s: error: %s' % (PROG, exc), file=sys.stderr)
+        print('%s: error: %s' % (PROG, exceptions.bounded(exc)),
+              file=sys.stderr)
         return EXIT_IO_ERROR
+    except Exception as exc:
+        print('%s: internal error (please report it): %s: %s'
+              % (PROG, type(exc).__name__, exceptions.bounded(exc)),
+              file=sys.stderr)
+        return EXIT_INTERNAL_ERROR
     return 0
 
 

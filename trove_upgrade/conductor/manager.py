@@ -20,6 +20,7 @@ from oslo_log import log as logging
 import oslo_messaging as messaging
 from oslo_utils import uuidutils
 
+from trove_upgrade.conductor import heartbeats
 from trove_upgrade import conf
 from trove_upgrade.db import agents as db_agents
 from trove_upgrade import exception
@@ -61,6 +62,7 @@ class ConductorManager:
         self.replay_cache = sealing.MemoryReplayCache()
         self.keyrings = instance_keys.KeyringCache(
             CONF.conductor.instance_key_cache_time)
+        self.heartbeats = heartbeats.HeartbeatWrites()
 
     def _authenticate(self, context, method, args, sealed):
         """Refuse a message not sealed as its instance requires.
@@ -99,9 +101,11 @@ class ConductorManager:
             instance_id=instance_id, agent_version=agent_version,
             guest_version=guest_version, rpc_api_version=rpc_api_version,
             state=state, labels=labels, host=host), sealed)
-        db_agents.register_agent(context, instance_id, _agent_values(
-            agent_version, guest_version, rpc_api_version, state, labels,
-            host))
+        values = _agent_values(agent_version, guest_version,
+                               rpc_api_version, state, labels, host)
+        self.heartbeats.forget(instance_id)
+        db_agents.register_agent(context, instance_id, values)
+        self.heartbeats.written(instance_id, values)
         LOG.info('Agent of instance %(instance)s registered: agent '
                  '%(agent)s, RPC API %(rpc)s, state %(state)s.',
                  {'instance': instance_id, 'agent': agent_version,
@@ -110,16 +114,29 @@ class ConductorManager:
 
     def heartbeat(self, context, instance_id, agent_version, guest_version,
                   rpc_api_version, state, labels, host, sealed=None):
-        """Record an agent's heartbeat; a bad one is logged only."""
+        """Record an agent's heartbeat; a bad one is logged only.
+
+        A heartbeat that brings nothing new is written only when the one
+        stored is old enough to matter (``heartbeats``). One that is not
+        written changes nothing, whoever sent it, so it is not
+        authenticated either: that read of the instance's keys cost more
+        than the write it saves. Every heartbeat that is written is
+        authenticated first.
+        """
+        values = _agent_values(agent_version, guest_version,
+                               rpc_api_version, state, labels, host)
+        if not self.heartbeats.needs_write(instance_id, values):
+            return
         try:
             self._authenticate(context, 'heartbeat', dict(
                 instance_id=instance_id, agent_version=agent_version,
                 guest_version=guest_version,
                 rpc_api_version=rpc_api_version, state=state,
                 labels=labels, host=host), sealed)
-            db_agents.register_agent(context, instance_id, _agent_values(
-                agent_version, guest_version, rpc_api_version, state,
-                labels, host))
+            # Forgotten first: a failed write must not count as done.
+            self.heartbeats.forget(instance_id)
+            db_agents.register_agent(context, instance_id, values)
+            self.heartbeats.written(instance_id, values)
         except (exception.Invalid,
                 exception.MessageNotAuthenticated) as e:
             LOG.warning('Ignored heartbeat of instance %(instance)s: '

@@ -27,6 +27,7 @@ from oslo_utils import timeutils
 
 from trove_upgrade.agent import rpcapi as agent_rpcapi
 from trove_upgrade.conductor import desired_reconciler
+from trove_upgrade.conductor import parent_death
 from trove_upgrade import conf
 from trove_upgrade import context as tu_context
 from trove_upgrade.db import rollouts as db_rollouts
@@ -157,15 +158,18 @@ class Reconciler:
         return sent
 
 
-def _run_forever(host):
+def _run_forever(host, parent_pid):
     """The reconciler process: a pass every ``rollout_interval`` seconds.
 
-    SIGTERM (sent by the conductor service when it stops) ends it after the
-    pass in hand.
+    SIGTERM (sent by the conductor service when it stops, or by the kernel
+    when the conductor's worker dies without stopping it) ends it after
+    the pass in hand.
     """
     stopping = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stopping.set())
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    parent_death.die_with_parent(parent_pid)
+    parent_death.set_title('trove-upgrade-conductor: rollout reconciler')
     reconciler = Reconciler(host)
     context = tu_context.get_admin_context()
     LOG.info('Rollout reconciler %s started.', reconciler.owner)
@@ -187,7 +191,8 @@ def _run_forever(host):
 def start_process(host):
     """Fork the reconciler process; call before opening any connection."""
     process = multiprocessing.get_context('fork').Process(
-        target=_run_forever, args=(host,), name='rollout-reconciler',
+        target=_run_forever, args=(host, os.getpid()),
+        name='rollout-reconciler',
         daemon=True)
     process.start()
     return process

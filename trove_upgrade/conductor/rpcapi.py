@@ -53,7 +53,11 @@ class ConductorAPI:
             'conductor', CONF.upgrade_levels.conductor)
         target = messaging.Target(topic=topic(),
                                   version=self.RPC_API_VERSION)
-        self.client = rpc.get_rpc_client(target, version_cap=version_cap)
+        # Mandatory: right after a broker restart, before the conductors
+        # declare their queue again, a report fails at once and the
+        # agent's outbox resends it, rather than RabbitMQ dropping it.
+        self.client = rpc.get_rpc_client(target, version_cap=version_cap,
+                                         mandatory=True)
 
     def _send(self, context, kind, method, **kwargs):
         """Cast or call ``method``, sealed at 1.1 when keys are held.

@@ -72,6 +72,19 @@ agent_opts = [
                min=1,
                help='Largest upgrade payload, in bytes, the agent '
                     'downloads and decrypts.'),
+    cfg.FloatOpt('download_step_timeout',
+                 default=3600,
+                 min=1,
+                 help='Seconds the download step (manifest, its checks and '
+                      'the payload, retries included) may take. It runs in '
+                      'a child process that is killed at this deadline and '
+                      'the upgrade ends FAILED.'),
+    cfg.FloatOpt('verify_step_timeout',
+                 default=1800,
+                 min=1,
+                 help='Seconds decrypting, verifying and writing out the '
+                      'package may take, in a child process killed at this '
+                      'deadline; the upgrade then ends FAILED.'),
     cfg.IntOpt('max_resume_attempts',
                default=3,
                min=1,
@@ -83,10 +96,13 @@ agent_opts = [
                  min=1,
                  help='Seconds between two heartbeats to the conductor.'),
     cfg.FloatOpt('report_interval',
-                 default=5.0,
+                 default=1.0,
                  min=0.1,
                  help='Seconds between two attempts to resend the reports '
-                      'the conductor has not received yet.'),
+                      'the conductor has not received yet. An attempt '
+                      'with nothing to resend only reads the journal; a '
+                      'short interval brings the reports of an outage to '
+                      'the conductor soon after the broker is back.'),
     cfg.FloatOpt('deferred_check_interval',
                  default=10.0,
                  min=0.1,

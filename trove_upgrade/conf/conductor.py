@@ -35,6 +35,18 @@ conductor_opts = [
                min=1,
                help='An agent whose last heartbeat is older than this many '
                     'seconds is reported as unreachable.'),
+    cfg.IntOpt('heartbeat_write_interval',
+               default=60,
+               min=0,
+               help='Seconds a conductor leaves the stored heartbeat of an '
+                    'agent alone when a heartbeat brings nothing new (same '
+                    'versions, state, labels and host): it records it '
+                    'only once the heartbeat it last stored is this old, '
+                    'so most heartbeats cost no database write. Keep it '
+                    'below agent_down_time minus the agents\' '
+                    'heartbeat_interval, or reachable agents would show '
+                    'as unreachable; a value above half of agent_down_time '
+                    'counts as that half. 0 records every heartbeat.'),
     cfg.FloatOpt('rollout_interval',
                  default=5.0,
                  min=0.1,

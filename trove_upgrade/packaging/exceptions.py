@@ -27,10 +27,14 @@ that stop them:
   :class:`TruncatedPayloadError`, :class:`ChunkAuthenticationError`,
   :class:`TrailingDataError`.
 * **Archive tricks** (escaping the destination, planting links or devices,
-  smuggling files): :class:`AbsolutePathError`, :class:`PathTraversalError`,
-  :class:`LinkNotAllowedError`, :class:`SpecialFileError`,
-  :class:`DuplicateFileError`, :class:`UnlistedFileError`,
-  :class:`MissingFileError`, :class:`FileHashMismatchError`.
+  smuggling files, hostile tar headers): impossible in format 2, whose
+  payload has no archive header (names, sizes and types come only from the
+  signed manifest); format 1 is refused with
+  :class:`UnsupportedFormatError` before its payload is read. The archive
+  classes below (:class:`AbsolutePathError` to :class:`MissingFileError`)
+  stay for callers that name them; the verifier no longer raises them.
+
+Every message is cut to :data:`MAX_MESSAGE_LENGTH` characters.
 """
 
 

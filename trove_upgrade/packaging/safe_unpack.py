@@ -2,24 +2,32 @@
 
 The plaintext of a format 2 payload is the files of the manifest, in its
 (signed, sorted) order, end to end, with no archive header. The reader
-takes exactly each signed size from the plaintext, hashes it and writes it
-to a new file in a private staging directory; no name, size, type or
-permission ever comes from the payload, so there is no header to lie and
-no parser to fool. Every byte is inside a chunk that authenticated, but the
-encryption key is held by every guest, so only the signed SHA-256 of the
-ciphertext makes the files genuine: the staging directory is renamed into
-place after that hash matched, and deleted on any failure.
+takes exactly each signed size from the plaintext and writes it to a new
+file in a private staging directory; no name, size, type or permission
+ever comes from the payload, so there is no header to lie and no parser to
+fool. Every byte is inside a chunk that authenticated, but the encryption
+key is held by every guest, so only the signed SHA-256 of the ciphertext
+makes the files genuine: the staging directory is renamed into place after
+that hash matched, and deleted on any failure.
+
+The payload is hashed once. Decryption under the key the manifest names
+maps the signed ciphertext to exactly one plaintext, so once the
+ciphertext hash matches, every file is byte for byte what the signer
+encrypted; hashing each file again would cost a second pass over every
+byte and prove nothing more (the manifest's per-file hashes remain for
+tools and for people).
 
 Three stages overlap on a multi-core machine, each releasing the GIL for
 its bulk work: a reader thread reads ciphertext frames into a small pool of
 reused buffers and hashes them, the calling thread decrypts each frame, and
-a writer thread hashes the plaintext per file, writes and fsyncs it. The
-frame sizes follow from the signed payload size, so the reader never looks
-at the data to decide where a chunk ends.
+a writer thread writes the plaintext out, and a fourth thread fsyncs each
+finished file while the next one is written. The frame
+sizes follow from the signed payload size, so the reader never looks at
+the data to decide where a chunk ends.
 """
 
 import contextlib
-import hashlib
+import functools
 import os
 import queue
 import shutil
@@ -29,7 +37,8 @@ import threading
 from trove_upgrade.packaging import chunked_aead
 from trove_upgrade.packaging import exceptions
 
-# Ciphertext buffers in flight, whatever the chunk size: the memory bound.
+# Ciphertext buffers in flight: four at the default chunk size, two (the
+# least that overlaps) for chunks over 2 MiB.
 MAX_BUFFERED_BYTES = 8 * 1024 * 1024
 _DONE = object()
 
@@ -202,15 +211,15 @@ class _Stopped(Exception):
 
 
 class _FileWriter:
-    """Cuts the plaintext into the signed files, hashing and writing them."""
+    """Cuts the plaintext into the signed files and writes them."""
 
-    def __init__(self, files, stage_dir):
+    def __init__(self, files, stage_dir, sync_stage):
+        self._sync = sync_stage
         self._pending = list(files)
         self._stage_dir = stage_dir
         self._fd = None
         self._entry = None
         self._left = 0
-        self._digest = None
         self._open_next()
 
     def _open_next(self):
@@ -220,21 +229,14 @@ class _FileWriter:
             self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL
                                | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
             self._left = self._entry.size
-            self._digest = hashlib.sha256()
             if self._left == 0:
                 self._close_current()
 
     def _close_current(self):
-        try:
-            os.fsync(self._fd)
-        finally:
-            os.close(self._fd)
-            self._fd = None
-        if self._digest.hexdigest() != self._entry.sha256:
-            raise exceptions.FileHashMismatchError(
-                'file %s has SHA-256 %s, the manifest says %s'
-                % (exceptions.quoted(self._entry.name),
-                   self._digest.hexdigest(), self._entry.sha256))
+        # fsync in its own thread: the disk flushes one file while the
+        # next is decrypted and written.
+        fd, self._fd = self._fd, None
+        self._sync.put(fd)
 
     def write(self, plaintext):
         view = memoryview(plaintext)
@@ -243,7 +245,6 @@ class _FileWriter:
                 raise exceptions.PlaintextSizeError(
                     'the decrypted payload goes on past the signed files')
             part = view[:self._left]
-            self._digest.update(part)
             while part:
                 part = part[os.write(self._fd, part):]
             taken = min(len(view), self._left)
@@ -276,8 +277,11 @@ def extract(source, header, key, files, payload_size, stage_dir, digest):
     decryptor = chunked_aead.FrameDecryptor(key, header)
     reader = _FrameReader(source, sizes,
                           header.chunk_size + chunked_aead.TAG_SIZE, digest)
-    writer = _FileWriter(files, stage_dir)
+    opened = set()
+    sync_stage = _Stage(functools.partial(_sync_and_close, opened), 0)
+    writer = _FileWriter(files, stage_dir, _Tracking(sync_stage, opened))
     write_stage = _Stage(writer.write, 2)
+    sync_stage.start()
     write_stage.start()
     reader.start()
     try:
@@ -294,8 +298,33 @@ def extract(source, header, key, files, payload_size, stage_dir, digest):
             write_stage.put(plaintext)
         write_stage.finish()
         writer.close()
+        sync_stage.finish()
     except BaseException:
         reader.stop()
         write_stage.abort()
         writer.abort()
+        sync_stage.abort()
+        for fd in list(opened):
+            os.close(fd)
         raise
+
+
+class _Tracking:
+    """Queues fds for the sync stage, remembering which are still open."""
+
+    def __init__(self, stage, opened):
+        self._stage = stage
+        self._opened = opened
+
+    def put(self, fd):
+        self._opened.add(fd)
+        self._stage.put(fd)
+
+
+def _sync_and_close(opened, fd):
+    try:
+        os.fsync(fd)
+    finally:
+        # Forgotten before it is closed: the number may be reused at once.
+        opened.discard(fd)
+        os.close(fd)

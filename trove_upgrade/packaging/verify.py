@@ -46,9 +46,9 @@ payload (:func:`verify_and_extract`), in one streaming pass:
       (ChunkAuthenticationError, TruncatedPayloadError, TrailingDataError),
       the signed size enforced (TruncatedPayloadError, EndlessDataError),
       the ciphertext hashed
-  12. the plaintext cut into the signed files by their signed sizes, each
-      hashed (FileHashMismatchError, PlaintextSizeError) and written into
-      a private staging directory: no archive header exists to parse
+  12. the plaintext cut into the signed files by their signed sizes and
+      written into a private staging directory: no archive header exists
+      to parse
   13. ``check_payload_hash``   PayloadHashMismatchError  mix-and-match
   14. rename the staging directory into place; on any failure it is
       deleted instead, so nothing stays extracted.

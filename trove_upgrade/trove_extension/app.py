@@ -21,6 +21,7 @@ from trove_upgrade.api import fault_wrap
 from trove_upgrade.api import sizelimit
 from trove_upgrade.api import util
 from trove_upgrade import context
+from trove_upgrade.db import common as db_common
 from trove_upgrade import hosted_conf
 from trove_upgrade import version
 
@@ -41,13 +42,19 @@ def _parse(config_files):
     tu_conf.CONF([], project='trove-upgrade', prog='trove-upgrade',
                  version=version.version_string(),
                  default_config_files=config_files or None)
+    if not conf.config_file:
+        # Defaults alone would serve an empty SQLite database of its own.
+        raise RuntimeError(
+            'The trove-upgrade API extension is enabled but no '
+            'trove-upgrade configuration file was found: set '
+            '[trove_upgrade] config_files in trove.conf or create '
+            '/etc/trove-upgrade/trove-upgrade.conf.')
     return conf
 
 
 def _configure_database(conf):
     """enginefacade reads the global CONF, Trove's here: give it ours."""
-    from trove_upgrade.db import api as db_api
-    db_api.context_manager.configure(**{
+    db_common.context_manager.configure(**{
         opt.dest: conf.database[opt.dest]
         for opt in db_options.database_opts})
 

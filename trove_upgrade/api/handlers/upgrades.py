@@ -98,9 +98,8 @@ def create_instance_upgrade(req):
     util.require_json(req)
     instance_id = req.urlvars['instance_id']
     if not uuidutils.is_uuid_like(instance_id):
-        raise webob.exc.HTTPNotFound(
-            'Instance %s could not be found: an instance id is a UUID.'
-            % instance_id)
+        raise exception.InstanceNotFound(
+            instance=instance_id, reason='an instance id is a UUID')
     body = util.extract_json(req.body, schema.POST_INSTANCE_UPGRADE)
     values = dict(body['upgrade'], instance_id=instance_id)
     values.setdefault('strategy', strategy_from_location(values['location']))

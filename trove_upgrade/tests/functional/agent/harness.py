@@ -217,7 +217,8 @@ class AgentTestCase(base.TestCase):
         self.context = tu_context.get_admin_context()
         self.db = self.useFixture(self.database_fixture())
         messaging_conf = self.useFixture(conffixture.ConfFixture(self.conf))
-        messaging_conf.transport_url = RABBIT_URL
+        self.rabbit_url = self.broker_url()
+        messaging_conf.transport_url = self.rabbit_url
         self.flags(control_exchange=self.exchange)
         rpc.cleanup()
         self.addCleanup(rpc.cleanup)
@@ -228,6 +229,10 @@ class AgentTestCase(base.TestCase):
         servers.write_strategy_conf(self.strategy_dir, 'local',
                                     {'allowed_dirs': [self.repo]})
         self.provision(self.initial_version)
+
+    def broker_url(self):
+        """The RabbitMQ of this test: the shared one unless overridden."""
+        return RABBIT_URL
 
     def bus_names(self):
         """(exchange, conductor topic): the test's own, unless overridden."""
@@ -266,7 +271,7 @@ class AgentTestCase(base.TestCase):
     def start_conductor(self):
         path = os.path.join(self.tmp, 'conductor.conf')
         conffile.write_conf(path, {
-            'DEFAULT': {'transport_url': RABBIT_URL,
+            'DEFAULT': {'transport_url': self.rabbit_url,
                         'control_exchange': self.exchange,
                         'state_path': self.tmp},
             'database': {'connection': self.db.url},
@@ -304,8 +309,9 @@ class AgentTestCase(base.TestCase):
                          self.provision_key(agent['instance_id']))
         return agent
 
-    def start_agent(self, pause_at=None, transport_url=RABBIT_URL,
+    def start_agent(self, pause_at=None, transport_url=None,
                     **overrides):
+        transport_url = transport_url or self.rabbit_url
         path = os.path.join(self.tmp, 'agent.conf')
         conffile.write_conf(path, {
             'DEFAULT': {'transport_url': transport_url,

@@ -7,8 +7,13 @@ the same as a broker restart: its connections drop and reconnecting fails
 until the relay is restored.
 """
 
+import time
+
+from testtools import content
+
 from trove_upgrade import states
 from trove_upgrade.tests.functional.agent import harness
+from trove_upgrade.tests.functional import rabbit_node
 
 
 class TestBrokerOutage(harness.AgentTestCase):
@@ -61,3 +66,38 @@ class TestBrokerOutage(harness.AgentTestCase):
         done = self.wait_for_status(upgrade['id'], states.FINAL_STATES)
         self.assertEqual(states.SUCCESS, done['status'])
         self.assertEqual('2.0.0', self.running_guest_version())
+
+
+class TestBrokerRestart(harness.AgentTestCase):
+    """A real restart of a RabbitMQ node of this test's own."""
+
+    def broker_url(self):
+        self.node = self.useFixture(rabbit_node.RabbitMQNode())
+        return self.node.url
+
+    def test_waiting_reports_reach_the_database_after_a_restart(self):
+        self.start_agent(health_grace=3)
+        self.wait_for_guest('1.0.0')
+        self.wait_for_log('Registered with the conductor')
+        upgrade = self.create_upgrade('2.0.0')
+        self.wait_for(
+            lambda: (self.journal()['current_upgrade'] or {}).get('step')
+            in ('installing', 'switching', 'restarting'),
+            'the upgrade to reach the install step')
+        self.node.stop()
+        self.wait_for(
+            lambda: self.journal()['processed'].get(upgrade['id']),
+            'the agent to finish the upgrade offline')
+        self.assertIn(states.SUCCESS,
+                      [r['to_state'] for r in self.journal()['outbox']])
+        self.assertNotEqual(states.SUCCESS,
+                            self.get_upgrade(upgrade['id'])['status'])
+        self.node.start()
+        back = time.monotonic()
+        done = self.wait_for_status(upgrade['id'], states.FINAL_STATES)
+        # Information for whoever reads the run, never asserted.
+        self.addDetail('seconds-from-broker-back-to-database',
+                       content.text_content('%.1f' % (time.monotonic()
+                                                      - back)))
+        self.assertEqual(states.SUCCESS, done['status'])
+        self.wait_for_outbox_empty()

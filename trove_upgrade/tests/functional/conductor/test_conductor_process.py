@@ -51,7 +51,8 @@ class ConductorProcessTestCase(base.TestCase):
     def setUp(self):
         super().setUp()
         self.tmp = self.useFixture(fixtures.TempDir()).path
-        self.database = self.useFixture(database.Database())
+        self.database = self.useFixture(
+            getattr(self, 'database_fixture', database.Database)())
         self.rabbit = self.useFixture(rabbit.RabbitMQ())
         self.admin = context.get_admin_context()
         self.agent_context = context.RequestContext(request_id='req-agent-1')
@@ -59,6 +60,24 @@ class ConductorProcessTestCase(base.TestCase):
 
     def start_conductor(self, **conductor_options):
         """Start the console script; return it once it listens."""
+        command = self.conductor_command(**conductor_options)
+        self.log_path = os.path.join(self.tmp, 'conductor.log')
+        with open(self.log_path, 'wb') as log:
+            process = subprocess.Popen(
+                command, stdout=log, stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL, start_new_session=True)
+        # Cleanups run last first: stop it, then keep its log.
+        self.addCleanup(lambda: self.addDetail(
+            'conductor-log', content.text_content(self.log())))
+        self.addCleanup(self.stop_conductor, process)
+        wait_until(lambda: process.poll() is not None or READY in self.log(),
+                   'the conductor to listen')
+        self.assertIsNone(process.poll(), 'the conductor exited:\n%s'
+                          % self.log())
+        return process
+
+    def conductor_command(self, **conductor_options):
+        """Write the conductor's configuration; return its command line."""
         main_conf = os.path.join(self.tmp, 'trove-upgrade.conf')
         conffile.write_conf(main_conf, dict(
             self.rabbit.options,
@@ -72,22 +91,8 @@ class ConductorProcessTestCase(base.TestCase):
             os.path.join(drop_ins, '20-conductor.conf'),
             {'conductor': dict(conductor_options,
                                topic=self.rabbit.conductor_topic)})
-        self.log_path = os.path.join(self.tmp, 'conductor.log')
-        with open(self.log_path, 'wb') as log:
-            process = subprocess.Popen(
-                [CONDUCTOR, '--config-file', main_conf,
-                 '--config-dir', drop_ins],
-                stdout=log, stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL, start_new_session=True)
-        # Cleanups run last first: stop it, then keep its log.
-        self.addCleanup(lambda: self.addDetail(
-            'conductor-log', content.text_content(self.log())))
-        self.addCleanup(self.stop_conductor, process)
-        wait_until(lambda: process.poll() is not None or READY in self.log(),
-                   'the conductor to listen')
-        self.assertIsNone(process.poll(), 'the conductor exited:\n%s'
-                          % self.log())
-        return process
+        return [CONDUCTOR, '--config-file', main_conf,
+                '--config-dir', drop_ins]
 
     @staticmethod
     def stop_conductor(process):

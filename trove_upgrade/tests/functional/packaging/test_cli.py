@@ -195,6 +195,24 @@ class TestErrors(CLITestCase):
         self.refused('ManifestFormatError', 'sign', self.package,
                      '--signing-key', 'sk2')
 
+    def test_hostile_manifest_is_refused_not_crashed(self):
+        # A lone surrogate escaped as UnicodeEncodeError (a traceback with
+        # the same status as a refusal); a huge name was echoed whole.
+        self.build()
+        with open(self.package + '.manifest', 'rb') as source:
+            data = source.read()
+        hostile = data.replace(b'"version":"v1.0.1"',
+                               b'"version":"\\ud800"')
+        with open(self.package + '.manifest', 'wb') as out:
+            out.write(hostile)
+        result = self.refused('ManifestFormatError', *self.verify_args())
+        self.assertNotIn('Traceback', result.stderr)
+        with open(self.package + '.manifest', 'wb') as out:
+            out.write(data.replace(b'{"signatures"', b'{"%s":1,"signatures"'
+                                   % (b'k' * 500000)))
+        result = self.refused('ManifestFormatError', *self.verify_args())
+        self.assertLess(len(result.stderr), 2048)
+
     def test_build_refusals(self):
         with open(self.path('notes.txt'), 'w') as out:
             out.write('x')

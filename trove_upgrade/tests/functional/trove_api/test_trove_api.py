@@ -24,7 +24,8 @@ from oslo_utils import uuidutils
 from testtools import content
 
 from trove_upgrade.agent import rpcapi as agent_rpcapi
-from trove_upgrade.db import api as db_api
+from trove_upgrade.db import common as db_common
+from trove_upgrade.db import upgrades as db_upgrades
 from trove_upgrade import states
 from trove_upgrade.tests import conffile
 from trove_upgrade.tests.functional.agent import harness
@@ -66,8 +67,8 @@ class SharedDatabase(fixtures.Fixture):
         self.url = url
 
     def _setUp(self):
-        facade = db_api.new_facade(connection=self.url)
-        self.addCleanup(db_api.context_manager.patch_factory(facade))
+        facade = db_common.new_facade(connection=self.url)
+        self.addCleanup(db_common.context_manager.patch_factory(facade))
         self.addCleanup(facade.dispose_pool)
 
 
@@ -312,5 +313,5 @@ class TestTroveAPIExtension(harness.AgentTestCase):
             endpoint_override=self.trove_url + '/v1.0', raise_exc=False)
         self.assertEqual((405, 'GET, DELETE'),
                          (resp.status_code, resp.headers.get('Allow')))
-        self.assertEqual([], db_api.list_upgrades(
+        self.assertEqual([], db_upgrades.list_upgrades(
             self.context, filters={'instance_id': self.instance_id}))

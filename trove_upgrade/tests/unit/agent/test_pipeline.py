@@ -7,6 +7,7 @@ functional tests use the real strategies, RabbitMQ and the conductor.
 import datetime
 import os
 import shutil
+from unittest import mock
 
 import fixtures
 
@@ -141,6 +142,48 @@ class TestUpgradePipeline(base.TestCase):
         self.assertIn('download failed', detail)
         self.assertIn('connection refused', detail)
         self.assertEqual('1.0.0', self.sup.running_version())
+
+    def test_unexpected_error_before_the_switch_fails_and_clears(self):
+        self.strategy.fetch = mock.Mock(
+            side_effect=ZeroDivisionError('x' * 100000))
+        result = self.pipeline.run(self._entry('/nowhere', '2.0.0'))
+        self.assertEqual(states.FAILED, result)
+        detail = self._reports()[-1][1]
+        self.assertIn('internal error: ZeroDivisionError', detail)
+        self.assertLess(len(detail), 2048)
+        data = self.journal.read()
+        self.assertIsNone(data['current_upgrade'])
+        self.assertEqual(states.FAILED, data['processed']['u1'])
+        self.assertEqual('1.0.0', self.sup.running_version())
+        self.assertEqual([], os.listdir(self.pipeline.work_root))
+
+    def test_unexpected_error_after_the_switch_rolls_back(self):
+        path = self._package('2.0.0')
+        real_restart = self.pipeline._restart
+
+        def restart(version, upgrading=False):
+            if upgrading:
+                raise KeyError('injected')
+            return real_restart(version, upgrading)
+
+        self.pipeline._restart = restart
+        result = self.pipeline.run(self._entry(path, '2.0.0'))
+        self.assertEqual(states.FAILED, result)
+        detail = self._reports()[-1][1]
+        self.assertIn('internal error: KeyError', detail)
+        self.assertIn('rolled back to 1.0.0', detail)
+        self.assertIsNone(self.journal.read()['current_upgrade'])
+        self.assertEqual('1.0.0', self.sup.running_version())
+        self.assertEqual('1.0.0', self.installs.current_version())
+
+    def test_failure_of_the_failure_path_still_finishes(self):
+        self.strategy.fetch = mock.Mock(side_effect=RuntimeError('first'))
+        self.pipeline._fail_before_switch = mock.Mock(
+            side_effect=OSError('second'))
+        result = self.pipeline.run(self._entry('/nowhere', '2.0.0'))
+        self.assertEqual(states.FAILED, result)
+        self.assertIn('cleaning up failed', self._reports()[-1][1])
+        self.assertIsNone(self.journal.read()['current_upgrade'])
 
     def test_no_keys_fails_before_anything_is_fetched(self):
         self.pipeline.verifier = None

@@ -3,7 +3,7 @@
 from oslo_utils import uuidutils
 
 from trove_upgrade import context
-from trove_upgrade.db import api as db_api
+from trove_upgrade.db import upgrades as db_upgrades
 from trove_upgrade import states
 from trove_upgrade.tests.unit.api import base
 
@@ -33,8 +33,8 @@ class TestInstanceUpgrade(base.APITestCase):
         self.assertEqual('http://localhost%s/upgrades/%s'
                          % (self.mgmt, upgrade['id']),
                          resp.headers['Location'])
-        recorded = db_api.get_upgrade(context.get_admin_context(),
-                                      upgrade['id'])
+        recorded = db_upgrades.get_upgrade(context.get_admin_context(),
+                                           upgrade['id'])
         self.assertEqual('swift://guest/agent-2.0.0.pkg',
                          recorded['location'])
 
@@ -84,7 +84,8 @@ class TestInstanceUpgrade(base.APITestCase):
     def test_a_malformed_instance_id_is_404(self):
         resp = self.create(instance_id='not-a-uuid', location='/p.pkg')
 
-        self.assertError(resp, 404, 'Instance not-a-uuid could not be found')
+        self.assertError(resp, 404, 'Trove has no instance not-a-uuid: an '
+                                    'instance id is a UUID')
         self.assertNothingRecorded()
 
     def test_non_admin_is_403_and_only_post_is_allowed(self):

@@ -184,8 +184,8 @@ class TestMixAndMatch(base.PackagingTestCase):
     def test_payload_forged_by_an_encryption_key_holder(self):
         # Every agent holds the encryption key, so one compromised guest
         # could re-encrypt a different plaintext under the genuine header:
-        # every chunk authenticates, the file hash and the signed payload
-        # hash catch the forgery.
+        # every chunk authenticates, only the signed payload hash catches
+        # the forgery, before anything is renamed into place.
         path, manifest = self.build()
         plaintext = chunked_aead.open_decryptor(
             io.BytesIO(self.read(path)), self.encryption_key).read()
@@ -199,7 +199,7 @@ class TestMixAndMatch(base.PackagingTestCase):
         encryptor.close()
         self.assertEqual(manifest.payload.size, len(forged.getvalue()))
         self.write(path, forged.getvalue())
-        self.assertRefused(exc.FileHashMismatchError, path)
+        self.assertRefused(exc.PayloadHashMismatchError, path)
 
 
 class TestManifestAttacks(base.PackagingTestCase):

@@ -91,6 +91,8 @@ class TestLoad(base.TestCase):
         conffile.write_conf(path, {
             'DEFAULT': {'transport_url': 'fake:/', 'state_path': tmp},
             'database': {'connection': db.url},
+            # No instance key here: sealing is for the functional tests.
+            'conductor': {'require_sealed': False},
         })
 
         proc = subprocess.run([sys.executable, '-c', _SCRIPT, path],
@@ -121,3 +123,32 @@ class TestLoad(base.TestCase):
             error, = seen[name]['body']['errors']
             self.assertEqual((status, 'req-from-trove'),
                              (error['status'], error['request_id']), name)
+
+
+class TestLoadRefusals(base.TestCase):
+    """A configuration that cannot work stops trove-api at start."""
+
+    def load(self, *config_files):
+        home = self.useFixture(fixtures.TempDir()).path
+        script = ('from trove_upgrade.trove_extension import app\n'
+                  'app.load(%r)\n' % list(config_files))
+        return subprocess.run([sys.executable, '-c', script],
+                              capture_output=True, text=True, timeout=120,
+                              cwd=home, env=dict(os.environ, HOME=home))
+
+    def test_a_missing_file_is_named(self):
+        proc = self.load('/nonexistent/trove-upgrade.conf')
+
+        self.assertNotEqual(0, proc.returncode)
+        self.assertIn('/nonexistent/trove-upgrade.conf', proc.stderr)
+
+    def test_no_file_at_all_is_refused(self):
+        if os.path.exists('/etc/trove-upgrade/trove-upgrade.conf'):
+            self.skipTest('this machine has a trove-upgrade configuration')
+
+        proc = self.load()
+
+        self.assertNotEqual(0, proc.returncode)
+        self.assertIn('RuntimeError: The trove-upgrade API extension is '
+                      'enabled but no trove-upgrade configuration file was '
+                      'found', proc.stderr)

@@ -1,0 +1,226 @@
+"""The conductor's CPU per heartbeat and per upgrade lifecycle.
+
+Starts a real ``trove-upgrade-conductor`` on the real RabbitMQ and a
+database (a temporary PostgreSQL one unless ``--connection`` says
+otherwise), sends it agents' messages with ``ConductorAPI`` from a few
+threads, and reads the CPU the conductor used from /proc (every process of
+it). Beside it, measured in the same run as in ``rollout_scale.py``: the
+CPU of one raw oslo.messaging cast to a bound queue. It prints:
+
+* CPU per heartbeat that brings nothing new (not written, see
+  ``[conductor] heartbeat_write_interval``) and per heartbeat that
+  changes the agent (written);
+* agents one conductor core holds at the default heartbeat interval, the
+  write interval deciding how many of their heartbeats are written;
+* CPU per upgrade lifecycle: the claim, four stage reports and the final
+  SUCCESS, six calls.
+
+    python tools/bench/conductor_cost.py [--agents 2000] [--upgrades 500]
+        [--threads 8] [--connection URL]
+
+Nothing is asserted: it prints figures. All traffic stays on loopback.
+"""
+
+# Importing trove_upgrade.cmd selects the threading backend of oslo.service;
+# it must come before oslo.messaging, which would otherwise pick eventlet.
+import trove_upgrade.cmd  # noqa: F401
+
+import argparse
+import concurrent.futures
+import tempfile
+import time
+import uuid
+
+import kombu
+import oslo_messaging as messaging
+from oslo_utils import uuidutils
+
+import rollout_scale
+from trove_upgrade.conductor import heartbeats
+from trove_upgrade.conductor import rpcapi
+from trove_upgrade import conf
+from trove_upgrade import context as tu_context
+from trove_upgrade.db import agents as db_agents
+from trove_upgrade.db import common as db_common
+from trove_upgrade.db import upgrades as db_upgrades
+from trove_upgrade import rpc
+from trove_upgrade import states
+from trove_upgrade.tests.functional.rollouts import fleet as fleet_fixture
+
+CONF = conf.CONF
+RABBIT = rollout_scale.RABBIT
+STAGES = (states.DOWNLOADING, states.VERIFYING, states.INSTALLING,
+          states.RESTARTING, states.SUCCESS)
+AGENT = dict(agent_version='2026.2.0', guest_version='v1.0.0',
+             rpc_api_version='1.1', labels={'group': 'bench'},
+             host='bench-host')
+
+
+def _queue_empty(topic):
+    with kombu.Connection(RABBIT.replace('rabbit://', 'amqp://')) as conn:
+        _, count, _ = conn.channel().queue_declare(topic, passive=True)
+        return count == 0
+
+
+def _settle(api, ctxt, topic):
+    """Wait until the server has taken every cast, then one call more."""
+    while not _queue_empty(topic):
+        time.sleep(0.05)
+    api.register_agent(ctxt, uuidutils.generate_uuid(), state='RUNNING',
+                       **AGENT)
+    time.sleep(0.3)
+
+
+def _each(pool, function, items):
+    for future in [pool.submit(function, item) for item in items]:
+        future.result()
+
+
+def _measure(pid, api, ctxt, topic, pool, function, items):
+    """CPU seconds of ``pid``'s processes while ``function`` ran on items."""
+    _settle(api, ctxt, topic)
+    before = rollout_scale._cpu_seconds(pid)
+    _each(pool, function, items)
+    _settle(api, ctxt, topic)
+    return rollout_scale._cpu_seconds(pid) - before
+
+
+def _run_server(pid, exchange, topic, args, ctxt, upgrade_ids=None):
+    """Per-heartbeat and per-lifecycle CPU of the server at ``pid``."""
+    CONF.set_override('control_exchange', exchange)
+    CONF.set_override('topic', topic, group='conductor')
+    rpc.cleanup()
+    api = rpcapi.ConductorAPI()
+    instances = [uuidutils.generate_uuid() for _ in range(args.agents)]
+    result = {}
+    with concurrent.futures.ThreadPoolExecutor(args.threads) as pool:
+        _each(pool, lambda i: api.register_agent(ctxt, i, state='RUNNING',
+                                                 **AGENT), instances)
+        result['unchanged'] = _measure(
+            pid, api, ctxt, topic, pool,
+            lambda i: api.heartbeat(ctxt, i, state='RUNNING', **AGENT),
+            instances) / len(instances)
+        result['changed'] = _measure(
+            pid, api, ctxt, topic, pool,
+            lambda i: api.heartbeat(ctxt, i, state='BACKUP', **AGENT),
+            instances) / len(instances)
+        if upgrade_ids is None:
+            upgrade_ids = [(uuidutils.generate_uuid(),
+                            uuidutils.generate_uuid())
+                           for _ in range(args.upgrades)]
+
+        def lifecycle(pair):
+            instance_id, upgrade_id = pair
+            api.start_upgrade(ctxt, instance_id, upgrade_id, 'v1.0.0')
+            for state in STAGES:
+                api.report_upgrade_state(ctxt, instance_id, upgrade_id,
+                                         state, None, 'v1.0.0', 'v2.0.0')
+
+        result['lifecycle'] = _measure(pid, api, ctxt, topic, pool,
+                                       lifecycle, upgrade_ids) / len(
+                                           upgrade_ids)
+    rpc.cleanup()
+    return result
+
+
+def _upgrades(admin, count):
+    """``count`` SENT upgrades, each of an agent of its own."""
+    pairs = []
+    for _ in range(count):
+        instance_id = uuidutils.generate_uuid()
+        db_agents.register_agent(admin, instance_id, dict(
+            AGENT, state='RUNNING'))
+        upgrade = db_upgrades.create_upgrade(admin, {
+            'instance_id': instance_id, 'instance_version': 'v2.0.0',
+            'strategy': 'http',
+            'location': 'https://127.0.0.1/guest-v2.0.0.tar'})
+        db_upgrades.transition_upgrade(admin, upgrade['id'], states.SENT,
+                                       'api')
+        pairs.append((instance_id, upgrade['id']))
+    return pairs
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    parser.add_argument('--agents', type=int, default=2000)
+    parser.add_argument('--upgrades', type=int, default=500)
+    parser.add_argument('--threads', type=int, default=8,
+                        help='client threads sending')
+    parser.add_argument('--raw-casts', type=int, default=2000,
+                        help='raw casts timed for the reference')
+    parser.add_argument('--connection', default=None,
+                        help='database URL; default a temporary database '
+                             'on the PostgreSQL of 127.0.0.1')
+    args = parser.parse_args()
+    CONF([], project='trove-upgrade', default_config_files=[],
+         default_config_dirs=[])
+    suffix = uuid.uuid4().hex[:8]
+    exchange = 'trove_upgrade_bench_%s' % suffix
+    topic = 'trove_upgrade_conductor_bench_%s' % suffix
+    messaging.get_rpc_transport(CONF, url=RABBIT).cleanup()  # its options
+    CONF.set_override('transport_url', RABBIT)
+    CONF.set_override('control_exchange', exchange)
+    connection, drop = args.connection, None
+    if connection is None:
+        connection, _sessions, drop = rollout_scale._temporary_database(
+            suffix)
+    ctxt = tu_context.get_admin_context()
+    try:
+        with tempfile.TemporaryDirectory() as workdir:
+            rollout_scale._migrate(workdir, connection)
+            CONF.set_override('connection', connection, group='database')
+            upgrade_ids = _upgrades(ctxt, args.upgrades)
+            fleet = fleet_fixture.Fleet(
+                workdir, {'DEFAULT': {'transport_url': RABBIT,
+                                      'control_exchange': exchange},
+                          'conductor': {'topic': topic}},
+                connection, {'periodic_interval': '600',
+                             'rollout_interval': '600'})
+            fleet.setUp()
+            try:
+                _rate, raw_cast = rollout_scale.bench_raw_casts(
+                    exchange, args.raw_casts)
+                conductor = fleet.start_conductor()
+                ours = _run_server(conductor.pid, exchange, topic, args,
+                                   ctxt, upgrade_ids)
+            finally:
+                fleet.cleanUp()
+    finally:
+        db_common.get_engine().dispose()
+        if drop is not None:
+            drop()
+    _report(args, connection, ours, raw_cast)
+
+
+def _report(args, connection, ours, raw_cast):
+    interval = CONF.agent.heartbeat_interval
+    write_every = max(1.0, heartbeats.write_interval() / interval)
+    # Per agent and heartbeat interval: one heartbeat, written once in
+    # ``write_every``.
+    per_beat = (ours['unchanged'] * (write_every - 1)
+                + ours['changed']) / write_every
+    ms = 1000.0
+    print('conductor_cost: %d agents, %d upgrades, %d client threads, '
+          'database %s' % (args.agents, args.upgrades, args.threads,
+                           connection.split('://')[0]))
+    print('  CPU of one raw oslo.messaging cast (reference):          '
+          '%.3f ms' % (raw_cast * ms))
+    print('  conductor CPU per heartbeat, nothing new (not written):  '
+          '%.3f ms (%.1fx a raw cast)' % (ours['unchanged'] * ms,
+                                          ours['unchanged'] / raw_cast))
+    print('  conductor CPU per heartbeat that changes the agent:      '
+          '%.3f ms (%.1fx a raw cast)' % (ours['changed'] * ms,
+                                          ours['changed'] / raw_cast))
+    print('  heartbeats written at the defaults: 1 in %.0f (interval %.0f '
+          's, write interval %.0f s)' % (write_every, interval,
+                                         heartbeats.write_interval()))
+    print('  agents per conductor core at the default interval: %d '
+          '(target >= 20,000)' % (interval / per_beat))
+    print('  conductor CPU per upgrade lifecycle (claim, 4 stages, '
+          'final): %.2f ms (target <= 8 ms; %.1fx a raw cast per '
+          'message)' % (ours['lifecycle'] * ms,
+                        ours['lifecycle'] / 6 / raw_cast))
+
+
+if __name__ == '__main__':
+    main()

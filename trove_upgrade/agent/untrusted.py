@@ -1,0 +1,249 @@
+"""The steps that read untrusted data, in a child process with a deadline.
+
+Downloading (a strategy plugin talking to a server) and verifying (the
+manifest and payload checks) read bytes nobody vouched for yet. A bug there
+may raise anything or loop for ever, and a thread that loops in Python code
+cannot be stopped. So the agent runs each of these steps as
+``python -m trove_upgrade.agent.untrusted`` in a session of its own, with
+the agent's configuration files, and kills the whole session when
+``[agent] download_step_timeout`` or ``verify_step_timeout`` passes. The
+child writes its answer, a small JSON document, to a file in the upgrade's
+work directory; a child that dies without one failed too. Whatever
+happens, the step ends in :class:`StepFailed` with a bounded reason.
+
+:class:`InProcessSteps` runs the same code in the calling thread, for the
+child itself and for unit tests that inject fakes.
+"""
+
+import ctypes
+import json
+import os
+import signal
+import subprocess
+import sys
+
+from oslo_config import cfg
+from oslo_log import log as logging
+
+from trove_upgrade.agent.strategies import exceptions as strategy_exc
+from trove_upgrade.packaging import exceptions as package_exc
+
+LOG = logging.getLogger(__name__)
+
+MANIFEST_SUFFIX = '.manifest'
+PAYLOAD = 'package'
+WHEELS = 'wheels'
+RESULT_SUFFIX = '.result.json'
+MAX_RESULT_SIZE = 1024 * 1024
+DOWNLOAD = 'download'
+VERIFY = 'verify'
+_KILL_WAIT = 10
+_PR_SET_PDEATHSIG = 1
+
+
+class StepFailed(Exception):
+    """The step refused the package or failed; the message says why."""
+
+    def __init__(self, reason):
+        super().__init__(package_exc.bounded(reason))
+
+
+def describe(exc):
+    """A bounded reason for any exception an untrusted step raised."""
+    if isinstance(exc, strategy_exc.StrategyError):
+        return package_exc.bounded('download failed: %s' % exc)
+    if isinstance(exc, package_exc.PackageError):
+        return package_exc.bounded('package rejected: %s: %s'
+                                   % (type(exc).__name__, exc))
+    if isinstance(exc, OSError):
+        return package_exc.bounded('local file system error: %s' % exc)
+    return package_exc.bounded('internal error: %s: %s'
+                               % (type(exc).__name__, exc))
+
+
+class InProcessSteps:
+    """Download and verify in this process; errors become StepFailed."""
+
+    def __init__(self, conf, verifier, load_strategy):
+        self.conf = conf
+        self.verifier = verifier
+        self.load_strategy = load_strategy
+
+    def _manifest(self, upgrade, work):
+        with open(os.path.join(work, PAYLOAD + MANIFEST_SUFFIX), 'rb') as f:
+            data = f.read(self.verifier.max_manifest_size + 1)
+        return self.verifier.verify_manifest(
+            data, upgrade['to_version'], upgrade['from_version'],
+            bool(upgrade.get('allow_downgrade')),
+            self.conf.agent.max_package_size)
+
+    def download(self, upgrade, work):
+        """Fetch and verify the manifest, then the payload it bounds."""
+        try:
+            strategy = self.load_strategy(upgrade['strategy'])
+            payload = os.path.join(work, PAYLOAD)
+            strategy.fetch(upgrade['location'] + MANIFEST_SUFFIX,
+                           payload + MANIFEST_SUFFIX,
+                           self.verifier.max_manifest_size)
+            manifest = self._manifest(upgrade, work)
+            # The signed size bounds the download: a server sending more
+            # is cut off after one byte too many.
+            size = strategy.fetch(upgrade['location'], payload,
+                                  manifest.payload.size)
+        except Exception as e:
+            raise StepFailed(describe(e))
+        return {'size': size}
+
+    def verify(self, upgrade, work):
+        """Verify the downloaded package and write out its wheels."""
+        try:
+            manifest = self._manifest(upgrade, work)
+            wheels = self.verifier.extract(
+                os.path.join(work, PAYLOAD), manifest,
+                os.path.join(work, WHEELS),
+                self.conf.agent.max_package_size)
+            os.unlink(os.path.join(work, PAYLOAD))
+            command, timeout = self.verifier.health_check(manifest)
+        except Exception as e:
+            raise StepFailed(describe(e))
+        return {'wheels': wheels, 'health_command': command,
+                'health_timeout': timeout}
+
+
+def _config_args(conf):
+    """The agent's own ``--config-file``/``--config-dir`` arguments."""
+    args = []
+    for option, flag in (('config_file', '--config-file'),
+                         ('config_dir', '--config-dir')):
+        try:
+            paths = getattr(conf, option) or ()
+        except cfg.NoSuchOptError:
+            # Not parsed from a command line (unit tests): defaults only.
+            paths = ()
+        for path in paths:
+            args += [flag, path]
+    return args
+
+
+class ChildProcessSteps:
+    """Each step in a child process killed at its deadline."""
+
+    def __init__(self, conf):
+        self.conf = conf
+
+    def download(self, upgrade, work):
+        return self._run(DOWNLOAD, upgrade, work,
+                         self.conf.agent.download_step_timeout)
+
+    def verify(self, upgrade, work):
+        return self._run(VERIFY, upgrade, work,
+                         self.conf.agent.verify_step_timeout)
+
+    def _run(self, step, upgrade, work, timeout):
+        result_path = os.path.join(work, step + RESULT_SUFFIX)
+        request = json.dumps({'config': _config_args(self.conf),
+                              'step': step, 'upgrade': upgrade,
+                              'work': work, 'result': result_path,
+                              'parent': os.getpid()})
+        proc = subprocess.Popen(
+            [sys.executable, '-m', __name__], stdin=subprocess.PIPE,
+            start_new_session=True, close_fds=True)
+        try:
+            proc.communicate(request.encode(), timeout=timeout)
+        except subprocess.TimeoutExpired:
+            _kill_session(proc)
+            raise StepFailed('the %s step did not finish in %gs and was '
+                             'stopped' % (step, timeout))
+        except BaseException:
+            _kill_session(proc)
+            raise
+        # Helpers the child started (rsync, say) die with it.
+        _kill_session(proc)
+        return _read_result(result_path, step, proc.returncode)
+
+
+def _kill_session(proc):
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    try:
+        proc.wait(_KILL_WAIT)
+    except subprocess.TimeoutExpired:
+        LOG.error('Child process %d does not die', proc.pid)
+
+
+def _read_result(path, step, returncode):
+    try:
+        with open(path, 'rb') as f:
+            data = f.read(MAX_RESULT_SIZE + 1)
+        os.unlink(path)
+        result = json.loads(data) if len(data) <= MAX_RESULT_SIZE else None
+    except (OSError, ValueError):
+        result = None
+    if not isinstance(result, dict) or not (
+            isinstance(result.get('ok'), dict)
+            or isinstance(result.get('failed'), str)):
+        raise StepFailed('the %s step ended without a result (exit status '
+                         '%s)' % (step, returncode))
+    if 'failed' in result:
+        raise StepFailed(result['failed'])
+    return result['ok']
+
+
+def _write_result(path, result):
+    tmp = path + '.tmp'
+    with open(tmp, 'w') as f:
+        json.dump(result, f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def _die_with_parent(parent):
+    """Exit when the agent dies (``kill -9`` included), Linux only.
+
+    The child has a session of its own, so a signal to the agent's process
+    group does not reach it; without this it would go on writing into a
+    work directory the restarted agent cleans and reuses.
+    """
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):
+        LOG.warning('Cannot ask to die with the agent (no prctl)')
+    if os.getppid() != parent:
+        sys.exit(1)
+
+
+def main():
+    """The child: one step, its answer in the result file, exit 0."""
+    request = json.loads(sys.stdin.read())
+    _die_with_parent(request['parent'])
+    # Imported here: the parent only needs the classes above.
+    from trove_upgrade.agent import strategies
+    from trove_upgrade.agent import verifier as verifier_mod
+    from trove_upgrade import conf as tu_conf
+    from trove_upgrade import version
+
+    conf = tu_conf.CONF
+    conf(request['config'], project='trove-upgrade',
+         prog='trove-upgrade-agent',
+         version=version.version_info.version_string())
+    logging.setup(conf, 'trove-upgrade-agent')
+    try:
+        steps = InProcessSteps(
+            conf, verifier_mod.PackageVerifier.from_conf(conf),
+            lambda name: strategies.load(name, conf=conf))
+        run = getattr(steps, request['step'])
+        result = {'ok': run(request['upgrade'], request['work'])}
+    except StepFailed as e:
+        result = {'failed': str(e)}
+    except Exception as e:
+        result = {'failed': describe(e)}
+    _write_result(request['result'], result)
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())

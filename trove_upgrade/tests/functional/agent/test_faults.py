@@ -1,0 +1,149 @@
+"""The agent always recovers: FAILED, guest untouched, next upgrade runs.
+
+Real RabbitMQ, conductor, agent process and pip installs. Faults are real
+too: download strategies registered through a temporary ``dist-info``
+entry point on the agent's PYTHONPATH (one raises an unexpected error, one
+spins for ever on a core), and a tmpfs of the test's own mounted on the
+agent's work directory and filled by another writer.
+"""
+
+import os
+import subprocess
+import textwrap
+
+import fixtures
+
+from trove_upgrade import states
+from trove_upgrade.tests.functional.agent import harness
+
+MIB = 1024 * 1024
+
+FAULTS_MODULE = textwrap.dedent('''
+    """Test-only download strategies that misbehave on purpose."""
+
+
+    class _Fault:
+        def __init__(self, conf):
+            self.conf = conf
+
+        def check_location(self, location):
+            pass
+
+
+    class RaisingStrategy(_Fault):
+        name = 'raising'
+
+        def fetch(self, location, dest_path, max_bytes):
+            raise RuntimeError('injected fault in the download')
+
+
+    class HangingStrategy(_Fault):
+        name = 'hanging'
+
+        def fetch(self, location, dest_path, max_bytes):
+            while True:
+                pass
+''')
+
+ENTRY_POINTS = textwrap.dedent('''
+    [trove_upgrade.strategies]
+    raising = trove_upgrade_test_faults:RaisingStrategy
+    hanging = trove_upgrade_test_faults:HangingStrategy
+''')
+
+
+class TestFaults(harness.AgentTestCase):
+
+    packages = {'2.0.0': 'ok'}
+
+    def setUp(self):
+        super().setUp()
+        plugins = os.path.join(self.tmp, 'plugins')
+        dist_info = os.path.join(plugins,
+                                 'trove_upgrade_test_faults-0.dist-info')
+        os.makedirs(dist_info)
+        with open(os.path.join(plugins, 'trove_upgrade_test_faults.py'),
+                  'w') as f:
+            f.write(FAULTS_MODULE)
+        with open(os.path.join(dist_info, 'METADATA'), 'w') as f:
+            f.write('Metadata-Version: 2.1\nName: trove-upgrade-test-faults'
+                    '\nVersion: 0\n')
+        with open(os.path.join(dist_info, 'entry_points.txt'), 'w') as f:
+            f.write(ENTRY_POINTS)
+        path = os.environ.get('PYTHONPATH')
+        self.useFixture(fixtures.EnvironmentVariable(
+            'PYTHONPATH', plugins + (os.pathsep + path if path else '')))
+
+    def start(self, **overrides):
+        overrides.setdefault('allowed_strategies',
+                             ['local', 'raising', 'hanging'])
+        self.start_agent(**overrides)
+        self.wait_for_guest('1.0.0')
+
+    def assertFailedThenNextRuns(self, upgrade, reason):
+        done = self.wait_for_status(upgrade['id'], states.FINAL_STATES)
+        self.assertEqual(states.FAILED, done['status'], done['events'])
+        details = ' '.join(e.get('detail') or '' for e in done['events'])
+        self.assertIn(reason, details)
+        self.assertLess(max(len(e.get('detail') or '')
+                            for e in done['events']), 2048)
+        self.assertEqual('1.0.0', self.running_guest_version())
+        journal = self.journal()
+        self.assertIsNone(journal['current_upgrade'])
+        self.assertEqual(states.FAILED, journal['processed'][upgrade['id']])
+        # The next upgrade runs without an agent restart.
+        following = self.create_upgrade('2.0.0')
+        done = self.wait_for_status(following['id'], states.FINAL_STATES)
+        self.assertEqual(states.SUCCESS, done['status'], done['events'])
+        self.assertEqual('2.0.0', self.running_guest_version())
+        self.assertEqual([], os.listdir(os.path.join(self.install_root,
+                                                     'work')))
+
+    def test_unexpected_error_in_download_fails_and_next_runs(self):
+        self.start()
+        upgrade = self.create_upgrade('2.0.0', strategy='raising',
+                                      location='anything')
+        self.assertFailedThenNextRuns(upgrade, 'RuntimeError')
+
+    def test_hang_in_download_is_stopped_and_next_runs(self):
+        # Long enough for a genuine download's child on a loaded machine.
+        self.start(download_step_timeout=15)
+        upgrade = self.create_upgrade('2.0.0', strategy='hanging',
+                                      location='anything')
+        self.assertFailedThenNextRuns(upgrade, 'did not finish in 15s')
+
+    def _mount_small_work_dir(self, size):
+        work = os.path.join(self.install_root, 'work')
+        os.makedirs(work, exist_ok=True)
+        try:
+            subprocess.run(['mount', '-t', 'tmpfs', '-o', 'size=%d' % size,
+                            'tmpfs', work], check=True,
+                           capture_output=True)
+        except (OSError, subprocess.CalledProcessError) as e:
+            self.skipTest('cannot mount a tmpfs here: %s' % (
+                getattr(e, 'stderr', b'') or e,))
+        self.addCleanup(subprocess.run, ['umount', '-l', work])
+        return work
+
+    def test_disk_full_during_download_fails_then_next_runs(self):
+        big = self.build_package('2.1.0', 'ok', padding=3 * MIB)
+        work = self._mount_small_work_dir(8 * MIB)
+        self.start()
+        # Another writer leaves less room than the download needs.
+        filler = os.path.join(work, 'filler')
+        with open(filler, 'wb') as f:
+            f.write(b'\0' * (6 * MIB))
+        upgrade = self.create_upgrade('2.1.0', location=big)
+        done = self.wait_for_status(upgrade['id'], states.FINAL_STATES)
+        self.assertEqual(states.FAILED, done['status'], done['events'])
+        details = ' '.join(e.get('detail') or '' for e in done['events'])
+        self.assertIn('No space left on device', details)
+        self.assertEqual('1.0.0', self.running_guest_version())
+        self.assertIsNone(self.journal()['current_upgrade'])
+        self.assertEqual(['filler'], os.listdir(work))
+        # The space comes back: the next upgrade works, no restart.
+        os.unlink(filler)
+        following = self.create_upgrade('2.1.0', location=big)
+        done = self.wait_for_status(following['id'], states.FINAL_STATES)
+        self.assertEqual(states.SUCCESS, done['status'], done['events'])
+        self.assertEqual('2.1.0', self.running_guest_version())

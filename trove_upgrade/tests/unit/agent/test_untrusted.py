@@ -1,0 +1,117 @@
+"""The child-process runner of the untrusted steps, with real processes."""
+
+import os
+import subprocess
+import sys
+import time
+
+import fixtures
+
+from trove_upgrade.agent.strategies import exceptions as strategy_exc
+from trove_upgrade.agent import untrusted
+from trove_upgrade.packaging import exceptions as package_exc
+from trove_upgrade.tests import base
+
+
+class TestDescribe(base.TestCase):
+
+    def test_each_kind_of_error_reads_as_a_bounded_reason(self):
+        cases = [
+            (strategy_exc.DownloadFailed(location='x', strategy='s',
+                                         attempts=1, reason='r'),
+             'download failed'),
+            (package_exc.RollbackError('older'),
+             'package rejected: RollbackError: older'),
+            (OSError(28, 'No space left on device'), 'No space left'),
+            (ValueError('v' * 100000), 'internal error: ValueError'),
+        ]
+        for error, expected in cases:
+            reason = untrusted.describe(error)
+            self.assertIn(expected, reason)
+            self.assertLessEqual(len(reason),
+                                 package_exc.MAX_MESSAGE_LENGTH)
+
+
+class TestChildProcessSteps(base.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.work = self.useFixture(fixtures.TempDir()).path
+        self.steps = untrusted.ChildProcessSteps(self.conf)
+        self.upgrade = {'id': 'u1', 'strategy': 'local',
+                        'location': '/nowhere', 'to_version': '2.0.0',
+                        'from_version': '1.0.0'}
+
+    def run_child(self, script, timeout=60):
+        """Run ``script`` as the child instead of the real module."""
+        self.useFixture(fixtures.MockPatch(
+            'trove_upgrade.agent.untrusted.sys.executable', sys.executable))
+        argv = [sys.executable, '-c', script]
+        real_popen = subprocess.Popen
+
+        def popen(args, **kwargs):
+            return real_popen(argv, **kwargs)
+
+        self.useFixture(fixtures.MockPatch(
+            'trove_upgrade.agent.untrusted.subprocess.Popen', popen))
+        return self.steps._run('download', self.upgrade, self.work, timeout)
+
+    def test_result_of_the_child_is_returned(self):
+        result = self.run_child(
+            'import json, sys\n'
+            'r = json.load(sys.stdin)\n'
+            'open(r["result"], "w").write(json.dumps({"ok": {"size": 7}}))\n')
+        self.assertEqual({'size': 7}, result)
+        self.assertEqual([], os.listdir(self.work))
+
+    def test_refusal_of_the_child_is_a_step_failure(self):
+        error = self.assertRaises(
+            untrusted.StepFailed, self.run_child,
+            'import json, sys\n'
+            'r = json.load(sys.stdin)\n'
+            'open(r["result"], "w").write(json.dumps({"failed": "no"}))\n')
+        self.assertEqual('no', str(error))
+
+    def test_child_dying_without_a_result_fails(self):
+        error = self.assertRaises(untrusted.StepFailed, self.run_child,
+                                  'import os; os._exit(3)')
+        self.assertIn('without a result (exit status 3)', str(error))
+
+    def test_hanging_child_and_its_helpers_are_killed(self):
+        pid_file = os.path.join(self.work, 'helper.pid')
+        error = self.assertRaises(
+            untrusted.StepFailed, self.run_child,
+            'import subprocess, sys, time\n'
+            'p = subprocess.Popen([sys.executable, "-c", '
+            '"import time; time.sleep(600)"])\n'
+            'open(%r, "w").write(str(p.pid))\n'
+            'while True: pass\n' % pid_file, timeout=5)
+        self.assertIn('did not finish in 5s', str(error))
+        with open(pid_file) as f:
+            helper = int(f.read())
+        for _ in range(100):
+            if not os.path.exists('/proc/%d' % helper) or open(
+                    '/proc/%d/stat' % helper).read().split()[2] == 'Z':
+                break
+            time.sleep(0.1)
+        else:
+            self.fail('the helper of the killed child still runs')
+
+    def test_oversized_or_garbage_result_fails(self):
+        error = self.assertRaises(
+            untrusted.StepFailed, self.run_child,
+            'import json, sys\n'
+            'r = json.load(sys.stdin)\n'
+            'open(r["result"], "w").write("[1, 2")\n')
+        self.assertIn('without a result', str(error))
+
+    def test_request_names_the_config_and_the_parent(self):
+        result = self.run_child(
+            'import json, os, sys\n'
+            'r = json.load(sys.stdin)\n'
+            'ok = r["parent"] == os.getppid() and r["step"] == "download"\n'
+            'open(r["result"], "w").write(json.dumps('
+            '{"ok": {"seen": ok, "config": r["config"]}}))\n')
+        self.assertTrue(result['seen'])
+        self.assertEqual(untrusted._config_args(self.conf),
+                         result['config'])
