@@ -141,3 +141,19 @@ class AmbiguousInstanceName(Invalid):
 class TroveNotConfigured(Invalid):
     msg_fmt = ('%(what)s needs [trove] connection, which is not set: '
                '%(hint)s')
+
+
+class PackageNotFound(NotFound):
+    msg_fmt = 'Package %(package)s could not be found.'
+
+
+class PackageRejected(Invalid):
+    msg_fmt = 'Package %(package)s refused: %(reason)s'
+
+
+class PackageConflict(Conflict):
+    msg_fmt = '%(reason)s'
+
+
+class DesiredVersionNotFound(NotFound):
+    msg_fmt = 'Desired version %(desired_version_id)s could not be found.'

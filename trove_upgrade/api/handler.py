@@ -23,6 +23,8 @@ import routes
 import webob.exc
 
 from trove_upgrade.api.handlers import agents
+from trove_upgrade.api.handlers import desired_versions
+from trove_upgrade.api.handlers import packages
 from trove_upgrade.api.handlers import rollouts
 from trove_upgrade.api.handlers import root
 from trove_upgrade.api.handlers import upgrades
@@ -73,6 +75,36 @@ ROUTE_DECLARATIONS = {
     },
     MGMT + '/rollouts/{rollout_id}/abort': {
         'POST': rollouts.abort_rollout,
+    },
+    MGMT + '/packages': {
+        'GET': packages.list_packages,
+        'POST': packages.create_package,
+    },
+    MGMT + '/packages/fleet': {
+        'GET': packages.show_fleet,
+    },
+    MGMT + '/packages/{package_id}': {
+        'GET': packages.show_package,
+        'PATCH': packages.update_package,
+        'DELETE': packages.delete_package,
+    },
+    MGMT + '/desired-versions': {
+        'GET': desired_versions.list_desired_versions,
+        'POST': desired_versions.create_desired_version,
+    },
+    MGMT + '/desired-versions/{desired_version_id}': {
+        'GET': desired_versions.show_desired_version,
+        'PATCH': desired_versions.update_desired_version,
+        'DELETE': desired_versions.delete_desired_version,
+    },
+    MGMT + '/desired-versions/{desired_version_id}/pause': {
+        'POST': desired_versions.pause_desired_version,
+    },
+    MGMT + '/desired-versions/{desired_version_id}/resume': {
+        'POST': desired_versions.resume_desired_version,
+    },
+    MGMT + '/targets': {
+        'GET': desired_versions.list_targets,
     },
 }
 

@@ -38,6 +38,7 @@ from oslo_log import log as logging
 from oslo_utils import timeutils
 
 from trove_upgrade.conductor import agent_rpcapi
+from trove_upgrade.conductor import desired_reconciler
 from trove_upgrade.conductor import parent_death
 from trove_upgrade import conf
 from trove_upgrade import context as tu_context
@@ -63,13 +64,14 @@ class Reconciler:
         self.agent_api = agent_rpcapi.AgentAPI()
 
     def run(self, context):
-        """One pass over every active rollout, oldest first."""
+        """One pass over the active rollouts, then the desired versions."""
         for rollout in db_rollouts.list_rollouts_in(context, rs.ACTIVE_STATES):
             try:
                 self.reconcile(context, rollout)
             except Exception:
                 LOG.exception('Reconciling rollout %s failed; the next pass '
                               'tries again.', rollout['id'])
+        desired_reconciler.run(context, self.owner, self.agent_api)
 
     def reconcile(self, context, rollout):
         until = timeutils.utcnow() + datetime.timedelta(

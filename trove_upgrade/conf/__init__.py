@@ -25,6 +25,7 @@ from oslo_log import log
 from trove_upgrade.conf import agent
 from trove_upgrade.conf import api
 from trove_upgrade.conf import conductor
+from trove_upgrade.conf import packages
 from trove_upgrade.conf import paths
 from trove_upgrade.conf import rpc
 from trove_upgrade.conf import strategies
@@ -41,6 +42,7 @@ AREAS = (
     agent,
     api,
     conductor,
+    packages,
     paths,
     rpc,
     strategies,

@@ -232,3 +232,138 @@ class InstanceKey(Base):
     created_at: orm.Mapped[datetime.datetime] = orm.mapped_column(DateTime)
     expires_at: orm.Mapped[datetime.datetime | None] = orm.mapped_column(
         DateTime)
+
+
+class Package(Base):
+    """A registered, verified package: a version that can be deployed.
+
+    The manifest's facts are copied at registration, after the control
+    plane verified the signed manifest, so a deploy by reference needs no
+    fetch. ``state`` is active, deprecated or retired.
+    """
+
+    __tablename__ = 'packages'
+    __table_args__ = (
+        sa.UniqueConstraint('name', 'version',
+                            name='uniq_packages0name0version'),
+        TABLE_ARGS,
+    )
+
+    id: orm.Mapped[str] = orm.mapped_column(sa.String(36), primary_key=True)
+    name: orm.Mapped[str] = orm.mapped_column(sa.String(255))
+    version: orm.Mapped[str] = orm.mapped_column(sa.String(64))
+    strategy: orm.Mapped[str] = orm.mapped_column(sa.String(64))
+    location: orm.Mapped[str] = orm.mapped_column(sa.String(2048))
+    state: orm.Mapped[str] = orm.mapped_column(sa.String(32))
+    size: orm.Mapped[int] = orm.mapped_column(sa.BigInteger)
+    sha256: orm.Mapped[str] = orm.mapped_column(sa.String(64))
+    min_upgrade_from: orm.Mapped[str | None] = orm.mapped_column(
+        sa.String(64))
+    signer_key_ids: orm.Mapped[str] = orm.mapped_column(sa.String(1024))
+    manifest_created_at: orm.Mapped[datetime.datetime] = orm.mapped_column(
+        DateTime)
+    manifest_expires_at: orm.Mapped[datetime.datetime] = orm.mapped_column(
+        DateTime)
+    project_id: orm.Mapped[str | None] = orm.mapped_column(sa.String(255))
+    user_id: orm.Mapped[str | None] = orm.mapped_column(sa.String(255))
+    created_at: orm.Mapped[datetime.datetime] = orm.mapped_column(DateTime)
+    updated_at: orm.Mapped[datetime.datetime | None] = orm.mapped_column(
+        DateTime)
+
+
+class DesiredVersion(Base):
+    """A standing declaration: the agents a selector picks run a version.
+
+    Unlike a rollout it never completes; the reconciler keeps converging
+    agents that register later or come back on an older version, with
+    the rollout's canary, in-flight and failure rules.
+    """
+
+    __tablename__ = 'desired_versions'
+    __table_args__ = (TABLE_ARGS,)
+
+    id: orm.Mapped[str] = orm.mapped_column(sa.String(36), primary_key=True)
+    name: orm.Mapped[str] = orm.mapped_column(sa.String(255))
+    package_name: orm.Mapped[str] = orm.mapped_column(sa.String(255))
+    version: orm.Mapped[str] = orm.mapped_column(sa.String(64))
+    selector: orm.Mapped[dict] = orm.mapped_column(JSONObject())
+    canary: orm.Mapped[int] = orm.mapped_column(sa.Integer)
+    max_in_flight: orm.Mapped[int] = orm.mapped_column(sa.Integer)
+    max_in_flight_kind: orm.Mapped[str] = orm.mapped_column(sa.String(16))
+    max_failures: orm.Mapped[int] = orm.mapped_column(sa.Integer)
+    max_failures_kind: orm.Mapped[str] = orm.mapped_column(sa.String(16))
+    per_agent_retries: orm.Mapped[int] = orm.mapped_column(sa.Integer)
+    agent_deadline: orm.Mapped[int] = orm.mapped_column(sa.Integer)
+    status: orm.Mapped[str] = orm.mapped_column(sa.String(32))
+    status_detail: orm.Mapped[str | None] = orm.mapped_column(Text)
+    failures_acknowledged: orm.Mapped[int] = orm.mapped_column(sa.Integer)
+    lease_owner: orm.Mapped[str | None] = orm.mapped_column(sa.String(255))
+    lease_until: orm.Mapped[datetime.datetime | None] = orm.mapped_column(
+        DateTime)
+    project_id: orm.Mapped[str | None] = orm.mapped_column(sa.String(255))
+    user_id: orm.Mapped[str | None] = orm.mapped_column(sa.String(255))
+    created_at: orm.Mapped[datetime.datetime] = orm.mapped_column(DateTime)
+    updated_at: orm.Mapped[datetime.datetime | None] = orm.mapped_column(
+        DateTime)
+
+
+class DesiredVersionEvent(Base):
+    """Who created, changed, paused or resumed a desired version, and why.
+
+    Kept after the desired version is deleted: the audit trail outlives
+    what it audits.
+    """
+
+    __tablename__ = 'desired_version_events'
+    __table_args__ = (
+        sa.Index('desired_version_events_desired_version_id_idx',
+                 'desired_version_id'),
+        TABLE_ARGS,
+    )
+
+    id: orm.Mapped[int] = orm.mapped_column(
+        sa.Integer, primary_key=True, autoincrement=True)
+    desired_version_id: orm.Mapped[str] = orm.mapped_column(sa.String(36))
+    created_at: orm.Mapped[datetime.datetime] = orm.mapped_column(DateTime)
+    action: orm.Mapped[str] = orm.mapped_column(sa.String(32))
+    detail: orm.Mapped[str | None] = orm.mapped_column(Text)
+    source: orm.Mapped[str] = orm.mapped_column(sa.String(32))
+    user_id: orm.Mapped[str | None] = orm.mapped_column(sa.String(255))
+    project_id: orm.Mapped[str | None] = orm.mapped_column(sa.String(255))
+    request_id: orm.Mapped[str | None] = orm.mapped_column(sa.String(255))
+
+
+class DesiredVersionDispatch(Base):
+    """One attempt of a desired version at one agent: its upgrade.
+
+    ``round`` counts the agent's earlier successful rounds: an agent
+    rebuilt onto an old version after it converged starts a new round, so
+    its attempts are counted afresh. The unique key guards against double
+    dispatch as the rollouts' does.
+    """
+
+    __tablename__ = 'desired_version_dispatches'
+    __table_args__ = (
+        sa.UniqueConstraint(
+            'desired_version_id', 'instance_id', 'round', 'attempt',
+            name='uniq_desired_version_dispatches0dv0instance0round0attempt'),
+        sa.Index('desired_version_dispatches_instance_id_idx',
+                 'instance_id'),
+        TABLE_ARGS,
+    )
+
+    id: orm.Mapped[int] = orm.mapped_column(
+        sa.Integer, primary_key=True, autoincrement=True)
+    desired_version_id: orm.Mapped[str] = orm.mapped_column(
+        sa.String(36),
+        sa.ForeignKey('desired_versions.id',
+                      name='desired_version_dispatches_dv_id_fkey'))
+    instance_id: orm.Mapped[str] = orm.mapped_column(sa.String(36))
+    round: orm.Mapped[int] = orm.mapped_column(sa.Integer)
+    attempt: orm.Mapped[int] = orm.mapped_column(sa.Integer)
+    canary: orm.Mapped[bool] = orm.mapped_column(sa.Boolean)
+    upgrade_id: orm.Mapped[str] = orm.mapped_column(
+        sa.String(36),
+        sa.ForeignKey('upgrades.id',
+                      name='desired_version_dispatches_upgrade_id_fkey'))
+    created_at: orm.Mapped[datetime.datetime] = orm.mapped_column(DateTime)

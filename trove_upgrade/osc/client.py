@@ -258,3 +258,57 @@ class Client:
     def delete_rollout(self, rollout_id):
         """Delete a finished rollout."""
         self._request('DELETE', '/rollouts/%s' % _quote(rollout_id))
+
+    def create_package(self, name, version, strategy, location):
+        """Register a package; the API verifies its manifest first."""
+        return self._request('POST', '/packages', json={'package': {
+            'name': name, 'version': version, 'strategy': strategy,
+            'location': location}})['package']
+
+    def list_packages(self, name=None, version=None, state=None):
+        """Packages; ``version`` is a version, a wildcard or a range."""
+        params = {k: v for k, v in (('name', name), ('version', version),
+                                    ('state', state)) if v is not None}
+        return self._request('GET', '/packages', params=params)['packages']
+
+    def get_package(self, package_id):
+        """One package, with what uses it."""
+        return self._request('GET', '/packages/%s' % _quote(package_id))[
+            'package']
+
+    def set_package_state(self, package_id, state):
+        """Mark a package active, deprecated or retired; return it."""
+        return self._request('PATCH', '/packages/%s' % _quote(package_id),
+                             json={'package': {'state': state}})['package']
+
+    def delete_package(self, package_id):
+        """Delete a package nothing uses."""
+        self._request('DELETE', '/packages/%s' % _quote(package_id))
+
+    def package_fleet(self):
+        """Per version: agents running it, targeted at it, failed."""
+        return self._request('GET', '/packages/fleet')['versions']
+
+    def create_desired_version(self, body):
+        """Declare a desired version from the API's request body."""
+        return self._request('POST', '/desired-versions', json={
+            'desired_version': body})['desired_version']
+
+    def list_desired_versions(self):
+        return self._request('GET', '/desired-versions')['desired_versions']
+
+    def get_desired_version(self, desired_id):
+        return self._request('GET', '/desired-versions/%s' % _quote(
+            desired_id))['desired_version']
+
+    def update_desired_version(self, desired_id, body):
+        return self._request('PATCH', '/desired-versions/%s' % _quote(
+            desired_id), json={'desired_version': body})['desired_version']
+
+    def act_on_desired_version(self, desired_id, action):
+        """Pause or resume a desired version; return it."""
+        return self._request('POST', '/desired-versions/%s/%s' % (
+            _quote(desired_id), _quote(action)))['desired_version']
+
+    def delete_desired_version(self, desired_id):
+        self._request('DELETE', '/desired-versions/%s' % _quote(desired_id))

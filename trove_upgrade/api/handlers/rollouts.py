@@ -17,6 +17,7 @@ from oslo_utils import uuidutils
 import webob
 import webob.exc
 
+from trove_upgrade.api.handlers import packages as package_handlers
 from trove_upgrade.api.handlers import upgrades as upgrade_handlers
 from trove_upgrade.api.schemas import rollouts as schema
 from trove_upgrade.api import util
@@ -84,6 +85,8 @@ def create_rollout(req):
     policy.authorize(context, policies.CREATE)
     util.require_json(req)
     values = _values(util.extract_json(req.body, schema.POST_ROLLOUT))
+    selected = rollouts.select_agents(context, values['selector'])
+    package_handlers.deploy_by_reference(context, values, selected)
     rollout = rollouts.create_rollout(context, values)
     tenant_id = req.urlvars['tenant_id']
     return util.json_response(

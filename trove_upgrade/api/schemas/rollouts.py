@@ -76,9 +76,10 @@ _ROLLOUT = {
         'agent_deadline': {'type': 'integer', 'minimum': 1,
                            'maximum': 604800},
         'start_at': {'type': 'string', 'format': 'date-time'},
+        # A registered package, instead of strategy and location.
+        'package': upgrades.PACKAGE_NAME,
     },
-    'required': ['name', 'instance_version', 'strategy', 'location',
-                 'selector'],
+    'required': ['name', 'instance_version', 'selector'],
     'additionalProperties': False,
 }
 

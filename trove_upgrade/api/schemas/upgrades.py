@@ -26,6 +26,8 @@ _TEXT_PATTERN = '^[^\\x00-\\x1f\\x7f]*$'
 # An instance id, or with [trove] connection set an instance name too.
 INSTANCE = {'type': 'string', 'minLength': 1, 'maxLength': 255,
             'pattern': _TEXT_PATTERN}
+PACKAGE_NAME = {'type': 'string', 'minLength': 1, 'maxLength': 255,
+                'pattern': '^[A-Za-z0-9][A-Za-z0-9._-]*$'}
 
 _UPGRADE = {
     'type': 'object',
@@ -53,8 +55,10 @@ _UPGRADE = {
             },
         },
         'allow_downgrade': {'type': 'boolean'},
+        # A registered package, instead of strategy and location.
+        'package': PACKAGE_NAME,
     },
-    'required': ['instance_id', 'instance_version', 'strategy', 'location'],
+    'required': ['instance_id', 'instance_version'],
     'additionalProperties': False,
 }
 

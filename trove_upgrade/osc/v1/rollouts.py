@@ -84,12 +84,15 @@ class CreateRollout(command.ShowOne):
                             dest='instance_version',
                             help='Guest agent version to roll out')
         parser.add_argument('--strategy', metavar='<strategy>',
-                            required=True,
                             help=strategy_plugins.HELP
-                            % strategy_plugins.listing())
+                            % strategy_plugins.listing()
+                            + ' (with --location, instead of --package)')
         parser.add_argument('--location', metavar='<location>',
-                            required=True,
                             help='Where the agents find the package')
+        parser.add_argument('--package', metavar='<name>',
+                            help='A registered package, at the instance '
+                                 'version, instead of --strategy and '
+                                 '--location')
         selector = parser.add_mutually_exclusive_group(required=True)
         selector.add_argument('--group', metavar='<group>',
                               help='Agents whose "group" label is this')
@@ -131,10 +134,9 @@ class CreateRollout(command.ShowOne):
             selector = {'instance_ids': parsed_args.instances}
         body = {'name': parsed_args.name,
                 'instance_version': parsed_args.instance_version,
-                'strategy': parsed_args.strategy,
-                'location': parsed_args.location,
                 'selector': selector}
-        for name in ('canary', 'max_in_flight', 'max_failures',
+        for name in ('strategy', 'location', 'package',
+                     'canary', 'max_in_flight', 'max_failures',
                      'per_agent_retries', 'agent_deadline', 'start_at'):
             value = getattr(parsed_args, name)
             if value is not None:

@@ -147,6 +147,35 @@ class _MigrationsWalk:
             sa.text("SELECT held FROM upgrades WHERE id = 'u1'"))])
         connection.rollback()
 
+    def _check_9b6f3d2c8e41(self, connection):
+        inspector = sa.inspect(connection)
+        self.assertTrue({'packages', 'desired_versions',
+                         'desired_version_events',
+                         'desired_version_dispatches'}.issubset(
+            inspector.get_table_names()))
+        self.assertEqual([['name', 'version']], [
+            u['column_names']
+            for u in inspector.get_unique_constraints('packages')])
+        self.assertEqual(
+            [['desired_version_id', 'instance_id', 'round', 'attempt']],
+            [u['column_names'] for u in
+             inspector.get_unique_constraints('desired_version_dispatches')])
+        foreign_keys = inspector.get_foreign_keys(
+            'desired_version_dispatches')
+        self.assertEqual(
+            [(['desired_version_id'], 'desired_versions', ['id']),
+             (['upgrade_id'], 'upgrades', ['id'])],
+            sorted((fk['constrained_columns'], fk['referred_table'],
+                    fk['referred_columns']) for fk in foreign_keys))
+        # The audit trail outlives what it audits: no foreign key.
+        self.assertEqual([], inspector.get_foreign_keys(
+            'desired_version_events'))
+        columns = {c['name']: c for c in inspector.get_columns('packages')}
+        # A payload may exceed 2 GiB.
+        self.assertIsInstance(columns['size']['type'], sa.BigInteger)
+        self.assertTrue(columns['min_upgrade_from']['nullable'])
+        self.assertFalse(columns['sha256']['nullable'])
+
 
 class TestModelsSyncSQLite(_ModelsMigrationsSync,
                            database.OpportunisticDBTestMixin,

@@ -31,6 +31,7 @@ from oslo_utils import timeutils
 
 from trove_upgrade import context
 from trove_upgrade.db import agents as db_agents
+from trove_upgrade.db import packages as package_db
 from trove_upgrade import states
 from trove_upgrade.tests.unit.api import base
 from trove_upgrade import upgrades
@@ -217,3 +218,38 @@ class TestAPISamples(base.APITestCase):
                           self.request('GET', url))
         self.assertSample('rollouts-list-response.json', self.request(
             'GET', self.mgmt + '/rollouts?status=PAUSED'))
+
+    def _register(self, version, state='active'):
+        """A package as registration records it (verification aside)."""
+        created = datetime.datetime(2026, 11, 28, 12, 0, 0)
+        return package_db.create_package(self.ctx, {
+            'name': 'trove-guestagent', 'version': version,
+            'strategy': 'swift',
+            'location': 'guest-packages/trove-guestagent-%s.pkg' % version,
+            'state': state, 'size': 18432031, 'sha256': '9f2c' * 16,
+            'min_upgrade_from': '1.0.0',
+            'signer_key_ids': ['5b0e6a2f4c1d8e93'],
+            'manifest_created_at': created,
+            'manifest_expires_at': created + datetime.timedelta(days=365)})
+
+    def test_packages(self):
+        self._request_sample('package-create-request.json')
+        package = self._register('1.1.0')
+        self._register('1.0.1', state='deprecated')
+        self.assertSample('package-show-response.json', self.request(
+            'GET', self.mgmt + '/packages/' + package['id']))
+        self.assertSample('packages-list-response.json', self.request(
+            'GET', self.mgmt + '/packages?version=%3E%3D1.0'))
+        for number, instance_id in enumerate(INSTANCES):
+            db_agents.register_agent(self.ctx, instance_id, {
+                'guest_version': 'v1.0.1' if number else '1.1.0',
+                'labels': {'group': 'blue'}})
+        resp = self.request('POST', self.mgmt + '/desired-versions',
+                            self._request_sample(
+                                'desired-version-create-request.json'))
+        self.assertEqual(201, resp.status_int, resp.text)
+        self.assertSample('desired-version-create-response.json', resp)
+        self.assertSample('targets-list-response.json', self.request(
+            'GET', self.mgmt + '/targets'))
+        self.assertSample('packages-fleet-response.json', self.request(
+            'GET', self.mgmt + '/packages/fleet'))

@@ -133,8 +133,14 @@ class TestCreateUpgradeBadInput(base.APITestCase):
     def test_missing_field(self):
         body = base.upgrade_body()
         del body['location']
-        self.assertRejected(self._post(body),
-                            "'location' is a required property (at $)")
+        self.assertRejected(
+            self._post(body), 'give either package, or strategy and '
+                              'location (location missing)')
+        body = base.upgrade_body()
+        del body['instance_version']
+        self.assertRejected(
+            self._post(body),
+            "'instance_version' is a required property (at $)")
 
     def test_bad_uuid(self):
         self.assertRejected(

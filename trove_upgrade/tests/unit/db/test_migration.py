@@ -51,8 +51,10 @@ class TestMigration(base.TestCase):
         migration.upgrade(engine=engine)
         self.assertEqual(_head(), migration.version(engine=engine))
         self.assertEqual(
-            ['agents', 'alembic_version', 'instance_keys',
-             'rollout_dispatches', 'rollouts', 'upgrade_events', 'upgrades'],
+            ['agents', 'alembic_version', 'desired_version_dispatches',
+             'desired_version_events', 'desired_versions', 'instance_keys',
+             'packages', 'rollout_dispatches', 'rollouts', 'upgrade_events',
+             'upgrades'],
             sorted(sa.inspect(engine).get_table_names()))
 
     def test_fixtures_are_isolated(self):

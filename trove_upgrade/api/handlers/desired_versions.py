@@ -1,0 +1,174 @@
+#    Licensed under the Apache License, Version 2.0 (the "License"); you may
+#    not use this file except in compliance with the License. You may obtain
+#    a copy of the License at
+#
+#         http://www.apache.org/licenses/LICENSE-2.0
+#
+#    Unless required by applicable law or agreed to in writing, software
+#    distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+#    WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+#    License for the specific language governing permissions and limitations
+#    under the License.
+
+"""Handlers of /mgmt/desired-versions and /mgmt/targets."""
+
+import uuid
+
+from oslo_utils import uuidutils
+import webob
+import webob.exc
+
+from trove_upgrade.api.handlers import rollouts as rollout_handlers
+from trove_upgrade.api.schemas import packages as schema
+from trove_upgrade.api import util
+from trove_upgrade.api import views
+from trove_upgrade.db import agents as db_agents
+from trove_upgrade.db import desired_versions as db
+from trove_upgrade import desired_versions
+from trove_upgrade import exception
+from trove_upgrade.policies import packages as policies
+from trove_upgrade import policy
+
+# As a rollout's, but a standing declaration keeps its canary at 1 and
+# retries each agent once before counting it failed.
+_DEFAULTS = {'canary': 1, 'max_in_flight': 1, 'max_failures': 0,
+             'per_agent_retries': 1, 'agent_deadline': 3600}
+
+
+def _dv_id(req):
+    dv_id = req.urlvars['desired_version_id']
+    if not uuidutils.is_uuid_like(dv_id):
+        raise exception.DesiredVersionNotFound(desired_version_id=dv_id)
+    return dv_id
+
+
+def _thresholds(values):
+    for name in ('max_in_flight', 'max_failures'):
+        if name in values:
+            values[name], values[name + '_kind'] = (
+                rollout_handlers._threshold(values[name]))
+    return values
+
+
+def _view(req, desired, with_agents=False):
+    context = req.environ[util.CONTEXT_KEY]
+    body = {k: desired[k] for k in (
+        'id', 'name', 'package_name', 'version', 'selector', 'canary',
+        'per_agent_retries', 'agent_deadline', 'status', 'status_detail',
+        'failures_acknowledged', 'project_id', 'user_id')}
+    for name in ('max_in_flight', 'max_failures'):
+        body[name] = views._threshold(desired[name],
+                                      desired[name + '_kind'])
+    body['created_at'] = util.isotime(desired['created_at'])
+    body['updated_at'] = util.isotime(desired['updated_at'])
+    body['links'] = views._links(req, req.urlvars['tenant_id'],
+                                 'desired-versions', desired['id'])
+    if with_agents:
+        view = desired_versions.view(context, desired)
+        agents = dict(view.plan.agents, **view.extra)
+        body['counters'] = dict(
+            view.plan.counters,
+            **{state: list(view.extra.values()).count(state)
+               for state in (desired_versions.AGENT_AHEAD,
+                             desired_versions.AGENT_BLOCKED)})
+        body['agents'] = [{'instance_id': i, 'state': s}
+                          for i, s in sorted(agents.items())]
+        body['events'] = [dict(e, created_at=util.isotime(e['created_at']))
+                          for e in db.list_events(context, desired['id'])]
+    return body
+
+
+@util.wsgify
+def create_desired_version(req):
+    context = req.environ[util.CONTEXT_KEY]
+    policy.authorize(context, policies.DV_CREATE)
+    util.require_json(req)
+    body = util.extract_json(req.body, schema.POST_DESIRED_VERSION)
+    values = dict(_DEFAULTS, **body['desired_version'])
+    values['package_name'] = values.pop('package')
+    if 'instance_ids' in values['selector']:
+        values['selector'] = {'instance_ids': sorted(
+            str(uuid.UUID(i)) for i in values['selector']['instance_ids'])}
+    desired = desired_versions.create(context, _thresholds(values))
+    view = _view(req, desired, with_agents=True)
+    return util.json_response(
+        {'desired_version': view}, status=201,
+        headers=[('Location', view['links'][0]['href'])])
+
+
+@util.wsgify
+def list_desired_versions(req):
+    context = req.environ[util.CONTEXT_KEY]
+    policy.authorize(context, policies.DV_LIST)
+    params = util.query_params(req, schema.LIST_DESIRED_VERSIONS_QUERY)
+    found = db.list_desired_versions(context, filters=params)
+    return util.json_response(
+        {'desired_versions': [_view(req, d) for d in found]})
+
+
+@util.wsgify
+def show_desired_version(req):
+    context = req.environ[util.CONTEXT_KEY]
+    policy.authorize(context, policies.DV_SHOW)
+    desired = db.get_desired_version(context, _dv_id(req))
+    return util.json_response(
+        {'desired_version': _view(req, desired, with_agents=True)})
+
+
+@util.wsgify
+def update_desired_version(req):
+    context = req.environ[util.CONTEXT_KEY]
+    policy.authorize(context, policies.DV_UPDATE)
+    util.require_json(req)
+    body = util.extract_json(req.body, schema.PATCH_DESIRED_VERSION)
+    desired = desired_versions.change(
+        context, _dv_id(req), _thresholds(dict(body['desired_version'])))
+    return util.json_response(
+        {'desired_version': _view(req, desired, with_agents=True)})
+
+
+def _action(rule, function):
+    @util.wsgify
+    def handler(req):
+        context = req.environ[util.CONTEXT_KEY]
+        policy.authorize(context, rule)
+        if req.body:
+            raise webob.exc.HTTPBadRequest(
+                'This action takes no request body.')
+        desired = function(context, _dv_id(req))
+        return util.json_response(
+            {'desired_version': _view(req, desired, with_agents=True)})
+    return handler
+
+
+pause_desired_version = _action(policies.DV_PAUSE, desired_versions.pause)
+resume_desired_version = _action(policies.DV_RESUME,
+                                 desired_versions.resume)
+
+
+@util.wsgify
+def delete_desired_version(req):
+    context = req.environ[util.CONTEXT_KEY]
+    policy.authorize(context, policies.DV_DELETE)
+    desired_versions.delete(context, _dv_id(req))
+    return webob.Response(status=204)
+
+
+@util.wsgify
+def list_targets(req):
+    """Each selected instance's target version, its owner and why."""
+    context = req.environ[util.CONTEXT_KEY]
+    policy.authorize(context, policies.TARGETS)
+    params = util.query_params(req, schema.LIST_TARGETS_QUERY)
+    wanted = None
+    if 'instance_id' in params:
+        wanted = [str(uuid.UUID(params['instance_id']))]
+    owners = desired_versions.owners(context, wanted)
+    running = {a['instance_id']: a['guest_version']
+               for a in db_agents.list_agents(context)}
+    targets = []
+    for instance_id in sorted(owners):
+        target = desired_versions.describe_target(owners[instance_id])
+        targets.append(dict(target, instance_id=instance_id,
+                            running_version=running.get(instance_id)))
+    return util.json_response({'targets': targets})

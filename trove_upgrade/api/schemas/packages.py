@@ -1,0 +1,121 @@
+#    Licensed under the Apache License, Version 2.0 (the "License"); you may
+#    not use this file except in compliance with the License. You may obtain
+#    a copy of the License at
+#
+#         http://www.apache.org/licenses/LICENSE-2.0
+#
+#    Unless required by applicable law or agreed to in writing, software
+#    distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+#    WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+#    License for the specific language governing permissions and limitations
+#    under the License.
+
+"""Schemas of /mgmt/packages, /mgmt/desired-versions and /mgmt/targets."""
+
+from trove_upgrade.api.schemas import rollouts
+from trove_upgrade.api.schemas import upgrades
+
+_SCHEMA = 'https://json-schema.org/draft/2020-12/schema'
+STATES = ['active', 'deprecated', 'retired']
+
+_NAME = upgrades.PACKAGE_NAME
+_VERSION = {'type': 'string', 'minLength': 1, 'maxLength': 64,
+            'pattern': '^\\S+$'}
+
+POST_PACKAGE = {
+    '$schema': _SCHEMA,
+    'type': 'object',
+    'properties': {'package': {
+        'type': 'object',
+        'properties': {
+            'name': _NAME,
+            'version': _VERSION,
+            'strategy': {'type': 'string', 'enum': upgrades.STRATEGIES},
+            'location': {'type': 'string', 'minLength': 1,
+                         'maxLength': 2048,
+                         'pattern': upgrades._TEXT_PATTERN},
+        },
+        'required': ['name', 'version', 'strategy', 'location'],
+        'additionalProperties': False,
+    }},
+    'required': ['package'],
+    'additionalProperties': False,
+}
+
+PATCH_PACKAGE = {
+    '$schema': _SCHEMA,
+    'type': 'object',
+    'properties': {'package': {
+        'type': 'object',
+        'properties': {'state': {'type': 'string', 'enum': STATES}},
+        'required': ['state'],
+        'additionalProperties': False,
+    }},
+    'required': ['package'],
+    'additionalProperties': False,
+}
+
+LIST_PACKAGES_QUERY = {
+    '$schema': _SCHEMA,
+    'type': 'object',
+    'properties': {
+        'name': {'type': 'string', 'minLength': 1, 'maxLength': 255},
+        'state': {'type': 'string', 'enum': STATES},
+        # A version, a wildcard (26.*) or a PEP 440 range (>=25.1).
+        'version': {'type': 'string', 'minLength': 1, 'maxLength': 128},
+    },
+    'additionalProperties': False,
+}
+
+_THRESHOLDS = {name: rollouts._ROLLOUT['properties'][name]
+               for name in ('canary', 'max_in_flight', 'max_failures',
+                            'per_agent_retries', 'agent_deadline')}
+
+POST_DESIRED_VERSION = {
+    '$schema': _SCHEMA,
+    'type': 'object',
+    'properties': {'desired_version': {
+        'type': 'object',
+        'properties': dict(
+            _THRESHOLDS,
+            name=rollouts._ROLLOUT['properties']['name'],
+            package=_NAME, version=_VERSION,
+            selector=rollouts._SELECTOR),
+        'required': ['name', 'package', 'version', 'selector'],
+        'additionalProperties': False,
+    }},
+    'required': ['desired_version'],
+    'additionalProperties': False,
+}
+
+PATCH_DESIRED_VERSION = {
+    '$schema': _SCHEMA,
+    'type': 'object',
+    'properties': {'desired_version': {
+        'type': 'object',
+        'properties': dict(_THRESHOLDS, version=_VERSION),
+        'minProperties': 1,
+        'additionalProperties': False,
+    }},
+    'required': ['desired_version'],
+    'additionalProperties': False,
+}
+
+LIST_DESIRED_VERSIONS_QUERY = {
+    '$schema': _SCHEMA,
+    'type': 'object',
+    'properties': {
+        'status': {'type': 'string', 'enum': ['ACTIVE', 'PAUSED']},
+        'name': {'type': 'string', 'minLength': 1, 'maxLength': 255},
+    },
+    'additionalProperties': False,
+}
+
+LIST_TARGETS_QUERY = {
+    '$schema': _SCHEMA,
+    'type': 'object',
+    'properties': {
+        'instance_id': {'type': 'string', 'format': 'uuid'},
+    },
+    'additionalProperties': False,
+}

@@ -1,0 +1,105 @@
+#    Licensed under the Apache License, Version 2.0 (the "License"); you may
+#    not use this file except in compliance with the License. You may obtain
+#    a copy of the License at
+#
+#         http://www.apache.org/licenses/LICENSE-2.0
+#
+#    Unless required by applicable law or agreed to in writing, software
+#    distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+#    WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+#    License for the specific language governing permissions and limitations
+#    under the License.
+
+"""One stateless pass over the desired versions, beside the rollouts'.
+
+The rollout reconciler calls :func:`run` after its own pass, in the same
+process, with its lease owner name and agent RPC client. Like a rollout,
+a desired version is acted on only by the conductor holding its lease;
+its upgrades are recorded, in one transaction with their dispatches, only
+while that lease is still held and the desired version still ACTIVE at
+the same version, then cast, then marked SENT.
+"""
+
+import datetime
+
+from oslo_log import log as logging
+from oslo_utils import timeutils
+
+from trove_upgrade import conf
+from trove_upgrade.db import desired_versions as db
+from trove_upgrade.db import upgrades as db_upgrades
+from trove_upgrade import desired_versions
+from trove_upgrade import exception
+from trove_upgrade import notifications
+from trove_upgrade import rollouts
+from trove_upgrade import upgrades
+
+CONF = conf.CONF
+LOG = logging.getLogger(__name__)
+
+
+def run(context, owner, agent_api):
+    """Reconcile every ACTIVE desired version, oldest first."""
+    for desired in db.list_desired_versions(
+            context, filters={'status': desired_versions.ACTIVE}):
+        try:
+            reconcile(context, desired, owner, agent_api)
+        except Exception:
+            LOG.exception('Reconciling desired version %s failed; the next '
+                          'pass tries again.', desired['id'])
+
+
+def _pause(context, desired, reason):
+    if db.update_desired_version(
+            context, desired['id'],
+            {'status': desired_versions.PAUSED, 'status_detail': reason},
+            'paused', 'conductor', detail=reason,
+            from_states={desired_versions.ACTIVE}):
+        LOG.warning('Desired version %(id)s paused: %(reason)s',
+                    {'id': desired['id'], 'reason': reason})
+
+
+def reconcile(context, desired, owner, agent_api):
+    until = timeutils.utcnow() + datetime.timedelta(
+        seconds=CONF.conductor.rollout_lease_time)
+    if not db.acquire_lease(context, desired['id'], owner, until):
+        return
+    created_before = timeutils.utcnow() - datetime.timedelta(
+        seconds=desired['agent_deadline'])
+    for upgrade in db.timeout_upgrades(context, desired['id'],
+                                       created_before):
+        notifications.notify_final_state(context, upgrade)
+    desired = db.get_desired_version(context, desired['id'])
+    if desired['status'] != desired_versions.ACTIVE:
+        return
+    try:
+        package = desired_versions.package_registry.resolve(
+            context, desired['package_name'], desired['version'])
+    except (exception.PackageConflict, exception.PackageRejected) as e:
+        # Retired (or gone) since it was declared: stop, and say why.
+        _pause(context, desired, str(e))
+        return
+    view = desired_versions.view(context, desired, package)
+    plan = view.plan
+    if plan.action == rollouts.PAUSE:
+        _pause(context, desired, plan.reason)
+        return
+    if not plan.dispatch:
+        return
+    targets = [(instance_id, view.rounds[instance_id], attempt, canary)
+               for instance_id, attempt, canary in plan.dispatch]
+    created = db.create_upgrades(context, desired, package, targets, owner)
+    for upgrade in created:
+        notifications.notify_upgrade(context, notifications.CREATE, upgrade)
+    failed = agent_api.upgrade_many(
+        context, created, threads=CONF.conductor.rollout_send_threads)
+    for upgrade_id, error in failed.items():
+        reason = upgrades.record_unsent(context, upgrade_id, error,
+                                        'conductor')
+        LOG.error('Upgrade %(id)s of desired version %(dv)s could not be '
+                  'sent: %(reason)s',
+                  {'id': upgrade_id, 'dv': desired['id'], 'reason': reason})
+    sent = [u['id'] for u in created if u['id'] not in failed]
+    db_upgrades.mark_upgrades_sent(context, sent, 'conductor')
+    LOG.info('Desired version %(id)s dispatched %(count)d upgrade(s).',
+             {'id': desired['id'], 'count': len(sent)})

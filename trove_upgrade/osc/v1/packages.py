@@ -1,0 +1,151 @@
+#    Licensed under the Apache License, Version 2.0 (the "License"); you may
+#    not use this file except in compliance with the License. You may obtain
+#    a copy of the License at
+#
+#         http://www.apache.org/licenses/LICENSE-2.0
+#
+#    Unless required by applicable law or agreed to in writing, software
+#    distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+#    WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+#    License for the specific language governing permissions and limitations
+#    under the License.
+
+"""``openstack database package create|list|show|set|delete|fleet``.
+
+The calls go through the plugin's client
+(``client_manager.guest_upgrade``), which knows every URL.
+"""
+
+from osc_lib.cli import format_columns
+from osc_lib.command import command
+from osc_lib import utils
+
+from trove_upgrade import strategy_plugins
+
+STATES = ('active', 'deprecated', 'retired')
+
+LIST_COLUMNS = ('ID', 'Name', 'Version', 'State', 'Strategy', 'Location',
+                'Min Upgrade From', 'Manifest Expires At')
+FLEET_COLUMNS = ('Version', 'Running', 'Targeted', 'In Flight', 'Failed',
+                 'Packages')
+
+HIDDEN_FIELDS = ('links',)
+
+FORMATTERS = {
+    'signer_key_ids': format_columns.ListColumn,
+    'used_by': format_columns.ListColumn,
+    'Packages': format_columns.ListDictColumn,
+}
+
+
+def _show(package):
+    names = sorted(set(package) - set(HIDDEN_FIELDS))
+    return names, utils.get_dict_properties(package, names,
+                                            formatters=FORMATTERS)
+
+
+class CreatePackage(command.ShowOne):
+    """Register a package once the control plane verified its manifest."""
+
+    def get_parser(self, prog_name):
+        parser = super().get_parser(prog_name)
+        parser.add_argument('name', metavar='<name>',
+                            help='Name of the package, e.g. '
+                                 'trove-guestagent')
+        parser.add_argument('--package-version', metavar='<version>',
+                            required=True,
+                            dest='package_version',
+                            help='Version the signed manifest must carry')
+        parser.add_argument('--strategy', metavar='<strategy>',
+                            required=True,
+                            help=strategy_plugins.HELP
+                            % strategy_plugins.listing())
+        parser.add_argument('--location', metavar='<location>',
+                            required=True,
+                            help='Where agents find the package; its '
+                                 'manifest is <location>.manifest')
+        return parser
+
+    def take_action(self, parsed_args):
+        client = self.app.client_manager.guest_upgrade
+        return _show(client.create_package(
+            parsed_args.name, parsed_args.package_version,
+            parsed_args.strategy, parsed_args.location))
+
+
+class ListPackages(command.Lister):
+    """List registered packages by name, version, wildcard or range."""
+
+    def get_parser(self, prog_name):
+        parser = super().get_parser(prog_name)
+        parser.add_argument('--name', metavar='<name>',
+                            help='Only packages of this name')
+        parser.add_argument('--package-version',
+                            metavar='<version|wildcard|range>',
+                            dest='package_version',
+                            help='An exact version (26.0.0), a wildcard '
+                                 '(26.*) or a range (">=25.1,<27")')
+        parser.add_argument('--state', metavar='<state>', choices=STATES,
+                            help='Only packages in this state')
+        return parser
+
+    def take_action(self, parsed_args):
+        found = self.app.client_manager.guest_upgrade.list_packages(
+            name=parsed_args.name, version=parsed_args.package_version,
+            state=parsed_args.state)
+        return LIST_COLUMNS, (utils.get_dict_properties(p, LIST_COLUMNS)
+                              for p in found)
+
+
+class ShowPackage(command.ShowOne):
+    """Show a package, its manifest's facts and what uses it."""
+
+    def get_parser(self, prog_name):
+        parser = super().get_parser(prog_name)
+        parser.add_argument('package', metavar='<package>',
+                            help='ID of the package')
+        return parser
+
+    def take_action(self, parsed_args):
+        return _show(self.app.client_manager.guest_upgrade.get_package(
+            parsed_args.package))
+
+
+class SetPackage(command.ShowOne):
+    """Deprecate, retire or reactivate a package."""
+
+    def get_parser(self, prog_name):
+        parser = super().get_parser(prog_name)
+        parser.add_argument('package', metavar='<package>',
+                            help='ID of the package')
+        parser.add_argument('--state', metavar='<state>', required=True,
+                            choices=STATES,
+                            help='New state: %s' % ', '.join(STATES))
+        return parser
+
+    def take_action(self, parsed_args):
+        return _show(self.app.client_manager.guest_upgrade.set_package_state(
+            parsed_args.package, parsed_args.state))
+
+
+class DeletePackage(command.Command):
+    """Delete a package; refused while anything uses it."""
+
+    def get_parser(self, prog_name):
+        parser = super().get_parser(prog_name)
+        parser.add_argument('package', metavar='<package>',
+                            help='ID of the package')
+        return parser
+
+    def take_action(self, parsed_args):
+        self.app.client_manager.guest_upgrade.delete_package(
+            parsed_args.package)
+
+
+class ShowFleet(command.Lister):
+    """Per version: agents running it, targeted at it, in flight, failed."""
+
+    def take_action(self, parsed_args):
+        rows = self.app.client_manager.guest_upgrade.package_fleet()
+        return FLEET_COLUMNS, (utils.get_dict_properties(
+            r, FLEET_COLUMNS, formatters=FORMATTERS) for r in rows)

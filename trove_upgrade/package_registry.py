@@ -1,0 +1,310 @@
+#    Licensed under the Apache License, Version 2.0 (the "License"); you may
+#    not use this file except in compliance with the License. You may obtain
+#    a copy of the License at
+#
+#         http://www.apache.org/licenses/LICENSE-2.0
+#
+#    Unless required by applicable law or agreed to in writing, software
+#    distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+#    WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+#    License for the specific language governing permissions and limitations
+#    under the License.
+
+"""The package registry: publish a version once, deploy it by reference.
+
+A package is registered only after the control plane fetched its signed
+manifest (``<location>.manifest``) with the agents' own download strategy
+and verified it with :func:`trove_upgrade.packaging.verify.verify_manifest`
+against the control plane's trusted keys (``[packages]``): signatures and
+threshold, expiry, the declared version, the format and the announced
+size. A typo, a tampered or expired manifest, a wrong version or an
+unreachable location is refused at publication, with the reason, instead
+of being discovered by every agent after dispatch. The payload itself is
+not downloaded: the agent verifies it against the manifest's signed hash.
+
+A package is ``active``, ``deprecated`` (still deployable, shown as such)
+or ``retired`` (refused to new deploys). It cannot be deleted while
+anything uses it: an upgrade in flight, an active rollout, a desired
+version, or agents running its version (agents report a version, not a
+package name, so any package of that version counts as in use).
+"""
+
+import os
+import tempfile
+import types
+
+from oslo_log import log as logging
+from packaging import specifiers
+from packaging import version as pep440
+
+from trove_upgrade.agent import strategies
+from trove_upgrade.agent.strategies import exceptions as strategy_exc
+from trove_upgrade import conf
+from trove_upgrade.db import desired_versions as dv_db
+from trove_upgrade.db import packages as db
+from trove_upgrade import exception
+from trove_upgrade.packaging import exceptions as package_exc
+from trove_upgrade.packaging import keys
+from trove_upgrade.packaging import manifest as manifest_mod
+from trove_upgrade.packaging import verify
+from trove_upgrade import rollout_states
+
+CONF = conf.CONF
+LOG = logging.getLogger(__name__)
+
+ACTIVE = 'active'
+DEPRECATED = 'deprecated'
+RETIRED = 'retired'
+STATES = (ACTIVE, DEPRECATED, RETIRED)
+
+_OPERATORS = ('===', '==', '!=', '>=', '<=', '~=', '>', '<')
+
+
+def _bare(text):
+    return text[1:] if text[:1] in ('v', 'V') else text
+
+
+def parse_version(text):
+    """A PEP 440 version, tolerating the leading "v" upgrades accept."""
+    try:
+        return pep440.Version(_bare(text))
+    except pep440.InvalidVersion:
+        raise exception.Invalid(reason='%r is not a version (PEP 440, with '
+                                       'an optional leading "v")' % text)
+
+
+def version_matcher(query):
+    """A predicate on version strings for a query.
+
+    ``26.0.0`` matches that version exactly (``v26.0`` too: versions are
+    compared, not strings); ``26.*`` is a wildcard; a query starting with
+    an operator (``>=25.1``, ``>=25,<27``, ``~=26.0``) is a PEP 440
+    specifier set. Pre-releases match a range or wildcard that covers
+    them: the registry shows what is there.
+    """
+    query = query.strip()
+    try:
+        if query.startswith(_OPERATORS):
+            spec = specifiers.SpecifierSet(query)
+        elif '*' in query:
+            spec = specifiers.SpecifierSet('==' + _bare(query))
+        else:
+            wanted = parse_version(query)
+            return lambda text: _safe_version(text) == wanted
+    except specifiers.InvalidSpecifier as e:
+        raise exception.Invalid(reason='version query %r is neither a '
+                                       'version, a wildcard nor a range: %s'
+                                       % (query, e))
+
+    def matches(text):
+        found = _safe_version(text)
+        return found is not None and spec.contains(found, prereleases=True)
+    return matches
+
+
+def _safe_version(text):
+    try:
+        return pep440.Version(_bare(text or ''))
+    except pep440.InvalidVersion:
+        return None
+
+
+def same_version(a, b):
+    found = _safe_version(a)
+    return found is not None and found == _safe_version(b)
+
+
+def _strategy_conf():
+    """The ``conf.agent`` view the strategies read, from ``[packages]``."""
+    opts = CONF.packages
+    return types.SimpleNamespace(agent=types.SimpleNamespace(
+        allowed_strategies=opts.allowed_strategies,
+        strategy_config_dir=opts.strategy_config_dir,
+        download_timeout=opts.fetch_timeout,
+        download_retries=opts.fetch_retries,
+        download_retry_delay=1.0,
+        download_retry_max_delay=5.0))
+
+
+def fetch_manifest(strategy_name, location):
+    """The bytes of ``<location>.manifest``, as an agent would fetch them.
+
+    :raises: StrategyError subclasses (not allowed, malformed location,
+        unreachable, too large).
+    """
+    strategy = strategies.load(strategy_name, conf=_strategy_conf())
+    with tempfile.TemporaryDirectory(prefix='trove-upgrade-manifest-') as d:
+        path = os.path.join(d, 'manifest')
+        strategy.fetch(location + manifest_mod.MANIFEST_SUFFIX, path,
+                       verify.DEFAULT_MAX_MANIFEST_SIZE)
+        with open(path, 'rb') as f:
+            return f.read()
+
+
+def _trusted_keys():
+    opts = CONF.packages
+    if not opts.trusted_key_files:
+        raise exception.PackageRejected(
+            package='', reason='the control plane trusts no signing key: '
+                               'set [packages] trusted_key_files')
+    return keys.load_trusted_keys(opts.trusted_key_files,
+                                  opts.signature_threshold)
+
+
+def verified_manifest(name, version, strategy_name, location):
+    """Fetch and verify a package's manifest; PackageRejected otherwise."""
+    label = '%s %s' % (name, version)
+    trusted = _trusted_keys()
+    try:
+        manifest_bytes = fetch_manifest(strategy_name, location)
+    except strategy_exc.StrategyError as e:
+        raise exception.PackageRejected(
+            package=label, reason='its manifest could not be fetched: %s: %s'
+                                  % (type(e).__name__, e))
+    try:
+        return trusted, verify.verify_manifest(
+            manifest_bytes, trusted, expected_version=version,
+            installed_version=None,
+            max_payload_size=CONF.packages.max_payload_size)
+    except package_exc.PackageError as e:
+        raise exception.PackageRejected(
+            package=label, reason='its manifest failed verification: %s: %s'
+                                  % (type(e).__name__, e))
+
+
+def register_package(context, values):
+    """Verify and record a package.
+
+    ``values`` has ``name``, ``version``, ``strategy`` and ``location``.
+    """
+    name, version = values['name'], values['version']
+    parse_version(version)
+    if db.find_package(context, name, version) is not None:
+        raise exception.PackageConflict(reason=(
+            'Package %s version %s is registered already.' % (name, version)))
+    trusted, manifest = verified_manifest(name, version, values['strategy'],
+                                          values['location'])
+    package = db.create_package(context, {
+        'name': name, 'version': version, 'strategy': values['strategy'],
+        'location': values['location'], 'state': ACTIVE,
+        'size': manifest.payload.size, 'sha256': manifest.payload.sha256,
+        'min_upgrade_from': manifest.min_upgrade_from,
+        'signer_key_ids': sorted({s.key_id for s in manifest.signatures
+                                  if s.key_id in trusted}),
+        'manifest_created_at': manifest.created,
+        'manifest_expires_at': manifest.expires})
+    LOG.info('Package %(name)s %(version)s registered from %(location)s.',
+             {'name': name, 'version': version,
+              'location': values['location']})
+    return package
+
+
+def list_packages(context, name=None, state=None, version=None):
+    """Registered packages; ``version`` is a version, wildcard or range."""
+    filters = {k: v for k, v in (('name', name), ('state', state)) if v}
+    found = db.list_packages(context, filters=filters)
+    if version is not None:
+        matches = version_matcher(version)
+        found = [p for p in found if matches(p['version'])]
+    return found
+
+
+def set_state(context, package_id, state):
+    if state not in STATES:
+        raise exception.Invalid(reason='state must be one of %s'
+                                       % ', '.join(STATES))
+    package = db.update_package_state(context, package_id, state)
+    LOG.info('Package %(name)s %(version)s is now %(state)s.', package)
+    return package
+
+
+def users_of(context, package):
+    """What uses ``package``, as sentences; empty when nothing does."""
+    uses = []
+    upgrades = db.list_unfinished_upgrades_of(
+        context, package['strategy'], package['location'])
+    if upgrades:
+        uses.append('%d upgrade(s) in flight (%s)' % (
+            len(upgrades), ', '.join(upgrades[:3])))
+    rollouts = db.list_rollouts_of(context, package['strategy'],
+                                   package['location'],
+                                   rollout_states.ACTIVE_STATES)
+    if rollouts:
+        uses.append('active rollout(s) %s' % ', '.join(
+            '%s (%s)' % (r['id'], r['name']) for r in rollouts))
+    desired = dv_db.list_desired_versions(
+        context, filters={'package_name': package['name'],
+                          'version': package['version']})
+    if desired:
+        uses.append('desired version(s) %s' % ', '.join(
+            '%s (%s)' % (d['id'], d['name']) for d in desired))
+    versions = [v for v in db.count_agents_by_version(context)
+                if same_version(v, package['version'])]
+    running = db.list_agents_running(context, versions) if versions else []
+    if running:
+        uses.append('%d instance(s) running version %s (%s)' % (
+            len(running), package['version'], ', '.join(running[:3])))
+    return uses
+
+
+def delete_package(context, package_id):
+    """Delete an unused package; PackageConflict naming its users."""
+    package = db.get_package(context, package_id)
+    uses = users_of(context, package)
+    if uses:
+        raise exception.PackageConflict(reason=(
+            'Package %s %s is in use: %s.' % (package['name'],
+                                              package['version'],
+                                              '; '.join(uses))))
+    db.delete_package(context, package_id)
+    LOG.info('Package %(name)s %(version)s deleted.', package)
+
+
+def resolve(context, name, version):
+    """The deployable package ``name`` at ``version``.
+
+    :raises: PackageRejected (400) when it is not registered,
+        PackageConflict (409) when it is retired.
+    """
+    package = db.find_package(context, name, version)
+    if package is None:
+        matches = [p for p in db.list_packages(context, {'name': name})
+                   if same_version(p['version'], version)]
+        package = matches[0] if matches else None
+    if package is None:
+        raise exception.PackageRejected(
+            package='%s %s' % (name, version),
+            reason='no such package is registered')
+    if package['state'] == RETIRED:
+        raise exception.PackageConflict(reason=(
+            'Package %s %s is retired: it cannot be deployed.'
+            % (name, version)))
+    return package
+
+
+def below_floor(package, running_version):
+    """Whether an agent at ``running_version`` cannot take ``package``.
+
+    Its manifest's ``min_upgrade_from`` is the oldest version it installs
+    over; an agent that reports no version is left for its own check.
+    """
+    floor = package['min_upgrade_from']
+    if floor is None or running_version is None:
+        return False
+    running = _safe_version(running_version)
+    if running is None:
+        return False
+    return running < manifest_mod.parse_version(floor)
+
+
+def check_floor(package, agents):
+    """Refuse (409) when one of ``agents`` is below the package's floor."""
+    below = sorted(a['instance_id'] for a in agents
+                   if below_floor(package, a['guest_version']))
+    if below:
+        raise exception.PackageConflict(reason=(
+            'Package %s %s installs only over %s or later; %d selected '
+            'agent(s) run an older version: %s%s.'
+            % (package['name'], package['version'],
+               package['min_upgrade_from'], len(below),
+               ', '.join(below[:5]), ', ...' if len(below) > 5 else '')))
