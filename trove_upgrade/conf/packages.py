@@ -21,7 +21,7 @@ the agents do, never more by accident.
 
 from oslo_config import cfg
 
-from trove_upgrade.conf import strategies
+from trove_upgrade import strategy_plugins
 
 packages_group = cfg.OptGroup(
     'packages', title='Package registry options',
@@ -50,7 +50,7 @@ packages_opts = [
                     'plane fetches manifests with (NAME.conf, section '
                     '[NAME], as on the agents).'),
     cfg.ListOpt('allowed_strategies',
-                default=list(strategies.STRATEGY_NAMES),
+                default=strategy_plugins.built_in(),
                 help='Strategies a registered package may name.'),
     cfg.FloatOpt('fetch_timeout',
                  default=30.0,
