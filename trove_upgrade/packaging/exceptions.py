@@ -34,7 +34,7 @@ that stop them:
   :class:`PayloadMismatchError`, :class:`PayloadHashMismatchError`.
 * **Endless data** (filling memory or disk): :class:`ManifestTooLargeError`,
   :class:`PayloadTooLargeError`, :class:`EndlessDataError`,
-  :class:`FileSizeMismatchError`.
+  :class:`PlaintextSizeError`.
 * **Truncation, reordering, appended data** in the encrypted stream:
   :class:`TruncatedPayloadError`, :class:`ChunkAuthenticationError`,
   :class:`TrailingDataError`.
@@ -42,9 +42,7 @@ that stop them:
   smuggling files, hostile tar headers): impossible in format 2, whose
   payload has no archive header (names, sizes and types come only from the
   signed manifest); format 1 is refused with
-  :class:`UnsupportedFormatError` before its payload is read. The archive
-  classes below (:class:`AbsolutePathError` to :class:`MissingFileError`)
-  stay for callers that name them; the verifier no longer raises them.
+  :class:`UnsupportedFormatError` before its payload is read.
 
 Every message is cut to :data:`MAX_MESSAGE_LENGTH` characters.
 """
@@ -194,54 +192,14 @@ class PayloadHashMismatchError(PayloadError):
     """The payload's SHA-256 differs from the signed one."""
 
 
-# Unpacking the archive.
+# Writing the files out.
 
 class UnpackError(PackageError):
-    """The archive inside the payload was refused; nothing was extracted."""
+    """The payload's files could not be written; nothing was extracted."""
 
 
 class DestinationExistsError(UnpackError):
     """The extraction directory already exists."""
-
-
-class UnsafePathError(UnpackError):
-    """An archive member's name would leave the destination."""
-
-
-class AbsolutePathError(UnsafePathError):
-    """An archive member has an absolute name."""
-
-
-class PathTraversalError(UnsafePathError):
-    """An archive member's name contains a ``..`` component."""
-
-
-class LinkNotAllowedError(UnpackError):
-    """An archive member is a symbolic or hard link."""
-
-
-class SpecialFileError(UnpackError):
-    """An archive member is a device, FIFO, directory or sparse file."""
-
-
-class DuplicateFileError(UnpackError):
-    """An archive member's name appears twice."""
-
-
-class UnlistedFileError(UnpackError):
-    """An archive member is not listed in the manifest."""
-
-
-class FileSizeMismatchError(UnpackError):
-    """An archive member's size differs from the manifest's."""
-
-
-class FileHashMismatchError(UnpackError):
-    """An archive member's SHA-256 differs from the manifest's."""
-
-
-class MissingFileError(UnpackError):
-    """A file the manifest lists is not in the archive."""
 
 
 # Producing packages.

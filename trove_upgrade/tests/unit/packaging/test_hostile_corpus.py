@@ -424,7 +424,7 @@ class TestCrashesWithoutAKey(CorpusTestCase):
 class TestBoundedMessages(base.PackagingTestCase):
 
     def test_a_huge_message_is_cut(self):
-        error = exc.UnlistedFileError('x' * (10 * 1024 * 1024))
+        error = exc.DestinationExistsError('x' * (10 * 1024 * 1024))
         self.assertLessEqual(len(str(error)), MAX_MESSAGE)
         self.assertIn('characters cut', str(error))
 
