@@ -88,6 +88,23 @@ class wsgify(webob.dec.wsgify):
             return error_response(err.code, err.message, req.environ)
 
 
+def bodiless_action(authorize, act, render):
+    """A handler for an action that takes no body (pause, resume, abort).
+
+    ``authorize(context)`` checks policy, ``act(context, req)`` does the
+    action and returns the object, ``render(req, obj)`` gives the body.
+    """
+    @wsgify
+    def handler(req):
+        context = req.environ[CONTEXT_KEY]
+        authorize(context)
+        if req.body:
+            raise webob.exc.HTTPBadRequest(
+                'This action takes no request body.')
+        return json_response(render(req, act(context, req)))
+    return handler
+
+
 def require_json(req):
     """Refuse a body that does not say it is JSON with 415."""
     if req.content_type.lower() != JSON_TYPE:

@@ -128,17 +128,11 @@ def update_desired_version(req):
 
 
 def _action(rule, function):
-    @util.wsgify
-    def handler(req):
-        context = req.environ[util.CONTEXT_KEY]
-        policy.authorize(context, rule)
-        if req.body:
-            raise webob.exc.HTTPBadRequest(
-                'This action takes no request body.')
-        desired = function(context, _dv_id(req))
-        return util.json_response(
-            {'desired_version': _view(req, desired, with_agents=True)})
-    return handler
+    return util.bodiless_action(
+        lambda context: policy.authorize(context, rule),
+        lambda context, req: function(context, _dv_id(req)),
+        lambda req, desired: {'desired_version': _view(
+            req, desired, with_agents=True)})
 
 
 pause_desired_version = _action(policies.DV_PAUSE, desired_versions.pause)

@@ -120,17 +120,11 @@ def show_rollout(req):
 
 
 def _action(rule, function):
-    @util.wsgify
-    def handler(req):
-        context = req.environ[util.CONTEXT_KEY]
-        policy.authorize(context, rule)
-        if req.body:
-            raise webob.exc.HTTPBadRequest(
-                'This action takes no request body.')
-        rollout = function(context, _rollout_id(req))
-        return util.json_response(
-            {'rollout': _view(req, rollout, with_agents=True)})
-    return handler
+    return util.bodiless_action(
+        lambda context: policy.authorize(context, rule),
+        lambda context, req: function(context, _rollout_id(req)),
+        lambda req, rollout: {'rollout': _view(req, rollout,
+                                               with_agents=True)})
 
 
 pause_rollout = _action(policies.PAUSE, rollouts.pause_rollout)
