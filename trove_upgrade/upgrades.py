@@ -84,7 +84,8 @@ def create_upgrade(context, values):
     elif not trove_instances.is_instance_id(values['instance_id']):
         raise exception.TroveNotConfigured(
             what='Naming an instance by name',
-            hint='give the instance id.')
+            hint='%r is not an instance id; give the instance id.'
+            % values['instance_id'])
     upgrade = db_upgrades.create_upgrade(context, values)
     notifications.notify_upgrade(context, notifications.CREATE, upgrade)
     if hold:

@@ -127,11 +127,11 @@ class TestDispatch(base.TestCase):
                           second.error))
 
     def test_report_no_conductor_answered_raises_for_the_outbox(self):
-        # The broker is up but no conductor consumes the topic: the report
-        # is a call, so the agent learns it was not handled and its outbox
-        # keeps it for the next flush.
+        # The broker is up but no conductor's queue is bound to the topic:
+        # reports are published mandatory, so the broker returns it at once
+        # and the agent's outbox keeps it for the next flush.
         self.flags(rpc_response_timeout=2)
-        self.assertRaises(messaging.MessagingTimeout,
+        self.assertRaises(messaging.MessageUndeliverable,
                           conductor_rpcapi.ConductorAPI().report_upgrade_state,
                           self.context, self.instance_id,
                           uuidutils.generate_uuid(), states.SUCCESS, None,

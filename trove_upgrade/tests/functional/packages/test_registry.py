@@ -42,6 +42,7 @@ from trove_upgrade.tests import base
 from trove_upgrade.tests.fixtures import database
 from trove_upgrade.tests.fixtures import rpc as rpc_fixture
 from trove_upgrade.tests.functional.agent import harness
+from trove_upgrade.tests.functional import https_server
 from trove_upgrade.tests.functional import servers
 from trove_upgrade.tests import sample_guest
 
@@ -109,7 +110,7 @@ class _RegistryTests:
     def setUp(self):
         super().setUp()
         self.useFixture(rpc_fixture.FakeTransport())
-        self.server = self.useFixture(servers.HttpsFileServer(
+        self.server = self.useFixture(https_server.HttpsFileServer(
             os.path.join(self.workdir, 'repo'), tls=False))
         strategy_dir = self.useFixture(fixtures.TempDir()).path
         servers.write_strategy_conf(strategy_dir, 'http',
