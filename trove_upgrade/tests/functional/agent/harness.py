@@ -39,6 +39,7 @@ import time
 import uuid
 
 import fixtures
+import kombu
 from oslo_messaging import conffixture
 from oslo_utils import uuidutils
 
@@ -47,14 +48,20 @@ from trove_upgrade.agent import journal
 from trove_upgrade import context as tu_context
 from trove_upgrade.db import upgrades as db_upgrades
 from trove_upgrade import rpc
+from trove_upgrade import rpc_interface
 from trove_upgrade import sealing
 from trove_upgrade import sealing_keys
 from trove_upgrade.tests import base
 from trove_upgrade.tests import conffile
 from trove_upgrade.tests.fixtures import database
+from trove_upgrade.tests.functional import rabbit
 from trove_upgrade.tests.functional import servers
 from trove_upgrade.tests import sample_guest
 from trove_upgrade import upgrades
+
+# The reply and fanout queues of a killed service expire soon after.
+TRANSIENT_QUEUES = {
+    'rabbit_transient_queues_ttl': rabbit.TRANSIENT_QUEUES_TTL}
 
 BIN = os.path.dirname(sys.executable)
 RABBIT_URL = 'rabbit://guest:guest@127.0.0.1:5672/'
@@ -232,8 +239,12 @@ class AgentTestCase(base.TestCase):
         self.rabbit_url = self.broker_url()
         messaging_conf.transport_url = self.rabbit_url
         self.flags(control_exchange=self.exchange)
+        self.flags(rabbit_transient_queues_ttl=rabbit.TRANSIENT_QUEUES_TTL,
+                   group='oslo_messaging_rabbit')
         rpc.cleanup()
         self.addCleanup(rpc.cleanup)
+        # Runs after the processes are killed (cleanups run last first).
+        self.addCleanup(self._delete_bus_names)
         self.processes = {}
         self.key_file = self.provision_key(self.instance_id)
         self.start_conductor()
@@ -251,6 +262,25 @@ class AgentTestCase(base.TestCase):
         unique = uuid.uuid4().hex[:12]
         return ('trove_upgrade_test_%s' % unique,
                 'trove_upgrade_conductor_test_%s' % unique)
+
+    def _delete_bus_names(self):
+        """Remove the queues and exchange the test's services declared.
+
+        The services' own queues are not auto-delete (an agent's queue
+        must outlive the agent's restart), so the shared broker would keep
+        them after the test.
+        """
+        host = socket.gethostname()
+        names = []
+        for topic in (rpc_interface.agent_topic(self.instance_id),
+                      self.conductor_topic):
+            names += [topic, '%s.%s' % (topic, host)]
+        url = self.rabbit_url.replace('rabbit://', 'amqp://')
+        with kombu.Connection(url) as connection:
+            channel = connection.channel()
+            for name in names:
+                channel.queue_delete(name)
+            channel.exchange_delete(self.exchange)
 
     def database_fixture(self):
         """The control-plane database: a fresh one, unless overridden."""
@@ -288,6 +318,7 @@ class AgentTestCase(base.TestCase):
                         'state_path': self.tmp},
             'database': {'connection': self.db.url},
             'conductor': {'topic': self.conductor_topic},
+            'oslo_messaging_rabbit': TRANSIENT_QUEUES,
         })
         return self._spawn('conductor', [
             os.path.join(BIN, 'trove-upgrade-conductor'),
@@ -331,6 +362,7 @@ class AgentTestCase(base.TestCase):
                         'state_path': self.tmp},
             'agent': self.agent_conf(**overrides),
             'conductor': {'topic': self.conductor_topic},
+            'oslo_messaging_rabbit': TRANSIENT_QUEUES,
         })
         env = {'TROVE_UPGRADE_AGENT_TEST_PAUSE': pause_at or ''}
         proc = self._spawn('agent', [
