@@ -13,7 +13,7 @@
 """A broker outage mid-upgrade delays the reports and loses none.
 
 The agent talks to RabbitMQ through a relay the test cuts while the
-upgrade runs (see ``harness.BrokerProxy``): restarting the RabbitMQ that
+upgrade runs (see ``broker_proxy.BrokerProxy``): restarting the RabbitMQ that
 every other test shares would disturb them. For the agent the effect is
 the same as a broker restart: its connections drop and reconnecting fails
 until the relay is restored.
@@ -24,6 +24,7 @@ import time
 from testtools import content
 
 from trove_upgrade import states
+from trove_upgrade.tests.functional.agent import broker_proxy
 from trove_upgrade.tests.functional.agent import harness
 from trove_upgrade.tests.functional import rabbit_node
 
@@ -31,7 +32,7 @@ from trove_upgrade.tests.functional import rabbit_node
 class TestBrokerOutage(harness.AgentTestCase):
 
     def test_final_state_reaches_the_database_after_the_outage(self):
-        proxy = self.useFixture(harness.BrokerProxy())
+        proxy = self.useFixture(broker_proxy.BrokerProxy())
         # A long health grace keeps the upgrade running after the cut.
         self.start_agent(transport_url=proxy.url, health_grace=3)
         self.wait_for_guest('1.0.0')
@@ -58,7 +59,7 @@ class TestBrokerOutage(harness.AgentTestCase):
         self.wait_for_outbox_empty()
 
     def test_reports_survive_an_outage_and_an_agent_restart(self):
-        proxy = self.useFixture(harness.BrokerProxy())
+        proxy = self.useFixture(broker_proxy.BrokerProxy())
         self.start_agent(transport_url=proxy.url, health_grace=3)
         self.wait_for_guest('1.0.0')
         upgrade = self.create_upgrade('2.0.0')
