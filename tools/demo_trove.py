@@ -147,9 +147,11 @@ class TroveDemo(demo_mod.Demo):
                             {'local': {'allowed_dirs': [self.repo]}})
         conf = os.path.join(self.dir, 'agent.conf')
         conffile.write_conf(conf, {
+            # No amqp_auto_delete here: the health ping declares Trove's
+            # exchange with the agent's driver options, which must match
+            # what trove-guestagent declared (Trove's default, false).
             'DEFAULT': {'state_path': root,
                         'control_exchange': self.exchange},
-            'oslo_messaging_rabbit': {'amqp_auto_delete': True},
             'conductor': {'topic': self.conductor_topic},
             'trove_guest': {'config_dir': self.layout.conf_dir},
             'agent': {
