@@ -73,6 +73,9 @@ def step(number, text):
 
 class Demo:
 
+    # The queues and exchange of the demo go away with its processes.
+    auto_delete_queues = True
+
     def __init__(self, workdir):
         self.dir = workdir
         self.repo = os.path.join(workdir, 'packages')
@@ -215,7 +218,8 @@ class Demo:
             'conductor': {'topic': self.conductor_topic,
                           'periodic_interval': 5, 'upgrade_timeout': 600,
                           'require_sealed': True},
-            'oslo_messaging_rabbit': {'amqp_auto_delete': True},
+            'oslo_messaging_rabbit': {
+                'amqp_auto_delete': self.auto_delete_queues},
         })
         self.tool('trove-upgrade-manage', '--config-file', self.conf,
                   'db', 'sync')

@@ -52,6 +52,11 @@ step = demo_mod.step
 
 class TroveDemo(demo_mod.Demo):
 
+    # The agent pings Trove's guest agent with its own driver options, and
+    # Trove declares its exchange without auto-delete: every process of
+    # this demo declares exchanges as Trove does.
+    auto_delete_queues = False
+
     def __init__(self, workdir):
         super().__init__(workdir)
         self.cache = trove_release.cache_dir()
