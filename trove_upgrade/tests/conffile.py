@@ -14,17 +14,34 @@
 
 import os
 
+# Seconds an unused reply or fanout queue of a service lives on. The
+# processes tests and tools start are killed, not stopped; with
+# oslo.messaging's default (30 minutes) their queues piled up by the
+# thousand on the shared broker.
+TRANSIENT_QUEUES_TTL = 60
+
+
+def _with_short_lived_queues(sections):
+    """``sections``, with short-lived reply and fanout queues by default."""
+    if 'transport_url' not in sections.get('DEFAULT', {}) and \
+            'control_exchange' not in sections.get('DEFAULT', {}):
+        return sections
+    rabbit = dict(sections.get('oslo_messaging_rabbit', {}))
+    rabbit.setdefault('rabbit_transient_queues_ttl', TRANSIENT_QUEUES_TTL)
+    return dict(sections, oslo_messaging_rabbit=rabbit)
+
 
 def write_conf(path, sections):
     """Write ``{section: {option: value}}`` as an oslo.config file.
 
     Lists become comma-separated values and dicts ``key:value`` pairs, as
     oslo.config's ListOpt and DictOpt read them. Missing directories are
-    made.
+    made. A service on the bus gets reply and fanout queues that expire
+    :data:`TRANSIENT_QUEUES_TTL` seconds after their last use.
     """
     os.makedirs(os.path.dirname(path) or '.', exist_ok=True)
     with open(path, 'w') as f:
-        for section, options in sections.items():
+        for section, options in _with_short_lived_queues(sections).items():
             f.write('[%s]\n' % section)
             for name, value in options.items():
                 if isinstance(value, (list, tuple)):

@@ -30,16 +30,14 @@ from oslo_messaging import conffixture
 
 from trove_upgrade import conf
 from trove_upgrade import rpc
+from trove_upgrade.tests import conffile
 
 CONF = conf.CONF
 
 HOST = '127.0.0.1'
 PORT = 5672
 TRANSPORT_URL = 'rabbit://guest:guest@%s:%d/' % (HOST, PORT)
-# Seconds an unused reply or fanout queue lives on. A process a test
-# kills leaves its queues behind; oslo.messaging's default (30 minutes)
-# let thousands pile up on the shared broker during a test run.
-TRANSIENT_QUEUES_TTL = 60
+TRANSIENT_QUEUES_TTL = conffile.TRANSIENT_QUEUES_TTL
 
 
 def check_reachable():

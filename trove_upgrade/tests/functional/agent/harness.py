@@ -58,10 +58,6 @@ from trove_upgrade.tests.functional import servers
 from trove_upgrade.tests import sample_guest
 from trove_upgrade import upgrades
 
-# The reply and fanout queues of a killed service expire soon after.
-TRANSIENT_QUEUES = {
-    'rabbit_transient_queues_ttl': rabbit.TRANSIENT_QUEUES_TTL}
-
 BIN = os.path.dirname(sys.executable)
 RABBIT_URL = 'rabbit://guest:guest@127.0.0.1:5672/'
 WAIT = 90
@@ -160,6 +156,9 @@ class AgentTestCase(base.TestCase):
         self.addCleanup(rpc.cleanup)
         # Runs after the processes are killed (cleanups run last first).
         self.addCleanup(self._delete_bus_names)
+        # Every instance whose agent this test starts; start_agent-like
+        # helpers of subclasses add theirs.
+        self.bus_instance_ids = [self.instance_id]
         self.processes = {}
         self.key_file = self.provision_key(self.instance_id)
         self.start_conductor()
@@ -187,8 +186,9 @@ class AgentTestCase(base.TestCase):
         """
         host = socket.gethostname()
         names = []
-        for topic in (rpc_interface.agent_topic(self.instance_id),
-                      self.conductor_topic):
+        topics = [rpc_interface.agent_topic(instance_id)
+                  for instance_id in self.bus_instance_ids]
+        for topic in topics + [self.conductor_topic]:
             names += [topic, '%s.%s' % (topic, host)]
         url = self.rabbit_url.replace('rabbit://', 'amqp://')
         with kombu.Connection(url) as connection:
@@ -233,7 +233,6 @@ class AgentTestCase(base.TestCase):
                         'state_path': self.tmp},
             'database': {'connection': self.db.url},
             'conductor': {'topic': self.conductor_topic},
-            'oslo_messaging_rabbit': TRANSIENT_QUEUES,
         })
         return self._spawn('conductor', [
             os.path.join(BIN, 'trove-upgrade-conductor'),
@@ -277,7 +276,6 @@ class AgentTestCase(base.TestCase):
                         'state_path': self.tmp},
             'agent': self.agent_conf(**overrides),
             'conductor': {'topic': self.conductor_topic},
-            'oslo_messaging_rabbit': TRANSIENT_QUEUES,
         })
         env = {'TROVE_UPGRADE_AGENT_TEST_PAUSE': pause_at or ''}
         proc = self._spawn('agent', [

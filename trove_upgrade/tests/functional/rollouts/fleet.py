@@ -38,6 +38,8 @@ import uuid
 import fixtures
 import kombu
 
+from trove_upgrade import rpc
+from trove_upgrade import rpc_interface
 from trove_upgrade.tests import conffile
 
 CONDUCTOR = os.path.join(os.path.dirname(sys.executable),
@@ -229,9 +231,14 @@ class Fleet(fixtures.Fixture):
     def _delete_queues(self):
         topic = self.rabbit_options['conductor']['topic']
         names = [topic, '%s.%s' % (topic, socket.gethostname())]
+        # The agents' topics are scoped by the exchange, as the services
+        # scope them (rpc.scoped_topic).
+        exchange = self.rabbit_options['DEFAULT']['control_exchange']
+        prefix = '' if exchange == rpc.DEFAULT_EXCHANGE else exchange + '.'
         for instance_id in self.instance_ids:
-            names += ['guestagent_upgrade.%s' % instance_id,
-                      'guestagent_upgrade.%s.simulated' % instance_id]
+            agent_topic = '%s%s.%s' % (
+                prefix, rpc_interface.AGENT_TOPIC_PREFIX, instance_id)
+            names += [agent_topic, '%s.simulated' % agent_topic]
         url = self.rabbit_options['DEFAULT']['transport_url']
         with kombu.Connection(url.replace('rabbit://', 'amqp://')) as conn:
             channel = conn.channel()

@@ -61,6 +61,7 @@ class TestRolloutWithRealAgents(harness.AgentTestCase):
     def start_real_agent(self, number):
         """One more real agent, with an install root of its own."""
         instance_id = uuidutils.generate_uuid()
+        self.bus_instance_ids.append(instance_id)
         root = os.path.join(self.tmp, 'root-%d' % number)
         installs = self.provision_into(root)
         self.addCleanup(self._stop_guest_of, root)
