@@ -319,9 +319,15 @@ class UpgradePipeline:
         good = self.journal.read()['last_known_good']
         good = good or upgrade['from_version']
         if not good or not self.installs.is_installed(good):
-            self.supervisor.stop()
-            self._finish(upgrade, states.FAILED,
-                         '%s; no previous version to roll back to' % reason)
+            detail = '%s; no previous version to roll back to' % reason
+            try:
+                self.supervisor.stop()
+            except Exception as e:
+                LOG.exception('Upgrade %s: stopping the guest agent failed',
+                              upgrade['id'])
+                detail += '; stopping the guest agent failed too: %s' % (
+                    untrusted.describe(e))
+            self._finish(upgrade, states.FAILED, detail)
             return states.FAILED
         try:
             self.installs.switch(good)

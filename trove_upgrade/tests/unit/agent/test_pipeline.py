@@ -280,6 +280,25 @@ class TestUpgradePipeline(base.TestCase):
                       self._reports()[-1][1])
         self.assertEqual('1.0.0', self.sup.running_version())
 
+    def test_recover_without_a_good_version_survives_a_failing_stop(self):
+        # Nothing to roll back to, and the service manager cannot stop the
+        # guest agent: recovery still ends the upgrade FAILED, with both
+        # reasons, instead of raising out of the agent's start-up.
+        entry = self._entry('/unused', '3.0.0')
+        entry.update(step=pipeline.ROLLING_BACK, detail='it crashed',
+                     from_version=None)
+        with self.journal.update() as data:
+            data['current_upgrade'] = entry
+            data['last_known_good'] = None
+        self.sup.stop = mock.Mock(side_effect=OSError('stop refused'))
+        self.assertEqual(states.FAILED, self.pipeline.recover())
+        detail = self._reports()[-1][1]
+        self.assertIn('it crashed; no previous version to roll back to',
+                      detail)
+        self.assertIn('stopping the guest agent failed too', detail)
+        self.assertIn('stop refused', detail)
+        self.assertIsNone(self.journal.read()['current_upgrade'])
+
     def test_prune_keeps_last_known_good_after_success(self):
         for version in ('2.0.0', '2.1.0'):
             self.assertEqual(states.SUCCESS, self.pipeline.run(
