@@ -439,6 +439,10 @@ def _listening(log):
     return found and found.group(1)
 
 
+def _exit_on_signal(signum, frame):
+    raise SystemExit(128 + signum)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--keep', action='store_true',
@@ -447,6 +451,10 @@ def main():
                         help='the quick story with three sample guest '
                         'agents instead of the real Trove guest agent')
     args = parser.parse_args()
+    # Stopped by a signal, the demo still unwinds through its ``finally``
+    # blocks, which stop every process it started.
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _exit_on_signal)
     workdir = tempfile.mkdtemp(prefix='trove-upgrade-demo-')
     if not args.sample:
         return _run_trove(workdir, args.keep)
