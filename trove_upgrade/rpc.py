@@ -173,7 +173,8 @@ def notifications_enabled():
     notifier's own ``is_enabled`` is true with no driver; building every
     payload for nothing cost the rollout reconciler 4% of its CPU.
     """
-    get_notifier()  # builds the notifier, which registers the option
+    if _NOTIFIER is None:
+        get_notifier()  # builds the notifier, which registers the option
     return bool(set(CONF.oslo_messaging_notifications.driver) - {'noop'})
 
 

@@ -107,8 +107,8 @@ def create_upgrade(context, values):
                                        reason=reason)
     # No allowed_from: when the agent was faster, or the operator cancelled
     # meanwhile, SENT is stale and changes nothing.
-    _changed, upgrade = db_upgrades.transition_upgrade(
-        context, upgrade['id'], states.SENT, 'api')
+    _changed, upgrade = db_upgrades.mark_upgrade_sent(context, upgrade,
+                                                      'api')
     return upgrade
 
 

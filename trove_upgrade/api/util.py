@@ -126,11 +126,26 @@ def extract_json(body, schema):
     return data
 
 
+# Each schema's validator, built once: building one for every request cost
+# more than the validation. Keyed by the schema's id, which the schema
+# itself, kept beside it, holds for the life of the process.
+_VALIDATORS = {}
+
+
+def _validator(schema):
+    try:
+        return _VALIDATORS[id(schema)][1]
+    except KeyError:
+        validator_cls = jsonschema.validators.validator_for(schema)
+        validator = validator_cls(
+            schema, format_checker=validator_cls.FORMAT_CHECKER)
+        _VALIDATORS[id(schema)] = (schema, validator)
+        return validator
+
+
 def validate(data, schema, what):
-    validator_cls = jsonschema.validators.validator_for(schema)
-    validator = validator_cls(schema,
-                              format_checker=validator_cls.FORMAT_CHECKER)
-    error = jsonschema.exceptions.best_match(validator.iter_errors(data))
+    error = jsonschema.exceptions.best_match(
+        _validator(schema).iter_errors(data))
     if error is not None:
         raise webob.exc.HTTPBadRequest(
             'Invalid %s: %s (at %s)' % (what, error.message, error.json_path))

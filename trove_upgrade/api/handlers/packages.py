@@ -48,11 +48,12 @@ def _view(req, package):
         links=views._links(req, tenant_id, 'packages', package['id']))
 
 
-def deploy_by_reference(context, values, agents):
+def deploy_by_reference(context, values, agents_of):
     """Fill ``strategy`` and ``location`` from a named package.
 
-    ``values`` are an upgrade's or a rollout's, ``agents`` those it
-    targets now (for the package's ``min_upgrade_from`` floor). Without
+    ``values`` are an upgrade's or a rollout's, ``agents_of()`` the agents
+    it targets now (for the package's ``min_upgrade_from`` floor), called
+    only when a package is named. Without
     ``package`` both ``strategy`` and ``location`` are required, as
     before. Nothing is recorded or sent when this raises.
     """
@@ -71,7 +72,7 @@ def deploy_by_reference(context, values, agents):
             'also give %s.' % ' and '.join(given))
     package = package_registry.resolve(context, name,
                                        values['instance_version'])
-    package_registry.check_floor(package, agents)
+    package_registry.check_floor(package, agents_of())
     values['strategy'] = package['strategy']
     values['location'] = package['location']
     return package
@@ -131,5 +132,5 @@ def delete_package(req):
 def show_fleet(req):
     context = req.environ[util.CONTEXT_KEY]
     policy.authorize(context, policies.FLEET)
-    util.query_params(req, {'type': 'object', 'additionalProperties': False})
+    util.query_params(req, schema.FLEET_QUERY)
     return util.json_response({'versions': fleet.summary(context)})

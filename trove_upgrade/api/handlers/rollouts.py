@@ -86,7 +86,8 @@ def create_rollout(req):
     util.require_json(req)
     values = _values(util.extract_json(req.body, schema.POST_ROLLOUT))
     selected = rollouts.select_agents(context, values['selector'])
-    package_handlers.deploy_by_reference(context, values, selected)
+    package_handlers.deploy_by_reference(context, values,
+                                         lambda: selected)
     rollout = rollouts.create_rollout(context, values)
     tenant_id = req.urlvars['tenant_id']
     return util.json_response(

@@ -122,7 +122,7 @@ def _create(req, context, values):
     _check_version(values['instance_version'])
     values['instance_id'] = normalized_instance(values['instance_id'])
     package_handlers.deploy_by_reference(
-        context, values, _agents_of(context, values['instance_id']))
+        context, values, lambda: _agents_of(context, values['instance_id']))
     values.setdefault('metadata', {})
     values.setdefault('allow_downgrade', False)
     upgrade = upgrades.create_upgrade(context, values)

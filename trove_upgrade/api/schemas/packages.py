@@ -67,6 +67,13 @@ LIST_PACKAGES_QUERY = {
     'additionalProperties': False,
 }
 
+# GET /fleet takes no query parameters.
+FLEET_QUERY = {
+    '$schema': _SCHEMA,
+    'type': 'object',
+    'additionalProperties': False,
+}
+
 _THRESHOLDS = {name: rollouts._ROLLOUT['properties'][name]
                for name in ('canary', 'max_in_flight', 'max_failures',
                             'per_agent_retries', 'agent_deadline')}

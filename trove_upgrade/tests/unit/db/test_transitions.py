@@ -326,3 +326,44 @@ class TestTransitionUpgrade(db_base.DbTestCase):
                                detail=lambda u:
                                'x' * (db_common.MAX_DETAIL + 1))
         self.assertEqual(db_common.MAX_DETAIL, len(cut[1]['status_detail']))
+
+
+class TestMarkUpgradeSent(db_base.DbTestCase):
+
+    def _events(self, upgrade):
+        return [(e['source'], e['from_state'], e['to_state'])
+                for e in db_upgrades.get_upgrade(
+                    self.context, upgrade['id'], with_events=True)['events']]
+
+    def test_moves_a_pending_upgrade_with_its_event(self):
+        upgrade = self._create()
+        self._advance(3)
+        changed, moved = db_upgrades.mark_upgrade_sent(self.context, upgrade,
+                                                       'api')
+        self.assertTrue(changed)
+        self.assertEqual(db_upgrades.get_upgrade(self.context,
+                                                 upgrade['id']), moved)
+        self.assertEqual(states.SENT, moved['status'])
+        self.assertEqual(T0 + datetime.timedelta(seconds=3),
+                         moved['updated_at'])
+        self.assertEqual([('api', None, states.PENDING),
+                          ('api', states.PENDING, states.SENT)],
+                         self._events(upgrade))
+
+    def test_an_upgrade_moved_meanwhile_is_left_alone(self):
+        upgrade = self._create()
+        db_upgrades.transition_upgrade(self.context, upgrade['id'],
+                                       states.DOWNLOADING, 'agent')
+        changed, current = db_upgrades.mark_upgrade_sent(self.context,
+                                                         upgrade, 'api')
+        self.assertFalse(changed)
+        self.assertEqual(states.DOWNLOADING, current['status'])
+        self.assertEqual([('api', None, states.PENDING),
+                          ('agent', states.PENDING, states.DOWNLOADING)],
+                         self._events(upgrade))
+
+    def test_an_unknown_upgrade(self):
+        upgrade = dict(self._create(), id=uuidutils.generate_uuid())
+        self.assertRaises(exception.UpgradeNotFound,
+                          db_upgrades.mark_upgrade_sent, self.context,
+                          upgrade, 'api')

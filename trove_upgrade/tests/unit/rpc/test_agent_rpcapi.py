@@ -64,7 +64,7 @@ class TestVersionCap(base.TestCase):
     def prepared(self, value):
         self.flags(group='upgrade_levels', agent=value)
         api = rpcapi.AgentAPI()
-        return api._prepare(INSTANCE, api.version_cap(self.context))
+        return api._prepare(INSTANCE, api.version_cap(self.context), '1.0')
 
     def test_latest(self):
         self.assertIsNone(self.cap('latest'))
