@@ -38,8 +38,9 @@ _UPGRADE_OPTIONAL = frozenset(['metadata', 'allow_downgrade', 'rollout_id'])
 _UPGRADE_FILTERS = frozenset(['instance_id', 'status', 'instance_version',
                               'rollout_id'])
 # Columns a transition may set besides the ones it always sets itself.
-_TRANSITION_VALUES = frozenset(['from_version', 'instance_version',
-                                'rollout_id'])
+_TRANSITION_STRINGS = frozenset(['from_version', 'instance_version',
+                                 'rollout_id'])
+_TRANSITION_VALUES = _TRANSITION_STRINGS | {'resend_at', 'send_count'}
 
 
 def _check_state(state):
@@ -66,6 +67,8 @@ def _upgrade_dict(row):
         'created_at': row.created_at,
         'updated_at': row.updated_at,
         'finished_at': row.finished_at,
+        'resend_at': row.resend_at,
+        'send_count': row.send_count,
     }
 
 
@@ -281,7 +284,8 @@ def transition_upgrade(context, upgrade_id, to_state, source, detail=None,
     common.check_strings(models.UpgradeEvent, {'source': source}, ['source'])
     values = values or {}
     common.check_keys('upgrade column', values, _TRANSITION_VALUES)
-    common.check_strings(models.Upgrade, values, values)
+    common.check_strings(models.Upgrade, values,
+                         _TRANSITION_STRINGS.intersection(values))
     if not callable(detail):
         detail = common.bounded_detail(detail)
     # Each lost race means another writer moved the status forward; the
@@ -338,8 +342,12 @@ def list_unfinished_upgrades(context, created_before):
 
 
 @common.retry_on_deadlock
-def mark_upgrades_sent(context, upgrade_ids, source):
+def mark_upgrades_sent(context, upgrade_ids, source, resend_at=None,
+                       detail=None):
     """Move those of ``upgrade_ids`` still PENDING to SENT, with events.
+
+    Each is cast again at ``resend_at`` unless its agent claims it first
+    (``trove_upgrade.resends``); ``detail`` is recorded with each.
 
     One transaction for a whole batch of casts. An upgrade its agent
     claimed (or anyone moved) meanwhile is left alone, and so is one whose
@@ -364,12 +372,12 @@ def mark_upgrades_sent(context, upgrade_ids, source):
             session.execute(
                 sa.update(upgrade)
                 .where(upgrade.id.in_(moved))
-                .values(status=states.SENT, status_detail=None,
-                        updated_at=now)
+                .values(status=states.SENT, status_detail=detail,
+                        updated_at=now, resend_at=resend_at, send_count=1)
                 .execution_options(synchronize_session=False))
             session.execute(sa.insert(models.UpgradeEvent.__table__), [
                 event_row(context, upgrade_id, now, source, states.PENDING,
-                          states.SENT)
+                          states.SENT, detail)
                 for upgrade_id in moved])
         return list(moved)
 
