@@ -62,11 +62,13 @@ def resend_at(send_count, now=None):
     return (now or timeutils.utcnow()) + datetime.timedelta(seconds=delay)
 
 
-def _detail(upgrade, error):
+def _sending_again(upgrade):
+    return ('Sent to the agent again (send %d): not claimed since it was '
+            'last sent.' % upgrade['send_count'])
+
+
+def _not_sent(upgrade, error):
     count = upgrade['send_count']
-    if error is None:
-        return ('Sent to the agent again (send %d): not claimed since it '
-                'was last sent.' % count)
     if returned(error):
         return 'Send %d: %s' % (count, RETURNED)
     return ('Send %d failed: %s: %s. It is sent again on %s.'
@@ -75,27 +77,35 @@ def _detail(upgrade, error):
 
 
 def send_unclaimed_upgrades(context, agent_api):
-    """Cast again the upgrades due for it; return their ids.
+    """Cast again the upgrades due for it; return the ids of those sent.
 
     The conductor's periodic pass; of several conductors, one takes each
-    upgrade. A send that fails is recorded and tried again at the
-    upgrade's next ``resend_at``.
+    upgrade, and records the send in its history before the cast. A send
+    that fails is recorded too, and tried again at the upgrade's next
+    ``resend_at``.
     """
     now = timeutils.utcnow()
     taken = db_resends.take_due_upgrades(
-        context, now, lambda count: resend_at(count, now), BATCH)
+        context, now, lambda count: resend_at(count, now), BATCH,
+        'conductor', _sending_again)
     if not taken:
         return []
     failures = agent_api.upgrade_many(
         context, taken, threads=CONF.conductor.rollout_send_threads)
-    sends = []
+    not_sent = []
     for upgrade in taken:
         error = failures.get(upgrade['id'])
-        detail = _detail(upgrade, error)
-        sends.append((upgrade, detail))
-        log = LOG.info if error is None else LOG.warning
-        log('Upgrade %(id)s of instance %(instance)s: %(detail)s',
-            {'id': upgrade['id'], 'instance': upgrade['instance_id'],
-             'detail': detail})
-    db_resends.record_sends(context, sends, 'conductor', now)
+        if error is None:
+            LOG.info('Upgrade %(id)s sent to the agent of instance '
+                     '%(instance)s again (send %(count)d).',
+                     {'id': upgrade['id'], 'instance': upgrade['instance_id'],
+                      'count': upgrade['send_count']})
+            continue
+        detail = _not_sent(upgrade, error)
+        not_sent.append((upgrade, detail))
+        LOG.warning('Upgrade %(id)s of instance %(instance)s: %(detail)s',
+                    {'id': upgrade['id'], 'instance': upgrade['instance_id'],
+                     'detail': detail})
+    if not_sent:
+        db_resends.record_sends(context, not_sent, 'conductor', now)
     return [u['id'] for u in taken if u['id'] not in failures]

@@ -79,7 +79,10 @@ conductor_opts = [
                     'resend_max_interval, until the agent claims the '
                     'upgrade or upgrade_timeout ends it. The agent ignores '
                     'copies of an upgrade it has. The reconciler checks '
-                    'every rollout_interval seconds.'),
+                    'every rollout_interval seconds. The API reads it '
+                    'too, for the first cast again of the upgrades it '
+                    'sends: set the same value on the API and the '
+                    'conductors.'),
     cfg.IntOpt('resend_max_interval',
                default=300,
                min=1,

@@ -41,12 +41,15 @@ def _unclaimed():
 
 
 @common.retry_on_deadlock
-def take_due_upgrades(context, now, next_resend_at, limit):
+def take_due_upgrades(context, now, next_resend_at, limit, source,
+                      detail):
     """Take up to ``limit`` unclaimed upgrades due at ``now``; oldest first.
 
-    Each taken one gets ``send_count`` one higher and ``resend_at`` of
-    ``next_resend_at(send_count)`` with the new count; they are returned
-    as they are after the change, and the caller casts them.
+    Each taken one gets ``send_count`` one higher, ``resend_at`` of
+    ``next_resend_at(send_count)`` with the new count, and an event in its
+    history (same state before and after) whose detail, ``detail(upgrade)``,
+    becomes its ``status_detail``. They are returned as they are after the
+    change, and the caller casts them.
     """
     with common.context_manager.writer.using(context) as session:
         db_upgrades._take_sqlite_write_lock(session)
@@ -61,18 +64,30 @@ def take_due_upgrades(context, now, next_resend_at, limit):
             upgrade = db_upgrades._upgrade_dict(row)
             upgrade['send_count'] += 1
             upgrade['resend_at'] = next_resend_at(upgrade['send_count'])
+            upgrade['status_detail'] = common.bounded_detail(
+                detail(upgrade))
+            upgrade['updated_at'] = now
             taken.append(upgrade)
         if taken:
             # One UPDATE by primary key per row, in one round trip.
             session.execute(sa.update(_UPGRADE), [
                 {'id': u['id'], 'send_count': u['send_count'],
-                 'resend_at': u['resend_at']} for u in taken])
+                 'resend_at': u['resend_at'],
+                 'status_detail': u['status_detail'], 'updated_at': now}
+                for u in taken])
+            session.execute(sa.insert(models.UpgradeEvent.__table__), [
+                db_upgrades.event_row(context, u['id'], now, source,
+                                      u['status'], u['status'],
+                                      u['status_detail'])
+                for u in taken])
         return taken
 
 
 @common.retry_on_deadlock
 def record_sends(context, sends, source, now):
     """Record each ``(upgrade, detail)`` of ``sends`` in its history.
+
+    For what became of a send (a cast RabbitMQ returned, one that failed).
 
     The event keeps the upgrade's state (from and to the same) and the
     detail becomes its ``status_detail``; an upgrade whose state changed

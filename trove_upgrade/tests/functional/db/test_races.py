@@ -232,13 +232,19 @@ class _RaceTests:
 
         def take():
             return [u['id'] for u in db_resends.take_due_upgrades(
-                self._context(), now, lambda count: later, 100)]
+                self._context(), now, lambda count: later, 100,
+                'conductor', lambda upgrade: 'Sent again.')]
 
         taken = _run_together(*[take] * 4)
         for outcome in taken:
             self.assertIsInstance(outcome, list)
         everything = [upgrade_id for ids in taken for upgrade_id in ids]
         self.assertEqual(sorted(due), sorted(everything))
+        for upgrade_id in due:
+            self.assertEqual(
+                ['Sent again.'],
+                [e['detail'] for e in self._events(upgrade_id)
+                 if e['from_state'] == e['to_state'] == states.SENT])
 
     def test_simultaneous_first_registrations_make_one_agent(self):
         instance_id = '4b1e8d5c-0000-4000-8000-0000000000aa'

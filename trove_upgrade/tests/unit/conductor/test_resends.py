@@ -143,17 +143,6 @@ class TestResend(ResendsTestCase):
         self.later(10)
         self.assertEqual([upgrade['id']], self.resend())
 
-    def test_two_conductors_cast_it_once(self):
-        upgrade = upgrades.create_upgrade(self.context, VALUES)
-        self.later(10)
-        first = db_resends.take_due_upgrades(
-            self.context, START + datetime.timedelta(seconds=10),
-            resends.resend_at, 100)
-        self.assertEqual([upgrade['id']], [u['id'] for u in first])
-        self.assertEqual([], db_resends.take_due_upgrades(
-            self.context, START + datetime.timedelta(seconds=10),
-            resends.resend_at, 100))
-
     def test_failed_resend_is_recorded_and_tried_again(self):
         upgrade = upgrades.create_upgrade(self.context, VALUES)
         self.later(10)
