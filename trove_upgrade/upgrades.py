@@ -37,9 +37,11 @@ from oslo_utils import timeutils
 from trove_upgrade.conductor import agent_rpcapi
 from trove_upgrade import conf
 from trove_upgrade.db import held as db_held
+from trove_upgrade.db import resends as db_resends
 from trove_upgrade.db import upgrades as db_upgrades
 from trove_upgrade import exception
 from trove_upgrade import notifications
+from trove_upgrade import resends
 from trove_upgrade import states
 from trove_upgrade import trove_instances
 
@@ -70,7 +72,9 @@ def create_upgrade(context, values):
     cannot be sent (the messaging server stays unreachable through
     ``[DEFAULT] rpc_send_retries``, or the version cap is below what the
     agent API can send) the upgrade is recorded as FAILED with the reason,
-    and DispatchFailed is raised.
+    and DispatchFailed is raised. One that RabbitMQ returned (no queue of
+    the agent yet) is SENT with that reason, and sent again until the
+    agent claims it (``trove_upgrade.resends``).
     """
     # Built first: a bad [upgrade_levels] agent must fail before anything
     # is recorded.
@@ -95,20 +99,26 @@ def create_upgrade(context, values):
             LOG.info('Upgrade %(id)s held DEFERRED: %(reason)s.',
                      {'id': upgrade['id'], 'reason': hold})
             return held
+    detail = None
     try:
         _send(context, agent_api, upgrade)
     except Exception as e:
-        reason = record_unsent(context, upgrade['id'], e, 'api')
-        LOG.error('Upgrade %(id)s could not be sent to the agent of '
-                  'instance %(instance)s: %(reason)s',
-                  {'id': upgrade['id'], 'instance': upgrade['instance_id'],
-                   'reason': reason})
-        raise exception.DispatchFailed(upgrade_id=upgrade['id'],
-                                       reason=reason)
+        if not resends.returned(e):
+            reason = record_unsent(context, upgrade['id'], e, 'api')
+            LOG.error('Upgrade %(id)s could not be sent to the agent of '
+                      'instance %(instance)s: %(reason)s',
+                      {'id': upgrade['id'],
+                       'instance': upgrade['instance_id'],
+                       'reason': reason})
+            raise exception.DispatchFailed(upgrade_id=upgrade['id'],
+                                           reason=reason)
+        detail = resends.RETURNED
+        _warn_returned(upgrade)
     # No allowed_from: when the agent was faster, or the operator cancelled
     # meanwhile, SENT is stale and changes nothing.
-    _changed, upgrade = db_upgrades.mark_upgrade_sent(context, upgrade,
-                                                      'api')
+    _changed, upgrade = db_upgrades.mark_upgrade_sent(
+        context, upgrade, 'api', resend_at=resends.resend_at(1),
+        detail=detail)
     return upgrade
 
 
@@ -123,10 +133,12 @@ def send_held_upgrades(context, agent_api):
     """Send the held upgrades nothing holds any more; return their ids.
 
     The conductor's periodic pass. Each is released by a compare-and-swap
-    before its cast, so that of two conductors only one sends it; a
-    conductor killed between the two leaves a DEFERRED upgrade its agent
-    never got, which ``[conductor] upgrade_timeout`` times out. The
-    timeout counts from creation, held time included.
+    before its cast, so that of two conductors only one sends it; the
+    release counts as its first send, so a conductor killed between the
+    two leaves it to be sent again ``[conductor] resend_interval`` seconds
+    later (``trove_upgrade.resends``), as does a cast RabbitMQ returned.
+    ``[conductor] upgrade_timeout`` counts from creation, held time
+    included.
     """
     held = db_held.list_held_upgrades(context)
     if not held:
@@ -143,12 +155,18 @@ def send_held_upgrades(context, agent_api):
         released = db_held.release_upgrade(
             context, upgrade['id'], 'conductor',
             'Sent to the agent: Trove reports the instance idle and its '
-            'agent registered.')
+            'agent registered.', resends.resend_at(1))
         if released is None:
             continue
         try:
             _send(context, agent_api, released)
         except Exception as e:
+            if resends.returned(e):
+                _warn_returned(released)
+                db_resends.record_sends(
+                    context, [(released, resends.RETURNED)], 'conductor',
+                    timeutils.utcnow())
+                continue
             reason = record_unsent(context, upgrade['id'], e, 'conductor')
             LOG.error('Held upgrade %(id)s could not be sent: %(reason)s',
                       {'id': upgrade['id'], 'reason': reason})
@@ -158,6 +176,45 @@ def send_held_upgrades(context, agent_api):
                                    'instance': upgrade['instance_id']})
         sent.append(upgrade['id'])
     return sent
+
+
+def _warn_returned(upgrade):
+    LOG.warning('Upgrade %(id)s to instance %(instance)s: %(reason)s',
+                {'id': upgrade['id'], 'instance': upgrade['instance_id'],
+                 'reason': resends.RETURNED})
+
+
+def record_casts(context, cast, failures, source):
+    """Record what became of the casts of the PENDING upgrades ``cast``.
+
+    ``failures`` are ``AgentAPI.upgrade_many``'s. The upgrades sent, and
+    those RabbitMQ returned (with that reason), are marked SENT and sent
+    again until their agents claim them; the others are FAILED. Returns
+    the ids of the upgrades sent, returned ones included.
+    """
+    returned, sent = [], []
+    for upgrade in cast:
+        error = failures.get(upgrade['id'])
+        if error is None:
+            sent.append(upgrade['id'])
+        elif resends.returned(error):
+            returned.append(upgrade)
+        else:
+            reason = record_unsent(context, upgrade['id'], error, source)
+            LOG.error('Upgrade %(id)s could not be sent to the agent of '
+                      'instance %(instance)s: %(reason)s',
+                      {'id': upgrade['id'],
+                       'instance': upgrade['instance_id'],
+                       'reason': reason})
+    first_resend = resends.resend_at(1)
+    db_upgrades.mark_upgrades_sent(context, sent, source, first_resend)
+    if returned:
+        for upgrade in returned:
+            _warn_returned(upgrade)
+        db_upgrades.mark_upgrades_sent(
+            context, [u['id'] for u in returned], source, first_resend,
+            detail=resends.RETURNED)
+    return sent + [u['id'] for u in returned]
 
 
 def record_unsent(context, upgrade_id, error, source):
@@ -283,6 +340,10 @@ def record_report(context, instance_id, upgrade_id, to_state, detail,
                     '%(id)s: %(error)s',
                     {'instance': instance_id, 'id': upgrade_id, 'error': e})
         return {'recorded': False, 'status': None, 'reason': REJECTED}
+    if (to_state == upgrade['status'] == states.DEFERRED
+            and upgrade['resend_at'] is not None):
+        # The agent has it queued: casting it again would change nothing.
+        db_resends.mark_received(context, upgrade_id, instance_id)
     if not changed:
         reason = DUPLICATE if upgrade['status'] == to_state else STALE
         LOG.debug('Ignored %(reason)s report %(state)s of upgrade %(id)s, '

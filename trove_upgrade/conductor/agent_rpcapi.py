@@ -78,7 +78,9 @@ class AgentAPI:
             'agent', CONF.upgrade_levels.agent, auto=lambda: None)
         target = messaging.Target(topic=rpc_interface.AGENT_TOPIC_PREFIX,
                                   version=self.RPC_API_VERSION)
-        self.client = rpc.get_rpc_client(target)
+        # Mandatory: a cast that no queue takes comes back at once
+        # (trove_upgrade.resends) instead of vanishing.
+        self.client = rpc.get_rpc_client(target, mandatory=True)
 
     def version_cap(self, context):
         """The highest version this client may send now (None: no cap).
@@ -99,16 +101,19 @@ class AgentAPI:
                 strategy, location, metadata, allow_downgrade):
         """Ask the agent of ``instance_id`` to carry out an upgrade (cast).
 
-        The message waits in the instance's queue, which the agent declared
-        when it first started, until the agent consumes it; the agent
+        The message waits in the instance's queue, which the agent declares
+        whenever it connects, until the agent consumes it; the agent
         claims the upgrade from the conductor before it starts, so a
-        cancelled upgrade is skipped.
+        cancelled upgrade is skipped. When no queue takes it (the agent
+        never started, or has not declared its queue again since a broker
+        restart), RabbitMQ returns it and MessageUndeliverable is raised.
 
         The message is sealed with the instance's newest key when it has
         one; that needs version 1.1, which every agent holding a key
         speaks.
 
-        :raises: RPCVersionCapError when the cap is below 1.0;
+        :raises: MessageUndeliverable when RabbitMQ returned it;
+            RPCVersionCapError when the cap is below 1.0;
             SealingUnavailable when the instance has a key but the cap is
             below 1.1, or has none while ``[conductor] require_sealed`` is
             set; an oslo.messaging or driver connection error when the

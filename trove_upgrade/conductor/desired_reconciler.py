@@ -27,7 +27,6 @@ from oslo_utils import timeutils
 
 from trove_upgrade import conf
 from trove_upgrade.db import desired_versions as db
-from trove_upgrade.db import upgrades as db_upgrades
 from trove_upgrade import desired_versions
 from trove_upgrade import exception
 from trove_upgrade import notifications
@@ -93,13 +92,6 @@ def reconcile(context, desired, owner, agent_api):
         notifications.notify_upgrade(context, notifications.CREATE, upgrade)
     failed = agent_api.upgrade_many(
         context, created, threads=CONF.conductor.rollout_send_threads)
-    for upgrade_id, error in failed.items():
-        reason = upgrades.record_unsent(context, upgrade_id, error,
-                                        'conductor')
-        LOG.error('Upgrade %(id)s of desired version %(dv)s could not be '
-                  'sent: %(reason)s',
-                  {'id': upgrade_id, 'dv': desired['id'], 'reason': reason})
-    sent = [u['id'] for u in created if u['id'] not in failed]
-    db_upgrades.mark_upgrades_sent(context, sent, 'conductor')
+    sent = upgrades.record_casts(context, created, failed, 'conductor')
     LOG.info('Desired version %(id)s dispatched %(count)d upgrade(s).',
              {'id': desired['id'], 'count': len(sent)})

@@ -13,7 +13,9 @@
 """The rollout reconciler: one stateless pass over the active rollouts.
 
 The same process sends, on every pass, the upgrades the control plane
-held DEFERRED once nothing holds them (``upgrades.send_held_upgrades``).
+held DEFERRED once nothing holds them (``upgrades.send_held_upgrades``),
+and sends again those their agents have not claimed
+(``resends.send_unclaimed_upgrades``).
 
 Each pass reads everything it needs from the database and remembers
 nothing between passes, so a conductor that was killed, or a second one
@@ -43,8 +45,8 @@ from trove_upgrade.conductor import parent_death
 from trove_upgrade import conf
 from trove_upgrade import context as tu_context
 from trove_upgrade.db import rollouts as db_rollouts
-from trove_upgrade.db import upgrades as db_upgrades
 from trove_upgrade import notifications
+from trove_upgrade import resends
 from trove_upgrade import rollout_states as rs
 from trove_upgrade import rollouts
 from trove_upgrade import rpc
@@ -149,15 +151,7 @@ class Reconciler:
         failed = self.agent_api.upgrade_many(
             context, created, threads=CONF.conductor.rollout_send_threads)
         cast = time.monotonic()
-        for upgrade_id, error in failed.items():
-            reason = upgrades.record_unsent(context, upgrade_id, error,
-                                            'conductor')
-            LOG.error('Upgrade %(id)s of rollout %(rollout)s could not be '
-                      'sent: %(reason)s',
-                      {'id': upgrade_id, 'rollout': rollout['id'],
-                       'reason': reason})
-        sent = [u['id'] for u in created if u['id'] not in failed]
-        db_upgrades.mark_upgrades_sent(context, sent, 'conductor')
+        sent = upgrades.record_casts(context, created, failed, 'conductor')
         done = time.monotonic()
         LOG.info('Rollout %(id)s dispatched %(count)d upgrade(s) in '
                  '%(seconds).3f s: planned in %(planned).3f s, recorded in '
@@ -196,6 +190,11 @@ def _run_forever(host, parent_pid):
         except Exception:
             LOG.exception('Sending the held upgrades failed; the next '
                           'pass tries again.')
+        try:
+            resends.send_unclaimed_upgrades(context, reconciler.agent_api)
+        except Exception:
+            LOG.exception('Sending the unclaimed upgrades again failed; '
+                          'the next pass tries again.')
     rpc.cleanup()
     LOG.info('Rollout reconciler %s stopped.', reconciler.owner)
 

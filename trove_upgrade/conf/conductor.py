@@ -67,6 +67,28 @@ conductor_opts = [
                       'rollouts, pauses them on failures and completes '
                       'them, and sends the upgrades held DEFERRED that '
                       'nothing holds any more.'),
+    cfg.IntOpt('resend_interval',
+               default=10,
+               min=1,
+               help='Seconds after which a conductor casts an upgrade to '
+                    'its agent again when the agent has neither claimed '
+                    'it nor reported it DEFERRED: a cast can be lost, '
+                    'for example when RabbitMQ restarted and the agent '
+                    'has not declared its queue again yet. Each further '
+                    'cast waits twice as long as the one before, up to '
+                    'resend_max_interval, until the agent claims the '
+                    'upgrade or upgrade_timeout ends it. The agent ignores '
+                    'copies of an upgrade it has. The reconciler checks '
+                    'every rollout_interval seconds. The API reads it '
+                    'too, for the first cast again of the upgrades it '
+                    'sends: set the same value on the API and the '
+                    'conductors.'),
+    cfg.IntOpt('resend_max_interval',
+               default=300,
+               min=1,
+               help='The longest wait, in seconds, between two casts of an '
+                    'upgrade its agent has not claimed (see '
+                    'resend_interval).'),
     cfg.IntOpt('rollout_send_threads',
                default=8,
                min=1,

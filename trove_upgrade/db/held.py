@@ -55,14 +55,18 @@ def hold_upgrade(context, upgrade_id, source, detail):
                  {'status': states.DEFERRED, 'held': True}, detail)
 
 
-def release_upgrade(context, upgrade_id, source, detail):
+def release_upgrade(context, upgrade_id, source, detail, resend_at):
     """Held DEFERRED to sent DEFERRED: the caller must send it now.
 
-    Returns the upgrade, or None when another conductor released it or
-    it was cancelled or timed out meanwhile.
+    It counts as sent from here, and is cast again at ``resend_at`` unless
+    its agent has it by then: a caller killed before its cast leaves it
+    to be sent again (``trove_upgrade.resends``). Returns the upgrade, or
+    None when another conductor released it or it was cancelled or timed
+    out meanwhile.
     """
     return _move(context, upgrade_id, source, states.DEFERRED, True,
-                 {'held': False}, detail)
+                 {'held': False, 'resend_at': resend_at, 'send_count': 1},
+                 detail)
 
 
 def list_held_upgrades(context):

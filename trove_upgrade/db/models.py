@@ -87,6 +87,15 @@ class Upgrade(Base):
     held: orm.Mapped[bool] = orm.mapped_column(
         sa.Boolean, nullable=False, default=False,
         server_default=sa.false())
+    # When the conductor casts the upgrade to its agent again unless the
+    # agent has claimed it by then (trove_upgrade.resends); NULL while
+    # there is nothing to send again: never sent, held, or in the agent's
+    # hands. Read only while the upgrade is unclaimed.
+    resend_at: orm.Mapped[datetime.datetime | None] = orm.mapped_column(
+        DateTime)
+    # Casts of the upgrade to its agent, made or begun.
+    send_count: orm.Mapped[int] = orm.mapped_column(
+        sa.Integer, nullable=False, default=0, server_default='0')
 
 
 class UpgradeEvent(Base):

@@ -38,8 +38,9 @@ _UPGRADE_OPTIONAL = frozenset(['metadata', 'allow_downgrade', 'rollout_id'])
 _UPGRADE_FILTERS = frozenset(['instance_id', 'status', 'instance_version',
                               'rollout_id'])
 # Columns a transition may set besides the ones it always sets itself.
-_TRANSITION_VALUES = frozenset(['from_version', 'instance_version',
-                                'rollout_id'])
+_TRANSITION_STRINGS = frozenset(['from_version', 'instance_version',
+                                 'rollout_id'])
+_TRANSITION_VALUES = _TRANSITION_STRINGS | {'resend_at', 'send_count'}
 
 
 def _check_state(state):
@@ -66,6 +67,8 @@ def _upgrade_dict(row):
         'created_at': row.created_at,
         'updated_at': row.updated_at,
         'finished_at': row.finished_at,
+        'resend_at': row.resend_at,
+        'send_count': row.send_count,
     }
 
 
@@ -285,7 +288,8 @@ def transition_upgrade(context, upgrade_id, to_state, source, detail=None,
     common.check_strings(models.UpgradeEvent, {'source': source}, ['source'])
     values = values or {}
     common.check_keys('upgrade column', values, _TRANSITION_VALUES)
-    common.check_strings(models.Upgrade, values, values)
+    common.check_strings(models.Upgrade, values,
+                         _TRANSITION_STRINGS.intersection(values))
     if not callable(detail):
         detail = common.bounded_detail(detail)
     # Each lost race means another writer moved the status forward; the
@@ -342,25 +346,31 @@ def list_unfinished_upgrades(context, created_before):
 
 
 @common.retry_on_deadlock
-def mark_upgrade_sent(context, upgrade, source):
+def mark_upgrade_sent(context, upgrade, source, resend_at=None,
+                      detail=None):
     """Move ``upgrade``, just cast, to SENT; return ``(changed, upgrade)``.
 
     :func:`transition_upgrade` to SENT without reading the row first: one
     compare-and-swap from PENDING and its event, the API's common case.
     When anything moved the upgrade meanwhile (its agent was faster, an
     operator cancelled it), :func:`transition_upgrade` decides, as before.
+    It is cast again at ``resend_at`` unless its agent claims it first
+    (``trove_upgrade.resends``); ``detail`` is recorded with it.
     """
     now = timeutils.utcnow()
-    moved = _mark_sent_once(context, upgrade['id'], source, now)
+    detail = common.bounded_detail(detail)
+    values = {'resend_at': resend_at, 'send_count': 1}
+    moved = _mark_sent_once(context, upgrade['id'], source, now, detail,
+                            values)
     if not moved:
         return transition_upgrade(context, upgrade['id'], states.SENT,
-                                  source)
-    return True, dict(upgrade, status=states.SENT, status_detail=None,
-                      updated_at=now)
+                                  source, detail=detail, values=values)
+    return True, dict(upgrade, status=states.SENT, status_detail=detail,
+                      updated_at=now, **values)
 
 
 @common.retry_on_deadlock
-def _mark_sent_once(context, upgrade_id, source, now):
+def _mark_sent_once(context, upgrade_id, source, now, detail, values):
     with common.context_manager.writer.using(context) as session:
         # A write first, which SQLite's single writer needs (see
         # _take_sqlite_write_lock).
@@ -368,19 +378,23 @@ def _mark_sent_once(context, upgrade_id, source, now):
                 sa.update(models.Upgrade)
                 .where(models.Upgrade.id == upgrade_id,
                        models.Upgrade.status == states.PENDING)
-                .values(status=states.SENT, status_detail=None,
-                        updated_at=now)
+                .values(status=states.SENT, status_detail=detail,
+                        updated_at=now, **values)
                 .execution_options(synchronize_session=False)
         ).rowcount != 1:
             return False
         session.execute(sa.insert(models.UpgradeEvent.__table__).values(
             event_row(context, upgrade_id, now, source, states.PENDING,
-                      states.SENT)))
+                      states.SENT, detail)))
         return True
 
 
-def mark_upgrades_sent(context, upgrade_ids, source):
+def mark_upgrades_sent(context, upgrade_ids, source, resend_at=None,
+                       detail=None):
     """Move those of ``upgrade_ids`` still PENDING to SENT, with events.
+
+    Each is cast again at ``resend_at`` unless its agent claims it first
+    (``trove_upgrade.resends``); ``detail`` is recorded with each.
 
     One transaction for a whole batch of casts. An upgrade its agent
     claimed (or anyone moved) meanwhile is left alone, and so is one whose
@@ -405,12 +419,12 @@ def mark_upgrades_sent(context, upgrade_ids, source):
             session.execute(
                 sa.update(upgrade)
                 .where(upgrade.id.in_(moved))
-                .values(status=states.SENT, status_detail=None,
-                        updated_at=now)
+                .values(status=states.SENT, status_detail=detail,
+                        updated_at=now, resend_at=resend_at, send_count=1)
                 .execution_options(synchronize_session=False))
             session.execute(sa.insert(models.UpgradeEvent.__table__), [
                 event_row(context, upgrade_id, now, source, states.PENDING,
-                          states.SENT)
+                          states.SENT, detail)
                 for upgrade_id in moved])
         return list(moved)
 

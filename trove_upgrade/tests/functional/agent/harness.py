@@ -197,6 +197,10 @@ class AgentTestCase(base.TestCase):
                 channel.queue_delete(name)
             channel.exchange_delete(self.exchange)
 
+    def conductor_options(self):
+        """``[conductor]`` options of the test's conductor, but its topic."""
+        return {}
+
     def database_fixture(self):
         """The control-plane database: a fresh one, unless overridden."""
         return database.Database()
@@ -232,7 +236,8 @@ class AgentTestCase(base.TestCase):
                         'control_exchange': self.exchange,
                         'state_path': self.tmp},
             'database': {'connection': self.db.url},
-            'conductor': {'topic': self.conductor_topic},
+            'conductor': dict(self.conductor_options(),
+                              topic=self.conductor_topic),
         })
         return self._spawn('conductor', [
             os.path.join(BIN, 'trove-upgrade-conductor'),

@@ -147,6 +147,26 @@ class _MigrationsWalk:
             sa.text("SELECT held FROM upgrades WHERE id = 'u1'"))])
         connection.rollback()
 
+    def _check_c5e2a8f4d7b3(self, connection):
+        columns = {c['name']: c for c in
+                   sa.inspect(connection).get_columns('upgrades')}
+        self.assertTrue(columns['resend_at']['nullable'])
+        self.assertFalse(columns['send_count']['nullable'])
+        if connection.dialect.name == 'mysql':
+            self.assertEqual(6, columns['resend_at']['type'].fsp)
+        # Rows written without them (every existing one, and those of a
+        # release that does not know them) are never sent again.
+        connection.execute(sa.text(
+            "INSERT INTO upgrades (id, instance_id, instance_version, "
+            "strategy, location, metadata, allow_downgrade, status, "
+            "created_at) VALUES ('u1', 'i1', '2.0', 'local', '/p', '{}', "
+            ":no, 'SENT', :now)"),
+            {'no': False, 'now': datetime.datetime(2026, 12, 1)})
+        self.assertEqual([(None, 0)], [tuple(r) for r in connection.execute(
+            sa.text("SELECT resend_at, send_count FROM upgrades "
+                    "WHERE id = 'u1'"))])
+        connection.rollback()
+
     def _check_9b6f3d2c8e41(self, connection):
         inspector = sa.inspect(connection)
         self.assertTrue({'packages', 'desired_versions',

@@ -33,6 +33,7 @@ from trove_upgrade.db import agents as db_agents
 from trove_upgrade.db import common as db_common
 from trove_upgrade.db import migration
 from trove_upgrade.db import models
+from trove_upgrade.db import resends as db_resends
 from trove_upgrade.db import upgrades as db_upgrades
 from trove_upgrade import exception
 from trove_upgrade import states
@@ -217,6 +218,33 @@ class _RaceTests:
             # Each event starts where the one before ended.
             self.assertEqual([e['to_state'] for e in events[:-1]],
                              [e['from_state'] for e in events[1:]])
+
+    def test_conductors_take_each_due_upgrade_once(self):
+        now = timeutils.utcnow()
+        due = []
+        for _ in range(20):
+            upgrade = self._upgrade()
+            db_upgrades.transition_upgrade(
+                self._context(), upgrade['id'], states.SENT, 'api',
+                values={'resend_at': now, 'send_count': 1})
+            due.append(upgrade['id'])
+        later = now + datetime.timedelta(seconds=60)
+
+        def take():
+            return [u['id'] for u in db_resends.take_due_upgrades(
+                self._context(), now, lambda count: later, 100,
+                'conductor', lambda upgrade: 'Sent again.')]
+
+        taken = _run_together(*[take] * 4)
+        for outcome in taken:
+            self.assertIsInstance(outcome, list)
+        everything = [upgrade_id for ids in taken for upgrade_id in ids]
+        self.assertEqual(sorted(due), sorted(everything))
+        for upgrade_id in due:
+            self.assertEqual(
+                ['Sent again.'],
+                [e['detail'] for e in self._events(upgrade_id)
+                 if e['from_state'] == e['to_state'] == states.SENT])
 
     def test_simultaneous_first_registrations_make_one_agent(self):
         instance_id = '4b1e8d5c-0000-4000-8000-0000000000aa'

@@ -51,6 +51,8 @@ class TestCreateUpgrade(db_base.DbTestCase):
             'created_at': T0,
             'updated_at': T0,
             'finished_at': None,
+            'resend_at': None,
+            'send_count': 0,
         }, upgrade)
         stored = db_upgrades.get_upgrade(self.context, upgrade['id'],
                                          with_events=True)
