@@ -143,6 +143,8 @@ def create_upgrade(context, values):
         'created_at': now,
         'updated_at': now,
         'finished_at': None,
+        'resend_at': None,
+        'send_count': 0,
     }
     # Plain INSERTs: the ORM's unit of work cost the API more CPU than
     # the rest of the request's database work.
