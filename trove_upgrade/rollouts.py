@@ -224,12 +224,15 @@ def select_agents(context, selector):
     """The agents ``selector`` picks, ordered by instance id.
 
     Its ``instance_ids``, ``group`` or ``labels`` select among the agents
-    (every agent when it has none of them); its ``trove`` facts then keep
-    those whose instance Trove describes so (``trove_instances.select``).
+    (every agent when it has none of them), and its ``availability_zone``
+    among those the zone the agents reported (``db.agents``); its
+    ``trove`` facts then keep those whose instance Trove describes so
+    (``trove_instances.select``).
     """
     agent_selector = {k: v for k, v in selector.items() if k != 'trove'}
-    agents = db_agents.list_selected_agents(
-        context, agent_selector or {'labels': {}})
+    if not agent_selector.keys() & {'instance_ids', 'group', 'labels'}:
+        agent_selector['labels'] = {}
+    agents = db_agents.list_selected_agents(context, agent_selector)
     if 'trove' in selector:
         agents = trove_instances.select(agents, selector['trove'])
     return agents

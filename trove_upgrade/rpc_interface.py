@@ -29,6 +29,10 @@ from trove_upgrade import rpc
 
 AGENT_TOPIC_PREFIX = 'guestagent_upgrade'
 
+# The label in which an agent reports its instance's availability zone,
+# and which a selector's ``availability_zone`` matches.
+AVAILABILITY_ZONE_LABEL = 'availability_zone'
+
 # Parameters of an endpoint that are not arguments of the message.
 _ENDPOINT_ONLY = ('self', 'context', 'sealed')
 

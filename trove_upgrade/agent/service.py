@@ -40,6 +40,7 @@ from trove_upgrade.agent import guest_state
 from trove_upgrade.agent import install
 from trove_upgrade.agent import journal as journal_mod
 from trove_upgrade.agent import manager as manager_mod
+from trove_upgrade.agent import nova_metadata
 from trove_upgrade.agent import outbox as outbox_mod
 from trove_upgrade.agent import pipeline as pipeline_mod
 from trove_upgrade.agent import service_manager
@@ -159,6 +160,7 @@ class AgentService(service.Service):
             conf, self.journal, self.installs, self.supervisor,
             build_verifier(conf))
         self.keyring = load_instance_keys(conf)
+        self.labels = nova_metadata.labels(conf)
         self.context = tu_context.get_admin_context()
         self.conductor_api = None
         self.manager = None
@@ -254,7 +256,7 @@ class AgentService(service.Service):
                            or self.installs.current_version()),
             rpc_api_version=manager_mod.RPC_API_VERSION,
             state=guest_state.current_state(self.state_provider),
-            labels=dict(self.conf.agent.labels),
+            labels=dict(self.labels),
             host=self.host)
 
     def heartbeat(self):

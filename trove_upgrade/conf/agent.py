@@ -128,7 +128,18 @@ agent_opts = [
     cfg.DictOpt('labels',
                 default={},
                 help='Labels reported to the conductor, used by rollouts to '
-                     'select agents, for example group:blue,datastore:mysql.'),
+                     'select agents, for example group:blue,datastore:mysql.'
+                     ' An availability_zone label here is the instance\'s '
+                     'availability zone, whatever nova_metadata_file says.'),
+    cfg.StrOpt('nova_metadata_file',
+               help='Nova\'s metadata of this instance as JSON, the '
+                    'openstack/latest/meta_data.json of its config drive '
+                    '(mounted, or copied at boot), for example '
+                    '/mnt/config/openstack/latest/meta_data.json. Its '
+                    'availability_zone is reported as the '
+                    'availability_zone label, by which rollouts select a '
+                    'zone: Trove does not record it. Unset, or the file '
+                    'missing, no zone is reported.'),
     cfg.ListOpt('trusted_key_files',
                 default=[],
                 help='Public keys (PEM, Ed25519) that may sign package '

@@ -87,8 +87,8 @@ def create_desired_version(req):
     values = dict(_DEFAULTS, **body['desired_version'])
     values['package_name'] = values.pop('package')
     if 'instance_ids' in values['selector']:
-        values['selector'] = {'instance_ids': sorted(
-            str(uuid.UUID(i)) for i in values['selector']['instance_ids'])}
+        values['selector'] = dict(values['selector'], instance_ids=sorted(
+            str(uuid.UUID(i)) for i in values['selector']['instance_ids']))
     desired = desired_versions.create(context, _thresholds(values))
     view = _view(req, desired, with_agents=True)
     return util.json_response(

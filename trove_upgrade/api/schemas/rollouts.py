@@ -36,6 +36,8 @@ _SELECTOR = {
             'uniqueItems': True,
             'items': upgrades.INSTANCE,
         },
+        # The zone the agents report (rpc_interface.AVAILABILITY_ZONE_LABEL).
+        'availability_zone': _LABEL_VALUE,
         # Facts of Trove's database; needs [trove] connection.
         'trove': {
             'type': 'object', 'minProperties': 1,
@@ -45,8 +47,9 @@ _SELECTOR = {
         },
     },
     'minProperties': 1,
-    # One of instance_ids, group and labels, with or without trove.
-    'maxProperties': 2,
+    # At most one of instance_ids, group and labels, with or without
+    # availability_zone and trove.
+    'maxProperties': 3,
     'not': {'anyOf': [{'required': pair} for pair in (
         ['instance_ids', 'group'], ['instance_ids', 'labels'],
         ['group', 'labels'])]},

@@ -93,7 +93,7 @@ class CreateRollout(command.ShowOne):
                             help='A registered package, at the instance '
                                  'version, instead of --strategy and '
                                  '--location')
-        selector = parser.add_mutually_exclusive_group(required=True)
+        selector = parser.add_mutually_exclusive_group()
         selector.add_argument('--group', metavar='<group>',
                               help='Agents whose "group" label is this')
         selector.add_argument('--label', metavar='<key=value>',
@@ -104,6 +104,10 @@ class CreateRollout(command.ShowOne):
                               action='append', dest='instances',
                               help='This instance\'s agent (repeat for '
                                    'several)')
+        parser.add_argument('--availability-zone', metavar='<zone>',
+                            help='Only agents that report this '
+                                 'availability zone; alone, every agent '
+                                 'in it')
         parser.add_argument('--canary', metavar='<count>', type=int,
                             help='Agents upgraded first (default 1)')
         parser.add_argument('--max-in-flight', metavar='<count|percent%>',
@@ -130,8 +134,16 @@ class CreateRollout(command.ShowOne):
             selector = {'group': parsed_args.group}
         elif parsed_args.label:
             selector = {'labels': parsed_args.label}
-        else:
+        elif parsed_args.instances:
             selector = {'instance_ids': parsed_args.instances}
+        elif parsed_args.availability_zone is None:
+            raise exceptions.CommandError(
+                'Select agents with --group, --label, --instance or '
+                '--availability-zone.')
+        else:
+            selector = {}
+        if parsed_args.availability_zone is not None:
+            selector['availability_zone'] = parsed_args.availability_zone
         body = {'name': parsed_args.name,
                 'instance_version': parsed_args.instance_version,
                 'selector': selector}

@@ -45,7 +45,9 @@ from oslo_utils import uuidutils
 from trove_upgrade.agent import install
 from trove_upgrade.agent import journal
 from trove_upgrade import context as tu_context
+from trove_upgrade.db import agents as db_agents
 from trove_upgrade.db import upgrades as db_upgrades
+from trove_upgrade import exception
 from trove_upgrade import rpc
 from trove_upgrade import rpc_interface
 from trove_upgrade import sealing
@@ -197,10 +199,6 @@ class AgentTestCase(base.TestCase):
                 channel.queue_delete(name)
             channel.exchange_delete(self.exchange)
 
-    def conductor_options(self):
-        """``[conductor]`` options of the test's conductor, but its topic."""
-        return {}
-
     def database_fixture(self):
         """The control-plane database: a fresh one, unless overridden."""
         return database.Database()
@@ -229,16 +227,19 @@ class AgentTestCase(base.TestCase):
             pass
         proc.wait()
 
-    def start_conductor(self):
-        path = os.path.join(self.tmp, 'conductor.conf')
-        conffile.write_conf(path, {
+    def conductor_conf(self):
+        """The conductor's configuration, ``{section: {option: value}}``."""
+        return {
             'DEFAULT': {'transport_url': self.rabbit_url,
                         'control_exchange': self.exchange,
                         'state_path': self.tmp},
             'database': {'connection': self.db.url},
-            'conductor': dict(self.conductor_options(),
-                              topic=self.conductor_topic),
-        })
+            'conductor': {'topic': self.conductor_topic},
+        }
+
+    def start_conductor(self):
+        path = os.path.join(self.tmp, 'conductor.conf')
+        conffile.write_conf(path, self.conductor_conf())
         return self._spawn('conductor', [
             os.path.join(BIN, 'trove-upgrade-conductor'),
             '--config-file', path])
@@ -337,6 +338,14 @@ class AgentTestCase(base.TestCase):
     def get_upgrade(self, upgrade_id):
         return db_upgrades.get_upgrade(self.context, upgrade_id,
                                        with_events=True)
+
+    def registered(self, instance_id=None):
+        """The registered agent of the (test's) instance, or None."""
+        try:
+            return db_agents.get_agent(self.context,
+                                       instance_id or self.instance_id)
+        except exception.AgentNotFound:
+            return None
 
     def wait_for(self, predicate, what, timeout=WAIT):
         deadline = time.monotonic() + timeout

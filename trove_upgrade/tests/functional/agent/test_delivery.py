@@ -48,8 +48,10 @@ class TestDeliveryAfterBrokerRestart(harness.AgentTestCase):
     # to 300 s.
     RESENDS = {'resend_interval': 1, 'resend_max_interval': 2}
 
-    def conductor_options(self):
-        return dict(self.RESENDS, rollout_interval=0.5)
+    def conductor_conf(self):
+        conf = super().conductor_conf()
+        conf['conductor'].update(self.RESENDS, rollout_interval=0.5)
+        return conf
 
     def signal_agent(self, signum):
         os.killpg(self.processes['agent'].pid, signum)

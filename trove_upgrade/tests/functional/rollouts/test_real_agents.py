@@ -14,8 +14,10 @@
 
 Three real ``trove-upgrade-agent`` processes (the agent tests' harness:
 signed and encrypted packages, side-by-side pip installs, a supervised
-sample guest agent) and twenty simulated agents share one group; one real
-conductor rolls version 2.0.0 out to all of them.
+sample guest agent) and twenty simulated agents share one group and one
+availability zone, the real agents' read from Nova's metadata; one real
+conductor rolls version 2.0.0 out to all of them, and to none of the group
+in another zone.
 """
 
 import json
@@ -58,13 +60,20 @@ class TestRolloutWithRealAgents(harness.AgentTestCase):
             os.path.join(harness.BIN, 'trove-upgrade-conductor'),
             '--config-file', path])
 
-    def start_real_agent(self, number):
-        """One more real agent, with an install root of its own."""
+    def start_real_agent(self, number, zone):
+        """One more real agent, with an install root of its own.
+
+        Nova's metadata of its instance, as on a config drive, says the
+        instance is in ``zone``.
+        """
         instance_id = uuidutils.generate_uuid()
         self.bus_instance_ids.append(instance_id)
         root = os.path.join(self.tmp, 'root-%d' % number)
         installs = self.provision_into(root)
         self.addCleanup(self._stop_guest_of, root)
+        metadata = os.path.join(self.tmp, 'meta_data-%d.json' % number)
+        with open(metadata, 'w') as f:
+            json.dump({'uuid': instance_id, 'availability_zone': zone}, f)
         path = os.path.join(self.tmp, 'agent-%d.conf' % number)
         conffile.write_conf(path, {
             'DEFAULT': {'transport_url': harness.RABBIT_URL,
@@ -74,7 +83,8 @@ class TestRolloutWithRealAgents(harness.AgentTestCase):
             'agent': self.agent_conf(
                 instance_id=instance_id, install_root=root,
                 guest_state_file=os.path.join(
-                    self.tmp, 'guest-state-%d' % number)),
+                    self.tmp, 'guest-state-%d' % number),
+                nova_metadata_file=metadata),
         })
         self._spawn('agent-%d' % number, [
             os.path.join(harness.BIN, 'trove-upgrade-agent'),
@@ -104,24 +114,28 @@ class TestRolloutWithRealAgents(harness.AgentTestCase):
             self.install_root = saved
 
     def test_rollout_reaches_real_and_simulated_agents(self):
-        real = [self.start_real_agent(n)[0] for n in range(3)]
+        real = [self.start_real_agent(n, 'az-1')[0] for n in range(3)]
         fleet = self.useFixture(fleet_fixture.Fleet(
             self.tmp,
             {'DEFAULT': {'transport_url': harness.RABBIT_URL,
                          'control_exchange': self.exchange},
              'conductor': {'topic': self.conductor_topic}},
             self.db.url, heartbeat_interval=2))
-        simulated = fleet.start_agents(20, labels='group=blue')
+        simulated = fleet.start_agents(
+            20, labels='group=blue,availability_zone=az-1')
+        # Blue too, but in another zone: the rollout leaves them alone.
+        fleet.start_agents(2, labels='group=blue,availability_zone=az-2')
         self.wait_for(
             lambda: len(db_agents.list_agents(
-                self.context, filters={'labels': {'group': 'blue'}})) == 23,
+                self.context, filters={'labels': {'group': 'blue'}})) == 25,
             'the real agents to register')
 
         rollout = rollouts.create_rollout(self.context, {
             'name': 'real', 'instance_version': '2.0.0',
             'strategy': 'local',
             'location': os.path.join(self.repo, 'guest-2.0.0.pkg'),
-            'selector': {'group': 'blue'}, 'canary': 1,
+            'selector': {'group': 'blue', 'availability_zone': 'az-1'},
+            'canary': 1,
             'max_in_flight': 5, 'max_in_flight_kind': 'count',
             'max_failures': 0, 'max_failures_kind': 'count',
             'per_agent_retries': 0, 'agent_deadline': 300})

@@ -27,7 +27,6 @@ from oslo_utils import uuidutils
 
 from trove_upgrade.conductor import agent_rpcapi
 from trove_upgrade.conductor import rpcapi as conductor_rpcapi
-from trove_upgrade.db import agents as db_agents
 from trove_upgrade.db import trove as trove_db_api
 from trove_upgrade.db import upgrades as db_upgrades
 from trove_upgrade import exception
@@ -67,19 +66,14 @@ class TroveTestCase(harness.AgentTestCase):
                                     instance_id=self.instance_id)
             self.flags(group='trove', connection=self.trove.url)
             self.addCleanup(trove_db_api.dispose)
-        path = os.path.join(self.tmp, 'conductor.conf')
-        conffile.write_conf(path, {
-            'DEFAULT': {'transport_url': harness.RABBIT_URL,
-                        'control_exchange': self.exchange,
-                        'state_path': self.tmp, 'debug': True},
-            'database': {'connection': self.db.url},
-            'conductor': {'topic': self.conductor_topic,
-                          'rollout_interval': 0.3},
-            'trove': {'connection': self.trove.url},
-        })
-        return self._spawn('conductor', [
-            os.path.join(harness.BIN, 'trove-upgrade-conductor'),
-            '--config-file', path])
+        return super().start_conductor()
+
+    def conductor_conf(self):
+        conf = super().conductor_conf()
+        conf['DEFAULT']['debug'] = True
+        conf['conductor']['rollout_interval'] = 0.3
+        conf['trove'] = {'connection': self.trove.url}
+        return conf
 
     def start_agent(self, **overrides):
         path = os.path.join(self.tmp, 'agent.conf')
@@ -102,12 +96,6 @@ class TroveTestCase(harness.AgentTestCase):
         super().setUp()
         self.flags(group='conductor', topic=self.conductor_topic,
                    require_sealed=True)
-
-    def registered(self):
-        try:
-            return db_agents.get_agent(self.context, self.instance_id)
-        except exception.AgentNotFound:
-            return None
 
     def wait_for_conductor_log(self, text):
         return self.wait_for_log(text, name='conductor')
@@ -209,7 +197,7 @@ class TestSealingWithTroveKeys(TroveTestCase):
             exception.MessageNotAuthenticated,
             conductor_rpcapi.ConductorAPI().register_agent,
             self.context, instance_id=stranger, **AGENT)
-        self.assertIsNone(self.registered_as(stranger))
+        self.assertIsNone(self.registered(stranger))
         self.assertEqual('running', self.registered()['state'])
         self.assertNotEqual('forger', self.registered()['host'])
 
@@ -234,9 +222,3 @@ class TestSealingWithTroveKeys(TroveTestCase):
         genuine = self.create_upgrade('2.0.0')
         self.assertEqual(states.SENT, genuine['status'])
         self.assert_completed(genuine['id'])
-
-    def registered_as(self, instance_id):
-        try:
-            return db_agents.get_agent(self.context, instance_id)
-        except exception.AgentNotFound:
-            return None

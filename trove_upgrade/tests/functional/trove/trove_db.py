@@ -23,6 +23,7 @@ import os
 import subprocess
 
 import fixtures
+from oslo_utils import timeutils
 from oslo_utils import uuidutils
 import sqlalchemy as sa
 
@@ -56,13 +57,29 @@ class TroveDatabase(fixtures.Fixture):
     """A MariaDB database holding Trove's schema, dropped at the end.
 
     ``url`` is its URL; ``add_instance``, ``set_task`` and ``add_backup``
-    write what Trove would.
+    write what Trove would. Given a ``url``, the fixture writes into that
+    database instead, whose schema a trove-api's own ``trove-manage
+    db_sync`` made, and leaves it in place; given a ``venv``, Trove's code
+    is run from that virtualenv, not from ``trove_release``'s.
     """
 
+    def __init__(self, url=None, venv=None):
+        super().__init__()
+        self.url = url
+        self.venv = venv
+
     def _setUp(self):
-        self.useFixture(fixtures.EnvironmentVariable(
-            'TROVE_UPGRADE_TEST_CACHE', _CACHE))
-        self.venv = trove_release.trove_venv(RELEASE)
+        if self.venv is None:
+            self.useFixture(fixtures.EnvironmentVariable(
+                'TROVE_UPGRADE_TEST_CACHE', _CACHE))
+            self.venv = trove_release.trove_venv(RELEASE)
+        if self.url is None:
+            self._create()
+        self.engine = sa.create_engine(self.url)
+        self.addCleanup(self.engine.dispose)
+        self.datastore_version_id = self._add_datastore('mysql', '8.0')
+
+    def _create(self):
         name = 'trove_%s' % uuidutils.generate_uuid(dashed=False)
         admin = sa.create_engine(_SERVER + '/')
         self.addCleanup(admin.dispose)
@@ -77,9 +94,6 @@ class TroveDatabase(fixtures.Fixture):
             [os.path.join(self.venv, 'bin', 'trove-manage'),
              '--config-file', config, 'db_sync'],
             check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        self.engine = sa.create_engine(self.url)
-        self.addCleanup(self.engine.dispose)
-        self.datastore_version_id = self._add_datastore('mysql', '8.0')
 
     @staticmethod
     def _drop(admin, name):
@@ -122,11 +136,12 @@ class TroveDatabase(fixtures.Fixture):
             'INSERT INTO instances (id, name, tenant_id, task_id, '
             'task_description, deleted, datastore_version_id, '
             'encrypted_key, created) VALUES (:id, :name, :tenant, :task, '
-            ':description, :deleted, :dsv, :key, NOW())',
+            ':description, :deleted, :dsv, :key, :created)',
             id=instance_id, name=name, tenant=tenant_id, task=task_id,
             description='task %d' % task_id, deleted=deleted,
             dsv=self.datastore_version_id,
-            key=self.trove_encrypt(key) if key else None)
+            key=self.trove_encrypt(key) if key else None,
+            created=timeutils.utcnow())
         return instance_id
 
     def set_task(self, instance_id, task_id):

@@ -19,7 +19,9 @@ from this checkout, its extension enabled by trove.conf alone. The catalog
 has Trove's ``database`` service only. trove-upgrade's own tables are a
 SQLite file migrated by ``trove-upgrade-manage db sync``, shared by the
 extension, the test's real conductor and the test's real agent, on the
-local RabbitMQ under exchanges of the class's own.
+local RabbitMQ under exchanges of the class's own. The extension and the
+conductors read trove-api's own database as ``[trove] connection``; each
+test's instance is a row the test writes there as Trove would.
 """
 
 import json
@@ -44,6 +46,7 @@ from trove_upgrade.tests import conffile
 from trove_upgrade.tests.functional.agent import harness
 from trove_upgrade.tests.functional import keystone
 from trove_upgrade.tests.functional import servers
+from trove_upgrade.tests.functional.trove import trove_db
 from trove_upgrade.tests.functional.trove_api import venv
 
 TROVE_VERSION = '25.1.0'
@@ -132,6 +135,7 @@ class TestTroveAPIExtension(harness.AgentTestCase):
     def _start_trove_api(cls):
         exchange, topic = cls.bus
         cls.db_url = 'sqlite:///%s/trove_upgrade.sqlite' % cls.dir
+        cls.trove_db_url = 'sqlite:///%s/trove.sqlite' % cls.dir
         cls.tu_conf = os.path.join(cls.dir, 'trove-upgrade.conf')
         conffile.write_conf(cls.tu_conf, {
             'DEFAULT': {'transport_url': harness.RABBIT_URL,
@@ -139,6 +143,7 @@ class TestTroveAPIExtension(harness.AgentTestCase):
                         'state_path': cls.dir},
             'database': {'connection': cls.db_url},
             'conductor': {'topic': topic},
+            'trove': {'connection': cls.trove_db_url},
         })
         _run(cls._bin('trove-upgrade-manage'), '--config-file', cls.tu_conf,
              'db', 'sync')
@@ -158,14 +163,15 @@ class TestTroveAPIExtension(harness.AgentTestCase):
                         'transport_url': harness.RABBIT_URL,
                         'control_exchange': cls.trove_exchange,
                         'log_file': cls.trove_log},
-            'database': {'connection': 'sqlite:///%s/trove.sqlite'
-                                       % cls.dir},
+            'database': {'connection': cls.trove_db_url},
             'keystone_authtoken': authtoken,
             'trove_upgrade': {'enabled': True,
                               'config_files': cls.tu_conf},
         })
         _run(cls._bin('trove-manage'), '--config-file', cls.trove_conf,
              'db_sync', cwd=cls.dir)
+        cls.trove_rows = trove_db.TroveDatabase(cls.trove_db_url, cls.venv)
+        cls.trove_rows.setUp()
         cls.trove_api = subprocess.Popen(
             [cls._bin('trove-api'), '--config-file', cls.trove_conf],
             cwd=cls.dir, stdin=subprocess.DEVNULL,
@@ -175,6 +181,8 @@ class TestTroveAPIExtension(harness.AgentTestCase):
 
     @classmethod
     def _tear_down(cls):
+        if getattr(cls, 'trove_rows', None) is not None:
+            cls.trove_rows.cleanUp()
         api = getattr(cls, 'trove_api', None)
         if api is not None and api.poll() is None:
             os.killpg(api.pid, 15)
@@ -195,8 +203,19 @@ class TestTroveAPIExtension(harness.AgentTestCase):
     def database_fixture(self):
         return SharedDatabase(self.db_url)
 
+    def conductor_conf(self):
+        conf = super().conductor_conf()
+        conf['DEFAULT']['debug'] = True
+        conf['conductor']['rollout_interval'] = 0.3
+        conf['trove'] = {'connection': self.trove_db_url}
+        return conf
+
     def setUp(self):
         super().setUp()
+        self.trove_rows.add_instance(
+            'db-%s' % self.instance_id[:8],
+            tenant_id=self.keystone.admin_project_id,
+            instance_id=self.instance_id)
         # A conductor topic set in the configuration is used as it is.
         self.topics.update([rpc_interface.agent_topic(self.instance_id),
                             self.conductor_topic])
@@ -249,6 +268,8 @@ class TestTroveAPIExtension(harness.AgentTestCase):
     def test_cli_and_both_routes_record_upgrades_an_agent_completes(self):
         self.start_agent()
         self.wait_for_guest('1.0.0')
+        # Until it registers, Trove's instance holds its upgrades DEFERRED.
+        self.wait_for(self.registered, 'the agent to register')
 
         # The CLI finds no guest-upgrade service and uses Trove's.
         code, out, err = self.openstack(
@@ -297,6 +318,47 @@ class TestTroveAPIExtension(harness.AgentTestCase):
             endpoint_override=self.trove_url + '/v1.0')
         self.assertEqual((200, {'rollouts': []}),
                          (rollouts.status_code, rollouts.json()))
+
+    def test_trove_knows_missing_and_busy_instances(self):
+        missing = uuidutils.generate_uuid()
+        for path, body in (
+                ('/upgrades', {'upgrade': {
+                    'instance_id': missing, 'instance_version': '2.0.0',
+                    'strategy': 'local', 'location': self.location('2.0.0')}}),
+                ('/instances/%s/upgrade' % missing,
+                 {'upgrade': {'instance_version': '2.0.0',
+                              'location': self.location('2.0.0')}})):
+            resp = self.post(self.session(), path, body)
+            self.assertEqual(404, resp.status_code, resp.text)
+            error, = resp.json()['errors']
+            self.assertEqual(
+                (404, 'Trove has no instance %s: no instance has this id '
+                      'or name.' % missing),
+                (error['status'], error['detail']))
+        self.assertEqual([], db_upgrades.list_upgrades(
+            self.context, filters={'instance_id': missing}))
+
+        # Busy in Trove's database: held DEFERRED by the extension, kept
+        # by the conductor, sent once Trove is done.
+        self.trove_rows.set_task(self.instance_id, trove_db.RESIZING)
+        self.start_agent()
+        self.wait_for(self.registered, 'the agent to register')
+        resp = self.post(self.session(), '/upgrades', {'upgrade': {
+            'instance_id': self.instance_id, 'instance_version': '2.0.0',
+            'strategy': 'local', 'location': self.location('2.0.0')}})
+        self.assertEqual(202, resp.status_code, resp.text)
+        upgrade = resp.json()['upgrade']
+        self.assertEqual(states.DEFERRED, upgrade['status'])
+        self.assertIn('Trove is working on instance %s' % self.instance_id,
+                      upgrade['status_detail'])
+        self.wait_for_log('Upgrade %s still held: Trove is working'
+                          % upgrade['id'], name='conductor')
+        self.assertEqual('1.0.0', self.running_guest_version())
+        self.trove_rows.set_task(self.instance_id, trove_db.NONE)
+        done = self.assert_completed(upgrade['id'], '2.0.0')
+        self.assertEqual(
+            [states.PENDING, states.DEFERRED, states.DEFERRED],
+            self.history(done)[:3])
 
     def test_non_admin_is_refused_and_errors_are_trove_upgrades(self):
         member = self.session(self.member, 'member-secret',

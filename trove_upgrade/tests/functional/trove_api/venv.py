@@ -14,12 +14,14 @@
 
 Built beside the plain Trove virtualenvs of ``trove_release`` (never
 inside them), under the same lock discipline: Trove is installed once,
-then trove-upgrade from this checkout, non-editable, as an operator would
+then trove-upgrade from this checkout, non-editable, with its ``server``
+extra (the API, conductor and trove-upgrade-manage), as an operator would
 install it next to trove-api. trove-upgrade is installed again only when
-its sources changed since the last run: a digest of them is kept beside
-the install.
+its sources or this recipe changed since the last run: a digest of them
+is kept beside the install.
 """
 
+import configparser
 import hashlib
 import os
 import shutil
@@ -30,9 +32,11 @@ from trove_upgrade.tests.functional import trove_release
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.dirname(os.path.abspath(__file__))))))
-# What an install of the checkout is made of; tests are left out, since
-# changing them changes nothing installed that the tests run.
-_SOURCES = ('trove_upgrade', 'setup.cfg', 'setup.py', 'requirements.txt')
+# What an install of the checkout is made of, and how it is made; tests
+# are left out, since changing them changes nothing installed that the
+# tests run.
+_SOURCES = ('trove_upgrade', 'setup.cfg', 'setup.py', 'requirements.txt',
+            os.path.relpath(__file__, REPO))
 
 
 def source_digest(repo=REPO):
@@ -50,6 +54,15 @@ def source_digest(repo=REPO):
             with open(name, 'rb') as f:
                 digest.update(hashlib.sha256(f.read()).digest())
     return digest.hexdigest()
+
+
+def _server_requirements():
+    """The requirements of the ``server`` extra, as setup.cfg lists them."""
+    setup = configparser.ConfigParser()
+    setup.read(os.path.join(REPO, 'setup.cfg'))
+    return [line.split('#')[0].strip()
+            for line in setup['extras']['server'].splitlines()
+            if line.split('#')[0].strip()]
 
 
 def _pip(path, *args):
@@ -86,7 +99,8 @@ def trove_upgrade_venv(version):
             installed = None
         if installed != digest:
             # What Trove does not already bring, then the package itself.
-            _pip(path, '-r', os.path.join(REPO, 'requirements.txt'))
+            _pip(path, '-r', os.path.join(REPO, 'requirements.txt'),
+                 *_server_requirements())
             _pip(path, '--no-deps', '--force-reinstall', REPO)
             _write(digest_file, digest)
     return path

@@ -20,6 +20,7 @@ from trove_upgrade import context
 from trove_upgrade.db import agents as db_agents
 from trove_upgrade.db import packages as package_db
 from trove_upgrade.db import upgrades as db_upgrades
+from trove_upgrade import rpc_interface
 from trove_upgrade import states
 from trove_upgrade.tests.unit.api import base
 
@@ -91,6 +92,25 @@ class TestDesiredVersions(base.APITestCase):
                            selector={'labels': {'tier': 'db'}})
         self.assertIn('Desired version %s (blue) already selects 3'
                       % first['id'], resp['errors'][0]['detail'])
+
+    def test_availability_zone_narrows_any_selection(self):
+        zone = rpc_interface.AVAILABILITY_ZONE_LABEL
+        for instance_id in (self.blue[2], self.green[0]):
+            db_agents.register_agent(self.ctx, instance_id, {'labels': {
+                'group': 'blue' if instance_id in self.blue else 'green',
+                'tier': 'db', zone: 'az-2'}})
+        desired = self.create(selector={
+            'instance_ids': [self.blue[1], self.blue[2]],
+            'availability_zone': 'az-2'})['desired_version']
+        self.assertEqual({'instance_ids': [self.blue[1], self.blue[2]],
+                          'availability_zone': 'az-2'}, desired['selector'])
+        self.assertEqual([self.blue[2]],
+                         [a['instance_id'] for a in desired['agents']])
+        desired = self.create(name='green-az-2', selector={
+            'group': 'green', 'availability_zone': 'az-2'})[
+            'desired_version']
+        self.assertEqual([self.green[0]],
+                         [a['instance_id'] for a in desired['agents']])
 
     def test_change_pause_resume_are_recorded(self):
         desired = self.create()['desired_version']

@@ -20,6 +20,7 @@ from trove_upgrade.db import rollouts as db_rollouts
 from trove_upgrade.db import upgrades as db_upgrades
 from trove_upgrade import rollout_states as rs
 from trove_upgrade import rollouts
+from trove_upgrade import rpc_interface
 from trove_upgrade import states
 from trove_upgrade.tests.unit.api import base
 
@@ -86,6 +87,25 @@ class TestRollouts(base.APITestCase):
                           rollout['max_failures'],
                           rollout['per_agent_retries'],
                           rollout['agent_deadline'], rollout['start_at']))
+
+    def test_availability_zone_alone_or_with_a_group(self):
+        # The zone the agents report, in their labels.
+        zone = rpc_interface.AVAILABILITY_ZONE_LABEL
+        for instance_id in (self.blue[1], self.green[0]):
+            db_agents.register_agent(self.ctx, instance_id, {'labels': {
+                'group': 'blue' if instance_id in self.blue else 'green',
+                zone: 'az-2'}})
+        rollout = self.create(selector={'availability_zone': 'az-2'}).json[
+            'rollout']
+        self.assertEqual(sorted([self.blue[1], self.green[0]]),
+                         [a['instance_id'] for a in rollout['agents']])
+        rollouts.abort_rollout(self.ctx, rollout['id'])
+        rollout = self.create(selector={'group': 'blue',
+                                        'availability_zone': 'az-2'}).json[
+            'rollout']
+        self.assertEqual([self.blue[1]],
+                         [a['instance_id'] for a in rollout['agents']])
+        self.create(expected=400, selector={'availability_zone': ''})
 
     def test_start_at_in_the_future_is_pending(self):
         rollout = self.create(start_at='2999-01-01T00:00:00Z').json[

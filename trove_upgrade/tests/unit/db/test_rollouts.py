@@ -21,6 +21,7 @@ from trove_upgrade.db import rollouts as db_rollouts
 from trove_upgrade.db import upgrades as db_upgrades
 from trove_upgrade import exception
 from trove_upgrade import rollout_states as rs
+from trove_upgrade import rpc_interface
 from trove_upgrade import states
 from trove_upgrade.tests.unit.db import base as db_base
 
@@ -178,6 +179,20 @@ class TestRolloutsDb(db_base.DbTestCase):
         self.assertEqual([db_base.OTHER_INSTANCE],
                          ids({'labels': {'az': 'a'}}))
         self.assertEqual([], ids({'labels': {'az': 'b'}}))
+        # Every agent, and the zone reported in the zone's label.
+        self.assertEqual([db_base.INSTANCE, db_base.OTHER_INSTANCE, third],
+                         sorted(ids({'labels': {}})))
+        db_agents.register_agent(self.context, third, {'labels': {
+            'group': 'blue', rpc_interface.AVAILABILITY_ZONE_LABEL: 'nova'}})
+        self.assertEqual([third], ids({'labels': {},
+                                       'availability_zone': 'nova'}))
+        self.assertEqual([third], ids({'group': 'blue',
+                                       'availability_zone': 'nova'}))
+        self.assertEqual([third], ids({
+            'instance_ids': [third, db_base.INSTANCE],
+            'availability_zone': 'nova'}))
+        self.assertEqual([], ids({'group': 'red',
+                                  'availability_zone': 'nova'}))
         self.assertEqual(
             {'instance_id', 'guest_version', 'last_heartbeat_at'},
             set(db_agents.list_selected_agents(self.context,

@@ -63,6 +63,30 @@ class TestRolloutCommands(base.OSCTestCase):
             request.json())
         self.assertEqual(ROLLOUT_ID, json.loads(out)['id'])
 
+    def test_create_by_availability_zone(self):
+        self.requests.post(ROLLOUTS, json={'rollout': rollout()},
+                           status_code=201)
+        for selection, selector in (
+                (['--availability-zone', 'az-1'],
+                 {'availability_zone': 'az-1'}),
+                (['--group', 'blue', '--availability-zone', 'az-1'],
+                 {'group': 'blue', 'availability_zone': 'az-1'})):
+            code, _out, err = self.openstack(
+                'database', 'rollout', 'create', 'blue',
+                '--instance-version', 'v2.0.0', '--package', 'guest',
+                *selection)
+            self.assertEqual(0, code, err)
+            self.assertEqual(selector,
+                             self.api_requests()[-1].json()['rollout'][
+                                 'selector'])
+        code, _out, err = self.openstack(
+            'database', 'rollout', 'create', 'blue',
+            '--instance-version', 'v2.0.0', '--package', 'guest')
+        self.assertEqual(1, code)
+        self.assertIn('Select agents with --group, --label, --instance or '
+                      '--availability-zone.', err)
+        self.assertEqual(2, len(self.api_requests()))
+
     def test_create_refuses_a_bad_threshold_before_any_request(self):
         code, _out, err = self.openstack(
             'database', 'rollout', 'create', 'blue',
