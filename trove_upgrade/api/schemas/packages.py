@@ -116,6 +116,19 @@ LIST_TARGETS_QUERY = {
     'type': 'object',
     'properties': {
         'instance_id': {'type': 'string', 'format': 'uuid'},
+        'limit': {'type': 'string'},
+        'marker': {'type': 'string', 'format': 'uuid'},
+    },
+    'additionalProperties': False,
+}
+
+# Pages of versions: the marker is the last row's version.
+FLEET_QUERY = {
+    '$schema': _SCHEMA,
+    'type': 'object',
+    'properties': {
+        'limit': {'type': 'string'},
+        'marker': _VERSION,
     },
     'additionalProperties': False,
 }
