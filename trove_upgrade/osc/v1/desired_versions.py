@@ -21,7 +21,6 @@ client (``client_manager.guest_upgrade``), which knows every URL.
 from osc_lib.cli import format_columns
 from osc_lib.command import command
 from osc_lib import exceptions
-from osc_lib import utils
 
 from trove_upgrade.osc.v1 import output
 from trove_upgrade.osc.v1 import rollouts
@@ -50,11 +49,6 @@ _DEFAULTS = {'canary': 1, 'max_in_flight': 1, 'max_failures': 0,
 
 def _show(desired):
     return output.show(desired, FORMATTERS)
-
-
-def _add_id(parser):
-    parser.add_argument('desired_version', metavar='<desired-version>',
-                        help='ID of the desired version')
 
 
 class CreateDesiredVersion(command.ShowOne):
@@ -102,22 +96,13 @@ class ListDesiredVersions(command.Lister):
         found = self.app.client_manager.guest_upgrade.list_desired_versions(
             status=parsed_args.status, name=parsed_args.name)
         names = LONG_COLUMNS if parsed_args.long else LIST_COLUMNS
-        return names, (utils.get_dict_properties(d, names,
-                                                 formatters=FORMATTERS)
-                       for d in found)
+        return output.rows(names, found, FORMATTERS)
 
 
-class ShowDesiredVersion(command.ShowOne):
-    """Show a desired version with its counters, agents and events."""
-
-    def get_parser(self, prog_name):
-        parser = super().get_parser(prog_name)
-        _add_id(parser)
-        return parser
-
-    def take_action(self, parsed_args):
-        return _show(self.app.client_manager.guest_upgrade.get_desired_version(
-            parsed_args.desired_version))
+ShowDesiredVersion = output.show_command(
+    'desired_version', lambda client, item: client.get_desired_version(item),
+    'Show a desired version with its counters, agents and events.',
+    FORMATTERS)
 
 
 class SetDesiredVersion(command.ShowOne):
@@ -125,7 +110,7 @@ class SetDesiredVersion(command.ShowOne):
 
     def get_parser(self, prog_name):
         parser = super().get_parser(prog_name)
-        _add_id(parser)
+        output.add_id(parser, 'desired_version')
         parser.add_argument('--package-version', metavar='<version>',
                             dest='package_version',
                             help='New version of its package; its failures '
@@ -159,17 +144,9 @@ ResumeDesiredVersion = _action(
               'failures.')
 
 
-class DeleteDesiredVersion(command.Command):
-    """Delete a desired version; its unstarted upgrades are cancelled."""
-
-    def get_parser(self, prog_name):
-        parser = super().get_parser(prog_name)
-        _add_id(parser)
-        return parser
-
-    def take_action(self, parsed_args):
-        self.app.client_manager.guest_upgrade.delete_desired_version(
-            parsed_args.desired_version)
+DeleteDesiredVersion = output.delete_command(
+    'desired_version', 'delete_desired_version',
+    'Delete a desired version; its unstarted upgrades are cancelled.')
 
 
 class ListTargets(command.Lister):
@@ -179,12 +156,10 @@ class ListTargets(command.Lister):
         parser = super().get_parser(prog_name)
         parser.add_argument('--instance', metavar='<instance>',
                             help='Only this instance ID')
-        parser.add_argument('--limit', metavar='<limit>', type=int,
-                            help='At most this many instances (default: '
-                                 'all)')
-        parser.add_argument('--marker', metavar='<instance>',
-                            help='Start after this instance ID (the last '
-                                 'one of the previous page)')
+        output.add_paging_arguments(
+            parser, 'instances', '<instance>',
+            'Start after this instance ID (the last one of the previous '
+            'page)')
         parser.add_argument('--long', action='store_true',
                             help='Also show the owners it shadows')
         return parser
@@ -194,6 +169,4 @@ class ListTargets(command.Lister):
             instance_id=parsed_args.instance, limit=parsed_args.limit,
             marker=parsed_args.marker)
         names = TARGET_LONG_COLUMNS if parsed_args.long else TARGET_COLUMNS
-        return names, (utils.get_dict_properties(t, names,
-                                                 formatters=FORMATTERS)
-                       for t in found)
+        return output.rows(names, found, FORMATTERS)

@@ -31,23 +31,64 @@ def show(item, formatters):
                                             formatters=formatters)
 
 
-def action_command(noun, act, action, doc, formatters):
-    """A ShowOne command that POSTs ``action`` on one object by ID.
+def rows(names, items, formatters):
+    """(column names, rows) of a Lister command."""
+    return names, (utils.get_dict_properties(item, names,
+                                             formatters=formatters)
+                   for item in items)
 
-    ``act`` names the client method taking the ID and the action;
-    ``noun`` the positional argument (``rollout``, ``desired_version``).
-    """
-    class Action(command.ShowOne):
+
+def add_id(parser, noun):
+    """The positional ID of one object, ``noun`` as the client names it."""
+    parser.add_argument(noun, metavar='<%s>' % noun.replace('_', '-'),
+                        help='ID of the %s' % noun.replace('_', ' '))
+
+
+def add_paging_arguments(parser, what, marker_metavar, marker_help):
+    """``--limit`` and ``--marker`` of a list the client pages through."""
+    parser.add_argument('--limit', metavar='<limit>', type=int,
+                        help='At most this many %s (default: all)' % what)
+    parser.add_argument('--marker', metavar=marker_metavar,
+                        help=marker_help)
+
+
+def _by_id(base, noun, doc, act):
+    """A command of ``base`` on one object by ID: ``act(client, id)``."""
+    class ById(base):
         __doc__ = doc
 
         def get_parser(self, prog_name):
             parser = super().get_parser(prog_name)
-            parser.add_argument(noun, metavar='<%s>' % noun.replace('_', '-'),
-                                help='ID of the %s' % noun.replace('_', ' '))
+            add_id(parser, noun)
             return parser
 
         def take_action(self, parsed_args):
-            act_on = getattr(self.app.client_manager.guest_upgrade, act)
-            return show(act_on(getattr(parsed_args, noun), action),
-                        formatters)
-    return Action
+            return act(self.app.client_manager.guest_upgrade,
+                       getattr(parsed_args, noun))
+    return ById
+
+
+def show_command(noun, call, doc, formatters):
+    """A ShowOne command on one object by ID.
+
+    ``call(client, id)`` returns the object to show; ``noun`` names the
+    positional argument (``package``, ``desired_version``).
+    """
+    return _by_id(command.ShowOne, noun, doc,
+                  lambda client, item: show(call(client, item), formatters))
+
+
+def action_command(noun, act, action, doc, formatters):
+    """A ShowOne command that POSTs ``action`` on one object by ID.
+
+    ``act`` names the client method taking the ID and the action.
+    """
+    return show_command(
+        noun, lambda client, item: getattr(client, act)(item, action), doc,
+        formatters)
+
+
+def delete_command(noun, delete, doc):
+    """A command deleting one object by ID with the client's ``delete``."""
+    return _by_id(command.Command, noun, doc,
+                  lambda client, item: getattr(client, delete)(item))

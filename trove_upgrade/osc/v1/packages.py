@@ -119,18 +119,9 @@ class ListPackages(command.Lister):
                               for p in found)
 
 
-class ShowPackage(command.ShowOne):
-    """Show a package, its manifest's facts and what uses it."""
-
-    def get_parser(self, prog_name):
-        parser = super().get_parser(prog_name)
-        parser.add_argument('package', metavar='<package>',
-                            help='ID of the package')
-        return parser
-
-    def take_action(self, parsed_args):
-        return _show(self.app.client_manager.guest_upgrade.get_package(
-            parsed_args.package))
+ShowPackage = output.show_command(
+    'package', lambda client, item: client.get_package(item),
+    "Show a package, its manifest's facts and what uses it.", FORMATTERS)
 
 
 class SetPackage(command.ShowOne):
@@ -138,8 +129,7 @@ class SetPackage(command.ShowOne):
 
     def get_parser(self, prog_name):
         parser = super().get_parser(prog_name)
-        parser.add_argument('package', metavar='<package>',
-                            help='ID of the package')
+        output.add_id(parser, 'package')
         parser.add_argument('--state', metavar='<state>', required=True,
                             choices=STATES,
                             help='New state: %s' % ', '.join(STATES))
@@ -150,18 +140,9 @@ class SetPackage(command.ShowOne):
             parsed_args.package, parsed_args.state))
 
 
-class DeletePackage(command.Command):
-    """Delete a package; refused while anything uses it."""
-
-    def get_parser(self, prog_name):
-        parser = super().get_parser(prog_name)
-        parser.add_argument('package', metavar='<package>',
-                            help='ID of the package')
-        return parser
-
-    def take_action(self, parsed_args):
-        self.app.client_manager.guest_upgrade.delete_package(
-            parsed_args.package)
+DeletePackage = output.delete_command(
+    'package', 'delete_package',
+    'Delete a package; refused while anything uses it.')
 
 
 class ShowFleet(command.Lister):
@@ -169,16 +150,13 @@ class ShowFleet(command.Lister):
 
     def get_parser(self, prog_name):
         parser = super().get_parser(prog_name)
-        parser.add_argument('--limit', metavar='<limit>', type=int,
-                            help='At most this many versions (default: '
-                                 'all)')
-        parser.add_argument('--marker', metavar='<version>',
-                            help='Start after this version (the last one '
-                                 'of the previous page)')
+        output.add_paging_arguments(
+            parser, 'versions', '<version>',
+            'Start after this version (the last one of the previous page)')
         return parser
 
     def take_action(self, parsed_args):
-        rows = self.app.client_manager.guest_upgrade.package_fleet(
-            limit=parsed_args.limit, marker=parsed_args.marker)
-        return FLEET_COLUMNS, (utils.get_dict_properties(
-            r, FLEET_COLUMNS, formatters=FORMATTERS) for r in rows)
+        return output.rows(
+            FLEET_COLUMNS, self.app.client_manager.guest_upgrade.package_fleet(
+                limit=parsed_args.limit, marker=parsed_args.marker),
+            FORMATTERS)

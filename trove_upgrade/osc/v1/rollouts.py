@@ -24,7 +24,6 @@ from osc_lib.cli import format_columns
 from osc_lib.cli import parseractions
 from osc_lib.command import command
 from osc_lib import exceptions
-from osc_lib import utils
 
 from trove_upgrade.osc.v1 import output
 from trove_upgrade.osc.v1 import packages
@@ -189,9 +188,7 @@ class ListRollouts(command.Lister):
             status=parsed_args.status, name=parsed_args.name,
             limit=parsed_args.limit, marker=parsed_args.marker)
         names = LONG_COLUMNS if parsed_args.long else LIST_COLUMNS
-        return names, (utils.get_dict_properties(r, names,
-                                                 formatters=FORMATTERS)
-                       for r in found)
+        return output.rows(names, found, FORMATTERS)
 
 
 class ShowRollout(command.ShowOne):
@@ -254,15 +251,6 @@ AbortRollout = _action('abort', 'Abort a rollout and cancel its unstarted '
                                 'upgrades.')
 
 
-class DeleteRollout(command.Command):
-    """Delete a completed or aborted rollout; its upgrades stay."""
-
-    def get_parser(self, prog_name):
-        parser = super().get_parser(prog_name)
-        parser.add_argument('rollout', metavar='<rollout>',
-                            help='ID of the rollout')
-        return parser
-
-    def take_action(self, parsed_args):
-        self.app.client_manager.guest_upgrade.delete_rollout(
-            parsed_args.rollout)
+DeleteRollout = output.delete_command(
+    'rollout', 'delete_rollout',
+    'Delete a completed or aborted rollout; its upgrades stay.')
