@@ -84,15 +84,14 @@ def _selected(context, selector):
     return rollouts.select_agents(context, selector)
 
 
-def owners(context, instance_ids=None):
-    """Each selected instance's owners, in precedence order.
+def _claims(context, after=None, limit=None):
+    """``(agent, owner)`` for each agent each owner selects.
 
-    Returns ``{instance_id: [owner, ...]}``; an owner is a dict of
-    ``kind`` (ROLLOUT or DESIRED_VERSION), ``id``, ``name``, ``version``
-    and ``status``. The first owner is the one whose target counts.
+    Owners come in precedence order; an owner is a dict of ``kind``
+    (ROLLOUT or DESIRED_VERSION), ``id``, ``name``, ``version`` and
+    ``status``. ``after`` and ``limit`` bound each owner's selection to
+    its first ``limit`` agents after that instance id.
     """
-    found = collections.defaultdict(list)
-    wanted = None if instance_ids is None else set(instance_ids)
     active = db_rollouts.list_rollouts_in(context, rs.ACTIVE_STATES)
     candidates = (
         [(ROLLOUT, r) for r in active]
@@ -101,10 +100,39 @@ def owners(context, instance_ids=None):
         tag = {'kind': kind, 'id': owner['id'], 'name': owner['name'],
                'version': owner['instance_version'],
                'status': owner['status']}
-        for agent in _selected(context, owner['selector']):
-            if wanted is None or agent['instance_id'] in wanted:
-                found[agent['instance_id']].append(tag)
+        for agent in rollouts.select_agents(context, owner['selector'],
+                                            after, limit):
+            yield agent, tag
+
+
+def owners(context, instance_ids=None, after=None, limit=None):
+    """Each selected instance's owners, in precedence order.
+
+    Returns ``{instance_id: [owner, ...]}`` (owners as ``_claims`` gives
+    them); the first owner is the one whose target counts. ``after`` and
+    ``limit`` give one page of instances, by instance id: the first
+    ``limit`` of the union are among each owner's first ``limit``, so no
+    owner's selection is read past them (unless ``instance_ids`` picks
+    among it).
+    """
+    found = collections.defaultdict(list)
+    wanted = None if instance_ids is None else set(instance_ids)
+    for agent, tag in _claims(context, after,
+                              limit if wanted is None else None):
+        if wanted is None or agent['instance_id'] in wanted:
+            found[agent['instance_id']].append(tag)
+    if limit is not None:
+        found = {i: found[i] for i in sorted(found)[:limit]}
     return found
+
+
+def first_owners(context):
+    """``{instance_id: (first owner, version its agent runs)}``."""
+    first = {}
+    for agent, tag in _claims(context):
+        first.setdefault(agent['instance_id'],
+                         (tag, agent['guest_version']))
+    return first
 
 
 def describe_target(instance_owners):

@@ -19,16 +19,30 @@ package of a version is listed in its row.
 
 import collections
 
-from trove_upgrade.db import agents as db_agents
 from trove_upgrade.db import packages as db
 from trove_upgrade import desired_versions
+from trove_upgrade import exception
 from trove_upgrade import package_registry
 from trove_upgrade import states
 
 
 def _key(version):
+    """The row of a version: equal versions share one, named alike.
+
+    PEP 440 compares ``2.0`` and ``2.0.0`` equal but prints them apart,
+    so the release is written with three parts (more when a later one is
+    not 0): ``v2``, ``2.0`` and ``2.0.0.0`` are all ``2.0.0``.
+    """
     found = package_registry._safe_version(version)
-    return str(found) if found is not None else version
+    if found is None:
+        return version
+    release = list(found.release)
+    while len(release) > 3 and release[-1] == 0:
+        release.pop()
+    release += [0] * (3 - len(release))
+    return '%s%s%s' % ('%d!' % found.epoch if found.epoch else '',
+                       '.'.join(map(str, release)),
+                       str(found)[len(found.base_version):])
 
 
 def _sort_key(version):
@@ -46,8 +60,8 @@ def _behind(running, target):
     return found is None or found < package_registry._safe_version(target)
 
 
-def summary(context):
-    """One row per version, oldest first.
+def summary(context, limit=None, marker=None):
+    """One row per version, oldest first; one page of them.
 
     Each row has ``version``, ``running``, ``targeted``, ``in_flight``,
     ``failed`` and ``packages``.
@@ -56,31 +70,39 @@ def summary(context):
     ``desired_versions.owners``) is the version and that run an older
     one; ``in_flight`` and ``failed`` count agents not running it whose
     newest upgrade is to it and has not ended, or ended FAILED,
-    ROLLED_BACK or TIMED_OUT.
+    ROLLED_BACK or TIMED_OUT. Running, in flight and failed are counted
+    by SQL; the targets need each owner's selector. ``marker`` is the
+    ``version`` of the last row of the previous page.
+
+    :raises: MarkerNotFound when no row has the version ``marker``.
     """
     rows = collections.defaultdict(lambda: {
         'running': 0, 'targeted': 0, 'in_flight': 0, 'failed': 0,
         'packages': []})
-    running = {}
-    for agent in db_agents.list_agents(context):
-        running[agent['instance_id']] = agent['guest_version']
-        if agent['guest_version'] is not None:
-            rows[_key(agent['guest_version'])]['running'] += 1
-    for instance_id, owners in desired_versions.owners(context).items():
-        target = owners[0]['version']
-        if _behind(running.get(instance_id), target):
-            rows[_key(target)]['targeted'] += 1
-    for instance_id, (version, status) in db.latest_upgrades(
-            context).items():
-        if package_registry.same_version(running.get(instance_id), version):
+    for version, count in db.count_agents_by_version(context).items():
+        if version is not None:
+            rows[_key(version)]['running'] += count
+    for owner, running in desired_versions.first_owners(context).values():
+        if _behind(running, owner['version']):
+            rows[_key(owner['version'])]['targeted'] += 1
+    for version, status, running, count in db.count_latest_upgrades(
+            context):
+        if package_registry.same_version(running, version):
             continue
         if status in db.FAILED_STATES:
-            rows[_key(version)]['failed'] += 1
+            rows[_key(version)]['failed'] += count
         elif status not in states.FINAL_STATES:
-            rows[_key(version)]['in_flight'] += 1
+            rows[_key(version)]['in_flight'] += count
     for package in db.list_packages(context):
         rows[_key(package['version'])]['packages'].append(
             {'id': package['id'], 'name': package['name'],
              'state': package['state']})
-    return [dict(row, version=version) for version, row in sorted(
-        rows.items(), key=lambda item: _sort_key(item[0]))]
+    versions = sorted(rows, key=_sort_key)
+    if marker is not None:
+        after = [i for i, version in enumerate(versions)
+                 if _sort_key(version) == _sort_key(marker)]
+        if not after:
+            raise exception.MarkerNotFound(marker=marker)
+        versions = versions[after[-1] + 1:]
+    return [dict(rows[version], version=version)
+            for version in versions[:limit]]

@@ -220,22 +220,24 @@ def plan(rollout, agents, dispatches, busy, now=None, down_time=None):
     return Plan(agent_states, summary, dispatch, None, None)
 
 
-def select_agents(context, selector):
+def select_agents(context, selector, after=None, limit=None):
     """The agents ``selector`` picks, ordered by instance id.
 
     Its ``instance_ids``, ``group`` or ``labels`` select among the agents
     (every agent when it has none of them), and its ``availability_zone``
     among those the zone the agents reported (``db.agents``); its
     ``trove`` facts then keep those whose instance Trove describes so
-    (``trove_instances.select``).
+    (``trove_instances.select``). ``after`` and ``limit`` give one page:
+    the first ``limit`` agents whose instance id sorts after ``after``.
     """
     agent_selector = {k: v for k, v in selector.items() if k != 'trove'}
     if not agent_selector.keys() & {'instance_ids', 'group', 'labels'}:
         agent_selector['labels'] = {}
-    agents = db_agents.list_selected_agents(context, agent_selector)
-    if 'trove' in selector:
-        agents = trove_instances.select(agents, selector['trove'])
-    return agents
+    if 'trove' not in selector:
+        return db_agents.list_selected_agents(context, agent_selector, after,
+                                              limit)
+    agents = db_agents.list_selected_agents(context, agent_selector, after)
+    return trove_instances.select(agents, selector['trove'])[:limit]
 
 
 def _owned_elsewhere(context, rollout):

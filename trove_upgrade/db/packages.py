@@ -184,21 +184,28 @@ def list_agents_running(context, versions):
             .order_by(agent.instance_id)))
 
 
-def latest_upgrades(context):
-    """Each instance's newest upgrade: ``{instance_id: (version, status)}``.
+def count_latest_upgrades(context):
+    """Instances counted by their newest upgrade and their agent's version.
 
-    What the fleet view counts as targeted (in flight) or failed.
+    Returns ``[(upgrade version, status, version the agent runs or None,
+    count)]``: what the fleet view counts as in flight or failed, grouped
+    in SQL so that the fleet's size does not reach Python. The newest
+    upgrade is the last created, the greatest id among equals.
     """
     upgrade = models.Upgrade
-    newest = (sa.select(upgrade.instance_id,
-                        sa.func.max(upgrade.created_at).label('newest'))
-              .group_by(upgrade.instance_id).subquery())
+    agent = models.Agent
+    ranked = sa.select(
+        upgrade.instance_id, upgrade.instance_version, upgrade.status,
+        sa.func.row_number().over(
+            partition_by=upgrade.instance_id,
+            order_by=(upgrade.created_at.desc(), upgrade.id.desc())
+        ).label('rank')).subquery()
     with common.context_manager.reader.using(context) as session:
-        rows = session.execute(
-            sa.select(upgrade.instance_id, upgrade.instance_version,
-                      upgrade.status)
-            .join(newest, sa.and_(
-                newest.c.instance_id == upgrade.instance_id,
-                newest.c.newest == upgrade.created_at))
-            .order_by(upgrade.instance_id, upgrade.id)).all()
-    return {r[0]: (r[1], r[2]) for r in rows}
+        return [tuple(r) for r in session.execute(
+            sa.select(ranked.c.instance_version, ranked.c.status,
+                      agent.guest_version, sa.func.count())
+            .select_from(ranked)
+            .outerjoin(agent, agent.instance_id == ranked.c.instance_id)
+            .where(ranked.c.rank == 1)
+            .group_by(ranked.c.instance_version, ranked.c.status,
+                      agent.guest_version)).all()]

@@ -187,16 +187,21 @@ class Client:
             marker = body[key][-1][marker_key]
 
     def create_upgrade(self, instance_id, instance_version, strategy,
-                       location, metadata=None, allow_downgrade=None):
-        """Ask for an upgrade; return the recorded upgrade."""
+                       location, metadata=None, allow_downgrade=None,
+                       package=None):
+        """Ask for an upgrade; return the recorded upgrade.
+
+        ``package`` names a registered package instead of ``strategy``
+        and ``location`` (None then).
+        """
         body = {'instance_id': instance_id,
-                'instance_version': instance_version,
-                'strategy': strategy,
-                'location': location}
-        if metadata is not None:
-            body['metadata'] = metadata
-        if allow_downgrade is not None:
-            body['allow_downgrade'] = allow_downgrade
+                'instance_version': instance_version}
+        for name, value in (('strategy', strategy), ('location', location),
+                            ('metadata', metadata),
+                            ('allow_downgrade', allow_downgrade),
+                            ('package', package)):
+            if value is not None:
+                body[name] = value
         return self._request('POST', '/upgrades', json=body)['upgrade']
 
     def list_upgrades(self, instance_id=None, status=None,
@@ -285,17 +290,22 @@ class Client:
         """Delete a package nothing uses."""
         self._request('DELETE', '/packages/%s' % _quote(package_id))
 
-    def package_fleet(self):
-        """Per version: agents running it, targeted at it, failed."""
-        return self._request('GET', '/packages/fleet')['versions']
+    def package_fleet(self, limit=None, marker=None):
+        """Per version, oldest first: agents running it, targeted, failed."""
+        return self._list('/packages/fleet', 'versions', 'version', {},
+                          limit, marker)
 
     def create_desired_version(self, body):
         """Declare a desired version from the API's request body."""
         return self._request('POST', '/desired-versions', json={
             'desired_version': body})['desired_version']
 
-    def list_desired_versions(self):
-        return self._request('GET', '/desired-versions')['desired_versions']
+    def list_desired_versions(self, status=None, name=None):
+        """Desired versions, oldest (first in precedence) first."""
+        params = {k: v for k, v in (('status', status), ('name', name))
+                  if v is not None}
+        return self._request('GET', '/desired-versions', params=params)[
+            'desired_versions']
 
     def get_desired_version(self, desired_id):
         return self._request('GET', '/desired-versions/%s' % _quote(
@@ -312,3 +322,8 @@ class Client:
 
     def delete_desired_version(self, desired_id):
         self._request('DELETE', '/desired-versions/%s' % _quote(desired_id))
+
+    def list_targets(self, instance_id=None, limit=None, marker=None):
+        """Each selected instance's target, owner and why, by instance."""
+        return self._list('/targets', 'targets', 'instance_id',
+                          {'instance_id': instance_id}, limit, marker)

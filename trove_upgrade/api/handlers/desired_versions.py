@@ -154,15 +154,25 @@ def list_targets(req):
     context = req.environ[util.CONTEXT_KEY]
     policy.authorize(context, policies.TARGETS)
     params = util.query_params(req, schema.LIST_TARGETS_QUERY)
+    limit = util.get_limit(params, req.environ[util.CONF_KEY].api.max_limit)
     wanted = None
     if 'instance_id' in params:
         wanted = [str(uuid.UUID(params['instance_id']))]
-    owners = desired_versions.owners(context, wanted)
-    running = {a['instance_id']: a['guest_version']
-               for a in db_agents.list_agents(context)}
+    marker = params.get('marker')
+    if marker is not None:
+        marker = str(uuid.UUID(marker))
+        if not db_agents.list_selected_agents(
+                context, {'instance_ids': [marker]}):
+            raise exception.MarkerNotFound(marker=marker)
+    owners = desired_versions.owners(context, wanted, after=marker,
+                                     limit=limit)
+    running = {a['instance_id']: a['guest_version'] for a in
+               db_agents.list_selected_agents(
+                   context, {'instance_ids': sorted(owners)})}
     targets = []
     for instance_id in sorted(owners):
         target = desired_versions.describe_target(owners[instance_id])
         targets.append(dict(target, instance_id=instance_id,
                             running_version=running.get(instance_id)))
-    return util.json_response({'targets': targets})
+    return util.json_response(
+        views.page(req, 'targets', targets, limit, 'instance_id'))

@@ -132,5 +132,8 @@ def delete_package(req):
 def show_fleet(req):
     context = req.environ[util.CONTEXT_KEY]
     policy.authorize(context, policies.FLEET)
-    util.query_params(req, schema.FLEET_QUERY)
-    return util.json_response({'versions': fleet.summary(context)})
+    params = util.query_params(req, schema.FLEET_QUERY)
+    limit = util.get_limit(params, req.environ[util.CONF_KEY].api.max_limit)
+    rows = fleet.summary(context, limit=limit, marker=params.get('marker'))
+    return util.json_response(
+        views.page(req, 'versions', rows, limit, 'version'))

@@ -68,12 +68,6 @@ LIST_PACKAGES_QUERY = {
 }
 
 # GET /fleet takes no query parameters.
-FLEET_QUERY = {
-    '$schema': _SCHEMA,
-    'type': 'object',
-    'additionalProperties': False,
-}
-
 _THRESHOLDS = {name: rollouts._ROLLOUT['properties'][name]
                for name in ('canary', 'max_in_flight', 'max_failures',
                             'per_agent_retries', 'agent_deadline')}
@@ -123,6 +117,19 @@ LIST_TARGETS_QUERY = {
     'type': 'object',
     'properties': {
         'instance_id': {'type': 'string', 'format': 'uuid'},
+        'limit': {'type': 'string'},
+        'marker': {'type': 'string', 'format': 'uuid'},
+    },
+    'additionalProperties': False,
+}
+
+# Pages of versions: the marker is the last row's version.
+FLEET_QUERY = {
+    '$schema': _SCHEMA,
+    'type': 'object',
+    'properties': {
+        'limit': {'type': 'string'},
+        'marker': _VERSION,
     },
     'additionalProperties': False,
 }

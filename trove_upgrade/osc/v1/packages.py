@@ -18,8 +18,10 @@ The calls go through the plugin's client
 
 from osc_lib.cli import format_columns
 from osc_lib.command import command
+from osc_lib import exceptions
 from osc_lib import utils
 
+from trove_upgrade.osc.v1 import output
 from trove_upgrade import strategy_plugins
 
 STATES = ('active', 'deprecated', 'retired')
@@ -29,8 +31,6 @@ LIST_COLUMNS = ('ID', 'Name', 'Version', 'State', 'Strategy', 'Location',
 FLEET_COLUMNS = ('Version', 'Running', 'Targeted', 'In Flight', 'Failed',
                  'Packages')
 
-HIDDEN_FIELDS = ('links',)
-
 FORMATTERS = {
     'signer_key_ids': format_columns.ListColumn,
     'used_by': format_columns.ListColumn,
@@ -38,10 +38,32 @@ FORMATTERS = {
 }
 
 
+# The help of ``--package`` where an upgrade or a rollout takes one.
+PACKAGE_HELP = ('A registered package, at the instance version, instead '
+                'of --strategy and --location')
+
+
 def _show(package):
-    names = sorted(set(package) - set(HIDDEN_FIELDS))
-    return names, utils.get_dict_properties(package, names,
-                                            formatters=FORMATTERS)
+    return output.show(package, FORMATTERS)
+
+
+def check_deploy_source(parsed_args):
+    """Either ``--package``, or ``--strategy`` and ``--location``.
+
+    Refused here, before any request, with what to give instead: the API
+    would refuse it too, but with the body's field names.
+    """
+    given = [option for option, value in (
+        ('--strategy', parsed_args.strategy),
+        ('--location', parsed_args.location)) if value is not None]
+    if parsed_args.package is not None and given:
+        raise exceptions.CommandError(
+            '--package names a registered package, which gives the '
+            'strategy and the location: do not also give %s.'
+            % ' and '.join(given))
+    if parsed_args.package is None and len(given) != 2:
+        raise exceptions.CommandError(
+            'Give either --package, or both --strategy and --location.')
 
 
 class CreatePackage(command.ShowOne):
@@ -97,18 +119,9 @@ class ListPackages(command.Lister):
                               for p in found)
 
 
-class ShowPackage(command.ShowOne):
-    """Show a package, its manifest's facts and what uses it."""
-
-    def get_parser(self, prog_name):
-        parser = super().get_parser(prog_name)
-        parser.add_argument('package', metavar='<package>',
-                            help='ID of the package')
-        return parser
-
-    def take_action(self, parsed_args):
-        return _show(self.app.client_manager.guest_upgrade.get_package(
-            parsed_args.package))
+ShowPackage = output.show_command(
+    'package', lambda client, item: client.get_package(item),
+    "Show a package, its manifest's facts and what uses it.", FORMATTERS)
 
 
 class SetPackage(command.ShowOne):
@@ -116,8 +129,7 @@ class SetPackage(command.ShowOne):
 
     def get_parser(self, prog_name):
         parser = super().get_parser(prog_name)
-        parser.add_argument('package', metavar='<package>',
-                            help='ID of the package')
+        output.add_id(parser, 'package')
         parser.add_argument('--state', metavar='<state>', required=True,
                             choices=STATES,
                             help='New state: %s' % ', '.join(STATES))
@@ -128,24 +140,23 @@ class SetPackage(command.ShowOne):
             parsed_args.package, parsed_args.state))
 
 
-class DeletePackage(command.Command):
-    """Delete a package; refused while anything uses it."""
-
-    def get_parser(self, prog_name):
-        parser = super().get_parser(prog_name)
-        parser.add_argument('package', metavar='<package>',
-                            help='ID of the package')
-        return parser
-
-    def take_action(self, parsed_args):
-        self.app.client_manager.guest_upgrade.delete_package(
-            parsed_args.package)
+DeletePackage = output.delete_command(
+    'package', 'delete_package',
+    'Delete a package; refused while anything uses it.')
 
 
 class ShowFleet(command.Lister):
     """Per version: agents running it, targeted at it, in flight, failed."""
 
+    def get_parser(self, prog_name):
+        parser = super().get_parser(prog_name)
+        output.add_paging_arguments(
+            parser, 'versions', '<version>',
+            'Start after this version (the last one of the previous page)')
+        return parser
+
     def take_action(self, parsed_args):
-        rows = self.app.client_manager.guest_upgrade.package_fleet()
-        return FLEET_COLUMNS, (utils.get_dict_properties(
-            r, FLEET_COLUMNS, formatters=FORMATTERS) for r in rows)
+        return output.rows(
+            FLEET_COLUMNS, self.app.client_manager.guest_upgrade.package_fleet(
+                limit=parsed_args.limit, marker=parsed_args.marker),
+            FORMATTERS)

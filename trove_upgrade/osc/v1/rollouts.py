@@ -24,17 +24,15 @@ from osc_lib.cli import format_columns
 from osc_lib.cli import parseractions
 from osc_lib.command import command
 from osc_lib import exceptions
-from osc_lib import utils
 
+from trove_upgrade.osc.v1 import output
+from trove_upgrade.osc.v1 import packages
 from trove_upgrade import rollout_states as rs
 from trove_upgrade import strategy_plugins
 
 LIST_COLUMNS = ('ID', 'Name', 'Instance Version', 'Status', 'Created At')
 LONG_COLUMNS = LIST_COLUMNS + ('Selector', 'Max In Flight', 'Max Failures',
                                'Status Detail', 'Finished At')
-
-# Hypermedia for programs, not for people.
-HIDDEN_FIELDS = ('links',)
 
 FORMATTERS = {
     'selector': format_columns.DictColumn,
@@ -55,9 +53,74 @@ def _threshold(value):
 
 
 def _show(rollout):
-    names = sorted(set(rollout) - set(HIDDEN_FIELDS))
-    return names, utils.get_dict_properties(rollout, names,
-                                            formatters=FORMATTERS)
+    return output.show(rollout, FORMATTERS)
+
+
+# The thresholds of rollouts and desired versions: (name, metavar, type,
+# help). The help of a create command adds the default.
+THRESHOLDS = (
+    ('canary', '<count>', int, 'Agents upgraded first'),
+    ('max_in_flight', '<count|percent%>', _threshold,
+     'Upgrades in flight at once'),
+    ('max_failures', '<count|percent%>', _threshold,
+     'Failed agents tolerated; one more pauses it'),
+    ('per_agent_retries', '<count>', int,
+     'Retries of an agent\'s failed upgrade'),
+    ('agent_deadline', '<seconds>', int,
+     'Seconds an upgrade may take before it times out'),
+)
+
+
+def add_threshold_arguments(parser, defaults=None):
+    """``--canary`` ... ``--agent-deadline``; ``defaults`` for the help."""
+    for name, metavar, kind, text in THRESHOLDS:
+        if defaults is not None:
+            text += ' (default %s)' % defaults[name]
+        parser.add_argument('--' + name.replace('_', '-'), metavar=metavar,
+                            type=kind, dest=name, help=text)
+
+
+def thresholds_from(parsed_args):
+    """The thresholds given on the command line, as the API names them."""
+    return {name: getattr(parsed_args, name) for name, *_ in THRESHOLDS
+            if getattr(parsed_args, name) is not None}
+
+
+def add_selector_arguments(parser):
+    """``--group``, ``--label`` (repeated) or ``--instance``; and a zone."""
+    selector = parser.add_mutually_exclusive_group()
+    selector.add_argument('--group', metavar='<group>',
+                          help='Agents whose "group" label is this')
+    selector.add_argument('--label', metavar='<key=value>',
+                          action=parseractions.KeyValueAction,
+                          help='Agents with this label (repeat for '
+                               'several, all must match)')
+    selector.add_argument('--instance', metavar='<instance>',
+                          action='append', dest='instances',
+                          help='This instance\'s agent (repeat for '
+                               'several)')
+    parser.add_argument('--availability-zone', metavar='<zone>',
+                        help='Only agents that report this availability '
+                             'zone; alone, every agent in it')
+
+
+def selector_from(parsed_args):
+    """The API's selector from ``add_selector_arguments``' options."""
+    if parsed_args.group:
+        selector = {'group': parsed_args.group}
+    elif parsed_args.label:
+        selector = {'labels': parsed_args.label}
+    elif parsed_args.instances:
+        selector = {'instance_ids': parsed_args.instances}
+    elif parsed_args.availability_zone is None:
+        raise exceptions.CommandError(
+            'Select agents with --group, --label, --instance or '
+            '--availability-zone.')
+    else:
+        selector = {}
+    if parsed_args.availability_zone is not None:
+        selector['availability_zone'] = parsed_args.availability_zone
+    return selector
 
 
 def progress(rollout):
@@ -90,66 +153,21 @@ class CreateRollout(command.ShowOne):
         parser.add_argument('--location', metavar='<location>',
                             help='Where the agents find the package')
         parser.add_argument('--package', metavar='<name>',
-                            help='A registered package, at the instance '
-                                 'version, instead of --strategy and '
-                                 '--location')
-        selector = parser.add_mutually_exclusive_group()
-        selector.add_argument('--group', metavar='<group>',
-                              help='Agents whose "group" label is this')
-        selector.add_argument('--label', metavar='<key=value>',
-                              action=parseractions.KeyValueAction,
-                              help='Agents with this label (repeat for '
-                                   'several, all must match)')
-        selector.add_argument('--instance', metavar='<instance>',
-                              action='append', dest='instances',
-                              help='This instance\'s agent (repeat for '
-                                   'several)')
-        parser.add_argument('--availability-zone', metavar='<zone>',
-                            help='Only agents that report this '
-                                 'availability zone; alone, every agent '
-                                 'in it')
-        parser.add_argument('--canary', metavar='<count>', type=int,
-                            help='Agents upgraded first (default 1)')
-        parser.add_argument('--max-in-flight', metavar='<count|percent%>',
-                            type=_threshold,
-                            help='Upgrades in flight at once (default 1)')
-        parser.add_argument('--max-failures', metavar='<count|percent%>',
-                            type=_threshold,
-                            help='Failed agents tolerated; one more pauses '
-                                 'the rollout (default 0)')
-        parser.add_argument('--per-agent-retries', metavar='<count>',
-                            type=int,
-                            help='Retries of an agent\'s failed upgrade '
-                                 '(default 0)')
-        parser.add_argument('--agent-deadline', metavar='<seconds>',
-                            type=int,
-                            help='Seconds an upgrade may take before it '
-                                 'times out (default 3600)')
+                            help=packages.PACKAGE_HELP)
+        add_selector_arguments(parser)
+        add_threshold_arguments(parser, {
+            'canary': 1, 'max_in_flight': 1, 'max_failures': 0,
+            'per_agent_retries': 0, 'agent_deadline': 3600})
         parser.add_argument('--start-at', metavar='<ISO 8601 time>',
                             help='Do not start before this time')
         return parser
 
     def take_action(self, parsed_args):
-        if parsed_args.group:
-            selector = {'group': parsed_args.group}
-        elif parsed_args.label:
-            selector = {'labels': parsed_args.label}
-        elif parsed_args.instances:
-            selector = {'instance_ids': parsed_args.instances}
-        elif parsed_args.availability_zone is None:
-            raise exceptions.CommandError(
-                'Select agents with --group, --label, --instance or '
-                '--availability-zone.')
-        else:
-            selector = {}
-        if parsed_args.availability_zone is not None:
-            selector['availability_zone'] = parsed_args.availability_zone
-        body = {'name': parsed_args.name,
-                'instance_version': parsed_args.instance_version,
-                'selector': selector}
-        for name in ('strategy', 'location', 'package',
-                     'canary', 'max_in_flight', 'max_failures',
-                     'per_agent_retries', 'agent_deadline', 'start_at'):
+        packages.check_deploy_source(parsed_args)
+        body = dict(thresholds_from(parsed_args), name=parsed_args.name,
+                    instance_version=parsed_args.instance_version,
+                    selector=selector_from(parsed_args))
+        for name in ('strategy', 'location', 'package', 'start_at'):
             value = getattr(parsed_args, name)
             if value is not None:
                 body[name] = value
@@ -183,9 +201,7 @@ class ListRollouts(command.Lister):
             status=parsed_args.status, name=parsed_args.name,
             limit=parsed_args.limit, marker=parsed_args.marker)
         names = LONG_COLUMNS if parsed_args.long else LIST_COLUMNS
-        return names, (utils.get_dict_properties(r, names,
-                                                 formatters=FORMATTERS)
-                       for r in found)
+        return output.rows(names, found, FORMATTERS)
 
 
 class ShowRollout(command.ShowOne):
@@ -237,19 +253,8 @@ class ShowRollout(command.ShowOne):
 
 
 def _action(action, doc):
-    class RolloutAction(command.ShowOne):
-        __doc__ = doc
-
-        def get_parser(self, prog_name):
-            parser = super().get_parser(prog_name)
-            parser.add_argument('rollout', metavar='<rollout>',
-                                help='ID of the rollout')
-            return parser
-
-        def take_action(self, parsed_args):
-            return _show(self.app.client_manager.guest_upgrade.act_on_rollout(
-                parsed_args.rollout, action))
-    return RolloutAction
+    return output.action_command('rollout', 'act_on_rollout', action, doc,
+                                 FORMATTERS)
 
 
 PauseRollout = _action('pause', 'Pause a rollout: nothing new is sent.')
@@ -259,15 +264,6 @@ AbortRollout = _action('abort', 'Abort a rollout and cancel its unstarted '
                                 'upgrades.')
 
 
-class DeleteRollout(command.Command):
-    """Delete a completed or aborted rollout; its upgrades stay."""
-
-    def get_parser(self, prog_name):
-        parser = super().get_parser(prog_name)
-        parser.add_argument('rollout', metavar='<rollout>',
-                            help='ID of the rollout')
-        return parser
-
-    def take_action(self, parsed_args):
-        self.app.client_manager.guest_upgrade.delete_rollout(
-            parsed_args.rollout)
+DeleteRollout = output.delete_command(
+    'rollout', 'delete_rollout',
+    'Delete a completed or aborted rollout; its upgrades stay.')

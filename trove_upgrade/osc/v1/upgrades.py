@@ -23,6 +23,8 @@ from osc_lib import exceptions
 from osc_lib import utils
 
 from trove_upgrade.osc.v1 import batch
+from trove_upgrade.osc.v1 import output
+from trove_upgrade.osc.v1 import packages
 from trove_upgrade import states
 from trove_upgrade import strategy_plugins
 
@@ -63,14 +65,8 @@ FORMATTERS = {
 }
 
 
-# Hypermedia for programs, not for people.
-HIDDEN_FIELDS = ('links',)
-
-
 def _show_upgrade(upgrade):
-    names = sorted(set(upgrade) - set(HIDDEN_FIELDS))
-    return names, utils.get_dict_properties(upgrade, names,
-                                            formatters=FORMATTERS)
+    return output.show(upgrade, FORMATTERS)
 
 
 _STATE_NAMES = states.ORDER + tuple(sorted(states.FINAL_STATES))
@@ -99,13 +95,16 @@ class CreateUpgrade(command.ShowOne):
             '--instance-version', metavar='<version>', required=True,
             help='Guest agent version to install, e.g. v1.0.1')
         parser.add_argument(
-            '--strategy', metavar='<strategy>', required=True,
-            help=strategy_plugins.HELP % strategy_plugins.listing())
+            '--strategy', metavar='<strategy>',
+            help=strategy_plugins.HELP % strategy_plugins.listing()
+            + ' (with --location, instead of --package)')
         parser.add_argument(
-            '--location', metavar='<location>', required=True,
+            '--location', metavar='<location>',
             help='Where the package is, in the strategy\'s terms: '
                  'swift://<container>/<object>, an https:// URL, a path on '
                  'the guest, or rsync://<host>/<module>/<path>')
+        parser.add_argument(
+            '--package', metavar='<name>', help=packages.PACKAGE_HELP)
         parser.add_argument(
             '--metadata', metavar='<key=value>', default=None,
             action=parseractions.KeyValueAction,
@@ -120,12 +119,14 @@ class CreateUpgrade(command.ShowOne):
         return parser
 
     def take_action(self, parsed_args):
+        packages.check_deploy_source(parsed_args)
         client = self.app.client_manager.guest_upgrade
         upgrade = client.create_upgrade(
             parsed_args.instance, parsed_args.instance_version,
             parsed_args.strategy, parsed_args.location,
             metadata=parsed_args.metadata,
-            allow_downgrade=parsed_args.allow_downgrade)
+            allow_downgrade=parsed_args.allow_downgrade,
+            package=parsed_args.package)
         if parsed_args.wait:
             upgrade = UpgradeProgress(client, self.app.stderr).follow(
                 upgrade)

@@ -21,6 +21,7 @@ exactly as an operator's would. No conductor or agent runs: an upgrade the
 API sends stays SENT until it is cancelled.
 """
 
+import datetime
 import json
 import os
 import re
@@ -41,6 +42,8 @@ from testtools import content
 from trove_upgrade import context as tu_context
 from trove_upgrade.db import agents as db_agents
 from trove_upgrade.db import common as db_common
+from trove_upgrade.db import desired_versions as dv_db
+from trove_upgrade.db import packages as db_packages
 from trove_upgrade.db import upgrades as db_upgrades
 from trove_upgrade import exception
 from trove_upgrade.tests import base
@@ -407,3 +410,63 @@ class TestOpenStackCLI(base.TestCase):
         self.assertRegex(lines[0], r'^\S+ SENT -> CANCELLED \(api\)')
         self.assertTrue(lines[-1].startswith(
             'Upgrade %s ended CANCELLED: ' % upgrade_id), lines)
+
+    def test_deploy_by_package_and_desired_versions(self):
+        """upgrade create --package, and a desired version's life."""
+        admin = tu_context.get_admin_context()
+        # The registry's row as a verified registration records it: the
+        # verification itself is the packages tests' business.
+        name = 'guest-' + uuidutils.generate_uuid(dashed=False)[:12]
+        now = datetime.datetime.now(datetime.timezone.utc)
+        package = db_packages.create_package(admin, {
+            'name': name, 'version': '2.0.0', 'strategy': 'http',
+            'location': 'https://repo.example/%s-2.0.0.pkg' % name,
+            'state': 'active', 'size': 1000, 'sha256': 'a' * 64,
+            'signer_key_ids': ['k1'], 'manifest_created_at': now,
+            'manifest_expires_at': now + datetime.timedelta(days=1)})
+        group = 'group-' + name
+        instances = sorted(uuidutils.generate_uuid() for _ in range(2))
+        for instance_id in instances:
+            db_agents.register_agent(admin, instance_id, {
+                'guest_version': '1.0.0', 'labels': {'group': group}})
+
+        upgrade = self.openstack_json(
+            'database', 'upgrade', 'create', instances[0],
+            '--instance-version', '2.0.0', '--package', name)
+        self.assertEqual(('http', package['location'], 'SENT'),
+                         (upgrade['strategy'], upgrade['location'],
+                          upgrade['status']))
+        created = self.openstack_json(
+            'database', 'desired', 'version', 'create', 'blue-' + name,
+            '--package', name, '--package-version', '2.0.0',
+            '--group', group, '--max-in-flight', '50%')
+        desired_id = created['id']
+        self.assertEqual((name, '2.0.0', 'ACTIVE', '50%', instances),
+                         (created['package_name'], created['version'],
+                          created['status'], created['max_in_flight'],
+                          [a['instance_id'] for a in created['agents']]))
+        changed = self.openstack_json(
+            'database', 'desired', 'version', 'set', desired_id,
+            '--max-failures', '1')
+        self.assertEqual(1, changed['max_failures'])
+        paused = self.openstack_json(
+            'database', 'desired', 'version', 'pause', desired_id)
+        self.assertEqual('PAUSED', paused['status'])
+        resumed = self.openstack_json(
+            'database', 'desired', 'version', 'resume', desired_id)
+        self.assertEqual(['created', 'changed', 'paused', 'resumed'],
+                         [e['action'] for e in resumed['events']])
+
+        # Every page of targets (the CLI follows the next links).
+        mine = [t for t in self.openstack_json('database', 'target', 'list')
+                if t['Instance ID'] in instances]
+        self.assertEqual(
+            [(i, '1.0.0', '2.0.0', desired_id) for i in instances],
+            [(t['Instance ID'], t['Running Version'], t['Version'],
+              t['Owner']['id']) for t in mine])
+
+        code, out, err = self.openstack('database', 'desired', 'version',
+                                        'delete', desired_id)
+        self.assertEqual((0, '', ''), (code, out, err))
+        self.assertRaises(exception.DesiredVersionNotFound,
+                          dv_db.get_desired_version, admin, desired_id)

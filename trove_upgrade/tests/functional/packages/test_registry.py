@@ -301,6 +301,66 @@ class _RegistryTests:
         self.assertIn('desired version(s) %s (all blue)' % desired['id'],
                       resp.json['errors'][0]['detail'])
 
+    def pages(self, path, key, limit):
+        """Every row of a list, following its next links."""
+        rows, href = [], self.mgmt + path + '?limit=%d' % limit
+        while href:
+            resp = self.request('GET', href)
+            self.assertEqual(200, resp.status_int, resp.text)
+            self.assertLessEqual(len(resp.json[key]), limit)
+            rows.extend(resp.json[key])
+            href = next((link['href'] for link in resp.json.get('links', ())
+                         if link['rel'] == 'next'), None)
+        return rows
+
+    def test_fleet_and_targets_page(self):
+        self.publish('25.1.0')
+        self.publish('26.0.0')
+        blue = sorted(uuidutils.generate_uuid() for _ in range(5))
+        for number, instance_id in enumerate(blue):
+            db_agents.register_agent(self.ctx, instance_id, {
+                'guest_version': '26.0' if number == 4 else '25.1.0',
+                'labels': {'group': 'blue'}})
+        other = uuidutils.generate_uuid()
+        db_agents.register_agent(self.ctx, other, {
+            'guest_version': '24.0.0', 'labels': {'group': 'red'}})
+        resp = self.request('POST', self.mgmt + '/desired-versions', {
+            'desired_version': {
+                'name': 'blue', 'package': 'trove-guestagent',
+                'version': '26.0.0', 'selector': {'group': 'blue'}}})
+        self.assertEqual(201, resp.status_int, resp.text)
+        # Newest upgrades: blue[0] in flight after an older failure,
+        # blue[1] failed, blue[4] failed but runs the version: neither.
+        for instance_id, final in ((blue[0], states.FAILED),
+                                   (blue[0], None),
+                                   (blue[1], states.FAILED),
+                                   (blue[4], states.FAILED)):
+            upgrade = db_upgrades.create_upgrade(self.ctx, {
+                'instance_id': instance_id, 'instance_version': '26.0.0',
+                'strategy': 'http', 'location': 'https://repo/x.pkg'})
+            if final:
+                db_upgrades.transition_upgrade(self.ctx, upgrade['id'],
+                                               final, 'agent')
+        self.assertEqual(blue, [t['instance_id'] for t in self.pages(
+            '/targets', 'targets', 2)])
+        fleet = self.pages('/packages/fleet', 'versions', 1)
+        self.assertEqual(
+            [('24.0.0', 1, 0, 0, 0), ('25.1.0', 4, 0, 0, 0),
+             ('26.0.0', 1, 4, 1, 1)],
+            [(r['version'], r['running'], r['targeted'], r['in_flight'],
+              r['failed']) for r in fleet])
+        self.assertEqual(fleet, self.request(
+            'GET', self.mgmt + '/packages/fleet').json['versions'])
+        # Another agent's id is a marker; an id no agent has is not.
+        resp = self.request('GET', self.mgmt + '/targets?marker=' + other)
+        self.assertEqual([i for i in blue if i > other],
+                         [t['instance_id'] for t in resp.json['targets']])
+        unknown = uuidutils.generate_uuid()
+        resp = self.request('GET', self.mgmt + '/targets?marker=' + unknown)
+        self.assertEqual(400, resp.status_int, resp.text)
+        self.assertIn('Marker %s could not be found' % unknown,
+                      resp.json['errors'][0]['detail'])
+
 
 def _without_signatures(manifest):
     return dataclasses.replace(manifest, signatures=())

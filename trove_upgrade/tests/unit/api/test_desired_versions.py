@@ -213,3 +213,62 @@ class TestDesiredVersions(base.APITestCase):
              for v, r in rows.items()})
         self.assertEqual(['retired'],
                          [p['state'] for p in rows['1.5.0']['packages']])
+
+    def test_targets_pages_by_instance(self):
+        self.create()
+        self.create(name='green', selector={'group': 'green'})
+        everyone = sorted(self.blue + self.green)
+        resp = self.request('GET', self.mgmt + '/targets?limit=2')
+        self.assertEqual(200, resp.status_int, resp.text)
+        self.assertEqual(everyone[:2], [t['instance_id']
+                                        for t in resp.json['targets']])
+        seen, page = [], resp.json
+        while page.get('links'):
+            seen.extend(t['instance_id'] for t in page['targets'])
+            href = page['links'][0]['href']
+            self.assertIn('limit=2', href)
+            page = self.request('GET', href).json
+        seen.extend(t['instance_id'] for t in page['targets'])
+        self.assertEqual(everyone, seen)
+        last = self.request(
+            'GET', self.mgmt + '/targets?marker=' + everyone[-1]).json
+        self.assertEqual(([], None), (last['targets'], last.get('links')))
+        # The running version is each page's own agents'.
+        target, = self.request('GET', self.mgmt + '/targets?limit=1&marker='
+                               + self.blue[0]).json['targets']
+        self.assertEqual(
+            (everyone[everyone.index(self.blue[0]) + 1], '1.0.0'),
+            (target['instance_id'], target['running_version']))
+        target, = self.request('GET', self.mgmt + '/targets?instance_id='
+                               + self.blue[0] + '&limit=1').json['targets']
+        self.assertEqual('3.0.0', target['running_version'])
+
+    def test_fleet_pages_by_version(self):
+        self.create(canary=0)
+        first = self.request('GET', self.mgmt + '/packages/fleet?limit=2')
+        self.assertEqual(200, first.status_int, first.text)
+        self.assertEqual(['1.0.0', '1.5.0'],
+                         [r['version'] for r in first.json['versions']])
+        second = self.request('GET', first.json['links'][0]['href']).json
+        self.assertEqual(['2.0.0', '2.1.0'],
+                         [r['version'] for r in second['versions']])
+        # The marker is compared as a version: v2.1 is 2.1.0.
+        rest = self.request('GET', self.mgmt + '/packages/fleet?marker=v2.1')
+        self.assertEqual((['3.0.0'], None),
+                         ([r['version'] for r in rest.json['versions']],
+                          rest.json.get('links')))
+
+    def test_bad_limit_and_marker_are_400(self):
+        for path in ('/targets?limit=0', '/targets?limit=x',
+                     '/targets?marker=not-a-uuid',
+                     '/targets?marker=' + uuidutils.generate_uuid(),
+                     '/packages/fleet?limit=-1',
+                     '/packages/fleet?marker=9.9.9',
+                     '/packages/fleet?marker=1.0.0&marker=2.0.0'):
+            resp = self.request('GET', self.mgmt + path)
+            self.assertEqual(400, resp.status_int, path)
+            error, = resp.json['errors']
+            self.assertEqual(400, error['status'], path)
+        self.assertIn('Marker 9.9.9 could not be found', self.request(
+            'GET', self.mgmt + '/packages/fleet?marker=9.9.9').json[
+                'errors'][0]['detail'])

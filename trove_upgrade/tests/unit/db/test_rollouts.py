@@ -14,6 +14,7 @@
 
 import datetime
 
+import fixtures
 from oslo_utils import uuidutils
 
 from trove_upgrade.db import agents as db_agents
@@ -205,6 +206,29 @@ class TestRolloutsDb(db_base.DbTestCase):
             self.assertRaises(exception.Invalid,
                               db_agents.list_selected_agents, self.context,
                               selector)
+
+    def test_selected_agents_one_page_at_a_time(self):
+        ids = ['6f1c1a53-9d63-4c43-a0a1-6b1ad1f3c10%d' % n for n in range(9)]
+        for number, instance_id in enumerate(ids):
+            db_agents.register_agent(self.context, instance_id, {
+                'labels': {'group': 'blue' if number % 3 else 'red'}})
+        blue = [i for n, i in enumerate(ids) if n % 3]
+
+        def page(selector, after, limit):
+            return [a['instance_id'] for a in db_agents.list_selected_agents(
+                self.context, selector, after, limit)]
+
+        # Chunks as small as the page: a page of blue agents reads past the red
+        # ones until it is full, and stops at the end of the table.
+        self.useFixture(fixtures.MockPatchObject(
+            db_agents, '_SELECTION_CHUNK', 2))
+        self.assertEqual(blue[:3], page({'group': 'blue'}, None, 3))
+        self.assertEqual(blue[3:], page({'group': 'blue'}, blue[2], 3))
+        self.assertEqual([], page({'group': 'blue'}, ids[-1], 3))
+        self.assertEqual(blue, page({'group': 'blue'}, None, None))
+        self.assertEqual(ids[4:6], page({'instance_ids': ids}, ids[3], 2))
+        self.assertRaises(exception.Invalid, page, {'group': 'blue'},
+                          None, 0)
 
     def test_agents_by_health(self):
         for number in range(5):

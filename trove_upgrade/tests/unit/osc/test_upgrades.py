@@ -77,8 +77,38 @@ class TestCreateUpgrade(base.OSCTestCase):
             'database', 'upgrade', 'create', base.INSTANCE_ID,
             '--instance-version', 'v1.0.1', '--strategy', 'swift')
 
-        self.assertEqual(2, code)
-        self.assertIn('--location', err)
+        self.assertEqual(1, code)
+        self.assertIn('Give either --package, or both --strategy and '
+                      '--location.', err)
+        self.assertEqual([], self.api_requests())
+
+    def test_create_by_package_sends_its_name_only(self):
+        self.requests.post(UPGRADES, status_code=202,
+                           json={'upgrade': base.upgrade()})
+
+        code, out, err = self.openstack(
+            'database', 'upgrade', 'create', base.INSTANCE_ID,
+            '--instance-version', 'v1.0.1', '--package', 'trove-guestagent')
+
+        self.assertEqual(0, code, err)
+        self.assertEqual({'instance_id': base.INSTANCE_ID,
+                          'instance_version': 'v1.0.1',
+                          'package': 'trove-guestagent'},
+                         self.api_requests()[0].json())
+
+    def test_package_with_strategy_or_location_sends_nothing(self):
+        for extra in (['--strategy', 'swift'], ['--location', 'x'],
+                      ['--strategy', 'swift', '--location', 'x']):
+            code, out, err = self.openstack(
+                'database', 'upgrade', 'create', base.INSTANCE_ID,
+                '--instance-version', 'v1.0.1', '--package', 'guest',
+                *extra)
+
+            self.assertEqual(1, code)
+            self.assertIn('--package names a registered package, which '
+                          'gives the strategy and the location: do not '
+                          'also give %s.' % ' and '.join(
+                              e for e in extra if e.startswith('--')), err)
         self.assertEqual([], self.api_requests())
 
     def test_metadata_that_is_not_key_value_is_refused(self):
