@@ -168,10 +168,33 @@ def list_upgrades(context, filters=None, limit=None, marker=None):
 _UPGRADE_COLUMNS = tuple(getattr(models.Upgrade, attr.key).label(attr.key)
                          for attr in models.Upgrade.__mapper__.column_attrs)
 
+# The statements of a state change, built once: each agent report runs
+# them, and building them cost the conductor more CPU than executing them.
+_UPGRADES = models.Upgrade.__table__
+_READ_UPGRADE = sa.select(*_UPGRADE_COLUMNS).where(
+    _UPGRADES.c.id == sa.bindparam('b_id'))
+_INSERT_EVENT = sa.insert(models.UpgradeEvent.__table__)
+_SQLITE_LOCK = (sa.update(_UPGRADES)
+                .where(_UPGRADES.c.id == sa.bindparam('b_id'))
+                .values(status=_UPGRADES.c.status))
+_COMPARE_AND_SWAPS = {}  # sorted column names -> UPDATE statement
 
-def _read_upgrade(session, upgrade_id):
-    row = session.execute(sa.select(*_UPGRADE_COLUMNS).where(
-        models.Upgrade.id == upgrade_id)).first()
+
+def _compare_and_swap(columns):
+    """The UPDATE of ``columns`` of one upgrade still in a given status."""
+    names = tuple(sorted(columns))
+    statement = _COMPARE_AND_SWAPS.get(names)
+    if statement is None:
+        statement = _COMPARE_AND_SWAPS[names] = (
+            sa.update(_UPGRADES)
+            .where(_UPGRADES.c.id == sa.bindparam('b_id'),
+                   _UPGRADES.c.status == sa.bindparam('b_from'))
+            .values({name: sa.bindparam('b_' + name) for name in names}))
+    return statement
+
+
+def _read_upgrade(connection, upgrade_id):
+    row = connection.execute(_READ_UPGRADE, {'b_id': upgrade_id}).first()
     if row is None:
         raise exception.UpgradeNotFound(upgrade_id=upgrade_id)
     return _upgrade_dict(row)
@@ -228,9 +251,12 @@ def _transition_once(context, upgrade_id, to_state, source, detail,
     change (on MySQL too, whose repeatable-read snapshot would hide it
     from this one).
     """
-    with common.context_manager.writer.using(context) as session:
-        _take_sqlite_write_lock(session, upgrade_id)
-        upgrade = _read_upgrade(session, upgrade_id)
+    with common.context_manager.writer.connection.using(
+            context) as connection:
+        if connection.dialect.name == 'sqlite':
+            # As _take_sqlite_write_lock does for a session.
+            connection.execute(_SQLITE_LOCK, {'b_id': upgrade_id})
+        upgrade = _read_upgrade(connection, upgrade_id)
         if not _decide(upgrade, to_state, allowed_from, instance_id):
             return False, upgrade
         if callable(detail):
@@ -240,17 +266,14 @@ def _transition_once(context, upgrade_id, to_state, source, detail,
                        updated_at=now)
         if to_state in states.FINAL_STATES:
             columns['finished_at'] = now
-        result = session.execute(
-            sa.update(models.Upgrade)
-            .where(models.Upgrade.id == upgrade_id,
-                   models.Upgrade.status == upgrade['status'])
-            .values(**columns)
-            .execution_options(synchronize_session=False))
+        params = {'b_' + name: value for name, value in columns.items()}
+        params.update(b_id=upgrade_id, b_from=upgrade['status'])
+        result = connection.execute(_compare_and_swap(columns), params)
         if result.rowcount != 1:
             return None
-        session.execute(sa.insert(models.UpgradeEvent.__table__).values(
-            event_row(context, upgrade_id, now, source, upgrade['status'],
-                      to_state, detail)))
+        connection.execute(_INSERT_EVENT, event_row(
+            context, upgrade_id, now, source, upgrade['status'], to_state,
+            detail))
         upgrade.update(columns)
         return True, upgrade
 
