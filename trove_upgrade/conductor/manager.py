@@ -34,6 +34,7 @@ from oslo_utils import uuidutils
 
 from trove_upgrade.conductor import heartbeats
 from trove_upgrade import conf
+from trove_upgrade import context as tu_context
 from trove_upgrade.db import agents as db_agents
 from trove_upgrade import exception
 from trove_upgrade import rpc_interface
@@ -133,11 +134,11 @@ class ConductorManager:
         """Record an agent's heartbeat; a bad one is logged only.
 
         A heartbeat that brings nothing new is written only when the one
-        stored is old enough to matter (``heartbeats``). One that is not
-        written changes nothing, whoever sent it, so it is not
-        authenticated either: that read of the instance's keys cost more
-        than the write it saves. Every heartbeat that is written is
-        authenticated first.
+        stored is old enough to matter (``heartbeats``), and then with
+        the next batch. One that is not written changes nothing, whoever
+        sent it, so it is not authenticated either: that read of the
+        instance's keys cost more than the write it saves. Every
+        heartbeat that is written is authenticated first.
         """
         values = _agent_values(agent_version, guest_version,
                                rpc_api_version, state, labels, host)
@@ -145,6 +146,9 @@ class ConductorManager:
             return
         try:
             self._authenticate(context, 'heartbeat', locals())
+            if self.heartbeats.is_unchanged(instance_id, values):
+                self.heartbeats.queue(instance_id, values)
+                return
             # Forgotten first: a failed write must not count as done.
             self.heartbeats.forget(instance_id)
             db_agents.register_agent(context, instance_id, values)
@@ -153,6 +157,10 @@ class ConductorManager:
                 exception.MessageNotAuthenticated) as e:
             LOG.warning('Ignored heartbeat of instance %(instance)s: '
                         '%(error)s', {'instance': instance_id, 'error': e})
+
+    def flush_heartbeats(self):
+        """Write the batched heartbeats; the service calls it periodically."""
+        self.heartbeats.flush(tu_context.get_admin_context())
 
     @messaging.expected_exceptions(exception.Invalid,
                                    exception.MessageNotAuthenticated)
