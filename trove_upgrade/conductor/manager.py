@@ -36,6 +36,7 @@ from trove_upgrade.conductor import heartbeats
 from trove_upgrade import conf
 from trove_upgrade import context as tu_context
 from trove_upgrade.db import agents as db_agents
+from trove_upgrade.db import upgrades as db_upgrades
 from trove_upgrade import exception
 from trove_upgrade import rpc_interface
 from trove_upgrade import sealing
@@ -77,6 +78,7 @@ class ConductorManager:
         self.keyrings = sealing_keys.KeyringCache(
             CONF.conductor.instance_key_cache_time)
         self.heartbeats = heartbeats.HeartbeatWrites()
+        self.upgrades = db_upgrades.UpgradeMemory()
 
     def _authenticate(self, context, method, values):
         """Refuse a message not sealed as its instance requires.
@@ -170,7 +172,7 @@ class ConductorManager:
         """An agent's claim of an upgrade; see ``upgrades.claim_upgrade``."""
         self._authenticate(context, 'start_upgrade', locals())
         return upgrades.claim_upgrade(context, instance_id, upgrade_id,
-                                      from_version)
+                                      from_version, memory=self.upgrades)
 
     @messaging.expected_exceptions(exception.Invalid,
                                    exception.MessageNotAuthenticated)
@@ -182,4 +184,4 @@ class ConductorManager:
         self._authenticate(context, 'report_upgrade_state', locals())
         return upgrades.record_report(context, instance_id, upgrade_id,
                                       to_state, detail, from_version,
-                                      to_version)
+                                      to_version, memory=self.upgrades)

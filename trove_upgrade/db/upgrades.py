@@ -20,6 +20,9 @@ snapshot would keep showing it the old status in the same one) and finds
 its report to be a duplicate.
 """
 
+import threading
+
+import cachetools
 from oslo_log import log as logging
 from oslo_utils import timeutils
 from oslo_utils import uuidutils
@@ -240,23 +243,63 @@ def _take_sqlite_write_lock(session, *upgrade_ids):
             .execution_options(synchronize_session=False))
 
 
+class UpgradeMemory:
+    """The upgrades a process last recorded or read, most recent first.
+
+    An upgrade only moves forward, so what was once its state stays
+    true knowledge: a report that is a duplicate or stale against it is
+    one against any later state too, and needs no database at all; a
+    move from it is tried by compare-and-swap without reading the row
+    first, and read as usual when the row has moved on meanwhile.
+    Bounded to the ``size`` most recently used upgrades.
+    """
+
+    def __init__(self, size=10000):
+        self._upgrades = cachetools.LRUCache(size)
+        self._lock = threading.Lock()
+
+    def get(self, upgrade_id):
+        with self._lock:
+            upgrade = self._upgrades.get(upgrade_id)
+        return None if upgrade is None else dict(upgrade)
+
+    def remember(self, upgrade):
+        with self._lock:
+            self._upgrades[upgrade['id']] = dict(upgrade)
+
+
+def _known_outcome(known, to_state, instance_id):
+    """``(False, upgrade)`` when ``known`` shows the move is not news.
+
+    None when the database must decide: a move that ``known`` refuses
+    may be legal from the state the upgrade has reached since.
+    """
+    try:
+        if not _decide(known, to_state, None, instance_id):
+            return False, known
+    except exception.InvalidStateTransition:
+        return None
+    return None
+
+
 @common.retry_on_deadlock
 def _transition_once(context, upgrade_id, to_state, source, detail,
-                     allowed_from, values, instance_id):
+                     allowed_from, values, instance_id, known=None):
     """Read, decide and compare-and-swap in one transaction.
 
     Returns ``(changed, upgrade)``, or None when another writer changed
     the status between the read and the UPDATE; the caller then tries
     again in a new transaction, whose first read sees that writer's
     change (on MySQL too, whose repeatable-read snapshot would hide it
-    from this one).
+    from this one). With ``known`` (the upgrade as last seen, for a move
+    ``known`` allows) the read is skipped.
     """
     with common.context_manager.writer.connection.using(
             context) as connection:
         if connection.dialect.name == 'sqlite':
             # As _take_sqlite_write_lock does for a session.
             connection.execute(_SQLITE_LOCK, {'b_id': upgrade_id})
-        upgrade = _read_upgrade(connection, upgrade_id)
+        upgrade = known or _read_upgrade(connection, upgrade_id)
         if not _decide(upgrade, to_state, allowed_from, instance_id):
             return False, upgrade
         if callable(detail):
@@ -279,7 +322,8 @@ def _transition_once(context, upgrade_id, to_state, source, detail,
 
 
 def transition_upgrade(context, upgrade_id, to_state, source, detail=None,
-                       allowed_from=None, values=None, instance_id=None):
+                       allowed_from=None, values=None, instance_id=None,
+                       memory=None):
     """Move an upgrade to ``to_state`` and record the event, race-safely.
 
     Returns ``(changed, upgrade)``. A duplicate or stale report changes
@@ -297,6 +341,10 @@ def transition_upgrade(context, upgrade_id, to_state, source, detail=None,
     transaction, so the common case costs one round of the connection
     pool. Must not be called inside another transaction of the same
     context: a lost race is retried in a fresh one.
+
+    With ``memory`` (an ``UpgradeMemory``) and no ``allowed_from``, what
+    it knows of the upgrade spares the read, or the whole transaction;
+    the upgrade as recorded or read is remembered in it.
     """
     _check_state(to_state)
     if source is None:
@@ -307,12 +355,25 @@ def transition_upgrade(context, upgrade_id, to_state, source, detail=None,
     common.check_strings(models.Upgrade, values, values)
     if not callable(detail):
         detail = common.bounded_detail(detail)
+    known = None
+    if memory is not None and allowed_from is None:
+        known = memory.get(upgrade_id)
+        if known is not None:
+            outcome = _known_outcome(known, to_state, instance_id)
+            if outcome is not None:
+                return outcome
+            if not states.is_legal(known['status'], to_state):
+                known = None
     # Each lost race means another writer moved the status forward; the
     # state machine has no cycle, so this loop ends.
     while True:
         outcome = _transition_once(context, upgrade_id, to_state, source,
-                                   detail, allowed_from, values, instance_id)
+                                   detail, allowed_from, values, instance_id,
+                                   known)
+        known = None
         if outcome is not None:
+            if memory is not None:
+                memory.remember(outcome[1])
             return outcome
         LOG.debug('Upgrade %s changed while moving it to %s; retrying.',
                   upgrade_id, to_state)
