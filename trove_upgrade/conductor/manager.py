@@ -34,7 +34,6 @@ from oslo_utils import uuidutils
 
 from trove_upgrade.conductor import heartbeats
 from trove_upgrade import conf
-from trove_upgrade import context as tu_context
 from trove_upgrade.db import agents as db_agents
 from trove_upgrade.db import upgrades as db_upgrades
 from trove_upgrade import exception
@@ -159,10 +158,6 @@ class ConductorManager:
                 exception.MessageNotAuthenticated) as e:
             LOG.warning('Ignored heartbeat of instance %(instance)s: '
                         '%(error)s', {'instance': instance_id, 'error': e})
-
-    def flush_heartbeats(self):
-        """Write the batched heartbeats; the service calls it periodically."""
-        self.heartbeats.flush(tu_context.get_admin_context())
 
     @messaging.expected_exceptions(exception.Invalid,
                                    exception.MessageNotAuthenticated)

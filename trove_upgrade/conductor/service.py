@@ -58,7 +58,7 @@ class ConductorService(service.Service):
                                self.time_out_upgrades,
                                stop_on_exception=False)
         self.tg.add_timer_args(heartbeats.FLUSH_INTERVAL,
-                               self.manager.flush_heartbeats,
+                               self.flush_heartbeats,
                                stop_on_exception=False)
         LOG.info('Conductor %(host)s listening on topic %(topic)s, '
                  'exchange %(exchange)s.',
@@ -68,6 +68,14 @@ class ConductorService(service.Service):
     def time_out_upgrades(self):
         """The periodic task; the timer logs its failures and runs on."""
         upgrades.time_out_upgrades(tu_context.get_admin_context())
+
+    def flush_heartbeats(self):
+        """Write the batched heartbeats (``heartbeats``); a timer's task.
+
+        Not the manager's: every public method of the manager is an RPC
+        endpoint.
+        """
+        self.manager.heartbeats.flush(tu_context.get_admin_context())
 
     def stop(self, graceful=True):
         if self.reconciler is not None:
@@ -79,7 +87,7 @@ class ConductorService(service.Service):
             self.rpcserver = None
             # The heartbeats the server took last, not lost to the stop.
             try:
-                self.manager.flush_heartbeats()
+                self.flush_heartbeats()
             except Exception:
                 LOG.exception('Could not write the last batch of '
                               'heartbeats.')

@@ -58,7 +58,7 @@ class TestHeartbeatWrites(base.TestCase):
         """A heartbeat, and the flush the service runs every second."""
         self.manager.heartbeat(self.context, instance_id,
                                **dict(AGENT, **changes))
-        self.manager.flush_heartbeats()
+        self.manager.heartbeats.flush(self.context)
 
     def test_unchanged_heartbeat_is_written_once_per_interval(self):
         self.flags(heartbeat_write_interval=60, group='conductor')
@@ -102,7 +102,7 @@ class TestHeartbeatWrites(base.TestCase):
         self.advance(1)
         self.manager.heartbeat(self.context, INSTANCE,
                                **dict(AGENT, state='BACKUP'))
-        self.manager.flush_heartbeats()
+        self.manager.heartbeats.flush(self.context)
         agent = db_agents.get_agent(self.context, INSTANCE)
         self.assertEqual('BACKUP', agent['state'])
         self.assertEqual(START + datetime.timedelta(seconds=61),
@@ -134,7 +134,8 @@ class TestHeartbeatWrites(base.TestCase):
         self.manager.heartbeat(self.context, INSTANCE, **AGENT)
         with mock.patch.object(db_agents, 'record_heartbeats',
                                side_effect=RuntimeError('db down')):
-            self.assertRaises(RuntimeError, self.manager.flush_heartbeats)
+            self.assertRaises(RuntimeError, self.manager.heartbeats.flush,
+                              self.context)
         self.assertEqual(START, self.stored())
         self.advance(1)
         self.beat()
