@@ -133,31 +133,82 @@ def keyrings(context, instance_ids):
             for i in instance_ids}
 
 
+# Seconds by which the clocks that stamp keys (any host running
+# trove-upgrade-manage) may run ahead of a conductor's: its look for key
+# changes reaches this far back.
+CLOCK_SKEW = 60
+
+
+def _lasting(found):
+    """Whether a keyring may be kept until its instance's keys change.
+
+    Keys set with ``trove-upgrade-manage instance-key`` are watched for
+    changes; an instance without keys, or one whose key is derived from
+    Trove's, is read again every ``instance_key_cache_time`` instead.
+    """
+    return bool(found) and not any(
+        key_id.startswith(trove_keys.KEY_ID_PREFIX)
+        for key_id, _material in found.keys)
+
+
 class KeyringCache:
-    """The conductor's keyrings, each read at most once per ``ttl`` seconds.
+    """The conductor's keyrings, read again only when they change.
 
     Every agent message is checked against its instance's keys; reading
     them for each one would cost the conductor a transaction per message.
-    The price is that a key added, rotated out or expired takes effect on
-    messages to the conductor up to ``[conductor] instance_key_cache_time``
-    seconds later; 0 reads the keys for every message.
+    Once every ``ttl`` seconds (``[conductor] instance_key_cache_time``)
+    one query asks which instances were given a key, or had one given an
+    expiry, since the last look, and their keyrings are dropped; the
+    others are kept (the ``maxsize`` most recently used). Keyrings that
+    cannot be watched so (none, or derived from Trove's key) are kept
+    ``ttl`` seconds. Either way a key added, rotated out or expired takes
+    effect on messages to the conductor up to ``ttl`` seconds later; 0
+    reads the keys for every message.
     """
 
     def __init__(self, ttl, maxsize=100000, timer=time.monotonic):
+        self._ttl = ttl
+        self._timer = timer
         self._lock = threading.Lock()
-        self._cache = cachetools.TTLCache(maxsize, ttl, timer=timer) \
-            if ttl else None
+        # instance id -> (keyring, lasting, read at)
+        self._cache = cachetools.LRUCache(maxsize) if ttl else None
+        self._looked = None  # (timer, UTC time) of the last look
 
     def get(self, context, instance_id):
         if self._cache is None:
             return keyring(context, instance_id)
+        self._drop_changed(context)
+        now = self._timer()
         with self._lock:
-            found = self._cache.get(instance_id)
-        if found is None:
-            found = keyring(context, instance_id)
-            with self._lock:
-                self._cache[instance_id] = found
+            entry = self._cache.get(instance_id)
+        if entry is not None and (entry[1] or now - entry[2] < self._ttl):
+            return entry[0]
+        found = keyring(context, instance_id)
+        with self._lock:
+            self._cache[instance_id] = (found, _lasting(found), now)
         return found
+
+    def _drop_changed(self, context):
+        """Drop the keyrings whose keys changed, once every ``ttl``."""
+        now = self._timer()
+        with self._lock:
+            previous = self._looked
+            if previous is not None and now - previous[0] < self._ttl:
+                return
+            self._looked = (now, timeutils.utcnow())
+        if previous is None:
+            return  # nothing was read before this first look
+        since = previous[1] - datetime.timedelta(seconds=CLOCK_SKEW)
+        try:
+            changed = db_keys.instances_with_key_changes(context, since)
+        except Exception:
+            with self._lock:
+                self._cache.clear()
+                self._looked = previous
+            raise
+        with self._lock:
+            for instance_id in changed:
+                self._cache.pop(instance_id, None)
 
 
 def add_key(context, instance_id, material=None, key_id=None, grace=0):

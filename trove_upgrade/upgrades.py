@@ -266,12 +266,15 @@ def _version_values(from_version):
     return {'from_version': from_version} if from_version else {}
 
 
-def claim_upgrade(context, instance_id, upgrade_id, from_version):
+def claim_upgrade(context, instance_id, upgrade_id, from_version,
+                  memory=None):
     """The agent's claim before it starts an upgrade's work.
 
     Moves the upgrade to DOWNLOADING unless it was cancelled, ended or
     claimed by another instance's agent meanwhile. A repeated claim (the
-    agent retrying a call whose answer it lost) is granted again.
+    agent retrying a call whose answer it lost) is granted again. The
+    claimed upgrade is remembered in ``memory`` (see
+    ``db.upgrades.UpgradeMemory``) for the reports that follow.
 
     :returns: ``{'proceed': bool, 'status': str or None, 'reason': str or
         None}``
@@ -280,7 +283,8 @@ def claim_upgrade(context, instance_id, upgrade_id, from_version):
         changed, upgrade = db_upgrades.transition_upgrade(
             context, upgrade_id, states.DOWNLOADING, 'agent',
             allowed_from=CLAIMABLE_STATES,
-            values=_version_values(from_version), instance_id=instance_id)
+            values=_version_values(from_version), instance_id=instance_id,
+            memory=memory)
     except (exception.UpgradeNotFound,
             exception.UpgradeOfAnotherInstance) as e:
         _log_foreign(instance_id, upgrade_id, e)
@@ -299,11 +303,13 @@ def claim_upgrade(context, instance_id, upgrade_id, from_version):
 
 
 def record_report(context, instance_id, upgrade_id, to_state, detail,
-                  from_version, to_version, source='agent'):
+                  from_version, to_version, source='agent', memory=None):
     """Record a state an agent reported, when it is news and legal.
 
     Never raises for a bad report: reports arrive by cast, nobody waits for
-    an answer, and a bad one must change nothing.
+    an answer, and a bad one must change nothing. With ``memory`` (see
+    ``db.upgrades.UpgradeMemory``) a report it shows to be a duplicate or
+    stale is answered without the database, with the status remembered.
 
     :returns: ``{'recorded': bool, 'status': the recorded status or None,
         'reason': None, DUPLICATE, STALE, ILLEGAL or REJECTED}``
@@ -325,7 +331,8 @@ def record_report(context, instance_id, upgrade_id, to_state, detail,
     try:
         changed, upgrade = db_upgrades.transition_upgrade(
             context, upgrade_id, to_state, source, detail=described,
-            values=_version_values(from_version), instance_id=instance_id)
+            values=_version_values(from_version), instance_id=instance_id,
+            memory=memory)
     except (exception.UpgradeNotFound,
             exception.UpgradeOfAnotherInstance) as e:
         _log_foreign(instance_id, upgrade_id, e)

@@ -23,14 +23,30 @@ it brings something new or the heartbeat it last stored is
 This stays correct with several conductors and after restarts: what a
 conductor remembers is a write it made itself, and the stored heartbeat
 can only be newer than that; a conductor that remembers nothing writes.
+
+Those periodic writes of unchanged heartbeats are batched: they wait, at
+most ``FLUSH_INTERVAL`` seconds, for one thread to write them all in one
+transaction (``db.agents.record_heartbeats``), which costs the conductor
+a small share of the transaction each instead of a whole one. A
+conductor killed before a flush loses only those heartbeats' times: the
+next heartbeat of each agent, which it no longer remembers, is written.
+Registrations and heartbeats that change anything are written at once.
 """
 
 import threading
 import time
 
+from oslo_log import log as logging
+from oslo_utils import timeutils
+
 from trove_upgrade import conf
+from trove_upgrade.db import agents as db_agents
 
 CONF = conf.CONF
+LOG = logging.getLogger(__name__)
+
+# Seconds an unchanged heartbeat due for a write waits for the batch.
+FLUSH_INTERVAL = 1.0
 
 
 def write_interval():
@@ -53,6 +69,7 @@ class HeartbeatWrites:
     def __init__(self, clock=time.monotonic):
         self._clock = clock
         self._written = {}  # instance id -> (values key, time written)
+        self._due = {}  # instance id -> (values, time heard), to flush
         self._lock = threading.Lock()
         self._pruned = clock()
 
@@ -73,13 +90,54 @@ class HeartbeatWrites:
             if now - self._pruned >= write_interval():
                 self._prune(now)
 
+    def is_unchanged(self, instance_id, values):
+        """Whether ``values`` are the ones this conductor last wrote."""
+        last = self._written.get(instance_id)
+        return last is not None and last[0] == _key(values)
+
+    def queue(self, instance_id, values):
+        """Leave an unchanged heartbeat's write to the next flush."""
+        heard_at = timeutils.utcnow()
+        with self._lock:
+            self._due[instance_id] = (values, heard_at)
+        self.written(instance_id, values)
+
     def forget(self, instance_id):
-        """The next heartbeat of ``instance_id`` is written, whatever it is."""
-        self._written.pop(instance_id, None)
+        """The next heartbeat of ``instance_id`` is written, whatever it is.
+
+        A heartbeat of it waiting for the flush is dropped: a write of the
+        instance is about to replace it.
+        """
+        with self._lock:
+            self._written.pop(instance_id, None)
+            self._due.pop(instance_id, None)
+
+    def flush(self, context):
+        """Write the heartbeats queued since the last flush; how many.
+
+        Those that fail to be written are forgotten, so that the next
+        heartbeat of each agent is written again.
+        """
+        with self._lock:
+            due, self._due = self._due, {}
+        if not due:
+            return 0
+        try:
+            db_agents.record_heartbeats(context, due)
+        except Exception:
+            with self._lock:
+                for instance_id in due:
+                    self._written.pop(instance_id, None)
+            raise
+        return len(due)
 
     def _prune(self, now):
-        """Drop agents not written for an interval: they write next time."""
+        """Drop agents not written for two intervals: departed ones.
+
+        Two, not one: an agent just due keeps its place in the batch
+        rather than having its next heartbeat written alone.
+        """
         interval = write_interval()
         self._written = {i: w for i, w in self._written.items()
-                         if now - w[1] < interval}
+                         if now - w[1] < 2 * interval}
         self._pruned = now

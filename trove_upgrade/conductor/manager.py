@@ -35,6 +35,7 @@ from oslo_utils import uuidutils
 from trove_upgrade.conductor import heartbeats
 from trove_upgrade import conf
 from trove_upgrade.db import agents as db_agents
+from trove_upgrade.db import upgrades as db_upgrades
 from trove_upgrade import exception
 from trove_upgrade import rpc_interface
 from trove_upgrade import sealing
@@ -76,6 +77,7 @@ class ConductorManager:
         self.keyrings = sealing_keys.KeyringCache(
             CONF.conductor.instance_key_cache_time)
         self.heartbeats = heartbeats.HeartbeatWrites()
+        self.upgrades = db_upgrades.UpgradeMemory()
 
     def _authenticate(self, context, method, values):
         """Refuse a message not sealed as its instance requires.
@@ -133,11 +135,11 @@ class ConductorManager:
         """Record an agent's heartbeat; a bad one is logged only.
 
         A heartbeat that brings nothing new is written only when the one
-        stored is old enough to matter (``heartbeats``). One that is not
-        written changes nothing, whoever sent it, so it is not
-        authenticated either: that read of the instance's keys cost more
-        than the write it saves. Every heartbeat that is written is
-        authenticated first.
+        stored is old enough to matter (``heartbeats``), and then with
+        the next batch. One that is not written changes nothing, whoever
+        sent it, so it is not authenticated either: that read of the
+        instance's keys cost more than the write it saves. Every
+        heartbeat that is written is authenticated first.
         """
         values = _agent_values(agent_version, guest_version,
                                rpc_api_version, state, labels, host)
@@ -145,6 +147,9 @@ class ConductorManager:
             return
         try:
             self._authenticate(context, 'heartbeat', locals())
+            if self.heartbeats.is_unchanged(instance_id, values):
+                self.heartbeats.queue(instance_id, values)
+                return
             # Forgotten first: a failed write must not count as done.
             self.heartbeats.forget(instance_id)
             db_agents.register_agent(context, instance_id, values)
@@ -162,7 +167,7 @@ class ConductorManager:
         """An agent's claim of an upgrade; see ``upgrades.claim_upgrade``."""
         self._authenticate(context, 'start_upgrade', locals())
         return upgrades.claim_upgrade(context, instance_id, upgrade_id,
-                                      from_version)
+                                      from_version, memory=self.upgrades)
 
     @messaging.expected_exceptions(exception.Invalid,
                                    exception.MessageNotAuthenticated)
@@ -174,4 +179,4 @@ class ConductorManager:
         self._authenticate(context, 'report_upgrade_state', locals())
         return upgrades.record_report(context, instance_id, upgrade_id,
                                       to_state, detail, from_version,
-                                      to_version)
+                                      to_version, memory=self.upgrades)

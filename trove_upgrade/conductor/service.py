@@ -23,6 +23,7 @@ from oslo_log import log as logging
 import oslo_messaging as messaging
 from oslo_service import service
 
+from trove_upgrade.conductor import heartbeats
 from trove_upgrade.conductor import manager
 from trove_upgrade.conductor import reconciler
 from trove_upgrade.conductor import rpcapi as conductor_rpcapi
@@ -56,6 +57,9 @@ class ConductorService(service.Service):
         self.tg.add_timer_args(CONF.conductor.periodic_interval,
                                self.time_out_upgrades,
                                stop_on_exception=False)
+        self.tg.add_timer_args(heartbeats.FLUSH_INTERVAL,
+                               self.flush_heartbeats,
+                               stop_on_exception=False)
         LOG.info('Conductor %(host)s listening on topic %(topic)s, '
                  'exchange %(exchange)s.',
                  {'host': self.host, 'topic': target.topic,
@@ -65,6 +69,14 @@ class ConductorService(service.Service):
         """The periodic task; the timer logs its failures and runs on."""
         upgrades.time_out_upgrades(tu_context.get_admin_context())
 
+    def flush_heartbeats(self):
+        """Write the batched heartbeats (``heartbeats``); a timer's task.
+
+        Not the manager's: every public method of the manager is an RPC
+        endpoint.
+        """
+        self.manager.heartbeats.flush(tu_context.get_admin_context())
+
     def stop(self, graceful=True):
         if self.reconciler is not None:
             reconciler.stop_process(self.reconciler)
@@ -73,6 +85,12 @@ class ConductorService(service.Service):
             self.rpcserver.stop()
             self.rpcserver.wait()
             self.rpcserver = None
+            # The heartbeats the server took last, not lost to the stop.
+            try:
+                self.flush_heartbeats()
+            except Exception:
+                LOG.exception('Could not write the last batch of '
+                              'heartbeats.')
         super().stop(graceful=graceful)
         rpc.cleanup()
         LOG.info('Conductor %s stopped.', self.host)

@@ -54,8 +54,9 @@ conductor_opts = [
                     'agent alone when a heartbeat brings nothing new (same '
                     'versions, state, labels and host): it records it '
                     'only once the heartbeat it last stored is this old, '
-                    'so most heartbeats cost no database write. Keep it '
-                    'below agent_down_time minus the agents\' '
+                    'so most heartbeats cost no database write, and '
+                    'writes it with the next batch, within a second. '
+                    'Keep it below agent_down_time minus the agents\' '
                     'heartbeat_interval, or reachable agents would show '
                     'as unreachable; a value above half of agent_down_time '
                     'counts as that half. 0 records every heartbeat.'),
@@ -126,11 +127,13 @@ conductor_opts = [
     cfg.IntOpt('instance_key_cache_time',
                default=5,
                min=0,
-               help='Seconds a conductor keeps the keys of an instance it '
-                    'read to check that instance\'s messages. A key '
-                    'added, rotated out or expired takes effect on agent '
-                    'messages up to this much later; 0 reads the keys '
-                    'for every message, at the cost of a database '
+               help='Seconds between two looks of a conductor for '
+                    'instances whose keys changed; it keeps the keys it '
+                    'read until then, and those of instances without '
+                    'keys or with keys derived from Trove\'s this long. '
+                    'A key added, rotated out or expired takes effect on '
+                    'agent messages up to this much later; 0 reads the '
+                    'keys for every message, at the cost of a database '
                     'transaction each.'),
     cfg.StrOpt('instance_key_master_key_file',
                help='File holding a base64 AES-256 key that encrypts the '

@@ -91,6 +91,22 @@ def get_instance_keys_of(context, instance_ids):
     return found
 
 
+def instances_with_key_changes(context, since):
+    """Instances given a key, or whose key was given an expiry, since then.
+
+    An expiry is set when a key is rotated out; those still ahead are
+    included every time, so that an instance whose key is about to
+    expire is read again until it has. For the conductors' caches of
+    keys, which each ask every few seconds.
+    """
+    key = models.InstanceKey
+    with common.context_manager.reader.using(context) as session:
+        return set(session.scalars(
+            sa.select(key.instance_id).distinct()
+            .where(sa.or_(key.created_at >= since,
+                          key.expires_at >= since))))
+
+
 def list_instance_keys(context, instance_id=None):
     """Every key (expired ones too) without material, oldest first."""
     query = sa.select(models.InstanceKey).order_by(

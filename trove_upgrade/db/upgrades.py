@@ -20,6 +20,9 @@ snapshot would keep showing it the old status in the same one) and finds
 its report to be a duplicate.
 """
 
+import threading
+
+import cachetools
 from oslo_log import log as logging
 from oslo_utils import timeutils
 from oslo_utils import uuidutils
@@ -177,10 +180,33 @@ def list_upgrades(context, filters=None, limit=None, marker=None):
 _UPGRADE_COLUMNS = tuple(getattr(models.Upgrade, attr.key).label(attr.key)
                          for attr in models.Upgrade.__mapper__.column_attrs)
 
+# The statements of a state change, built once: each agent report runs
+# them, and building them cost the conductor more CPU than executing them.
+_UPGRADES = models.Upgrade.__table__
+_READ_UPGRADE = sa.select(*_UPGRADE_COLUMNS).where(
+    _UPGRADES.c.id == sa.bindparam('b_id'))
+_INSERT_EVENT = sa.insert(models.UpgradeEvent.__table__)
+_SQLITE_LOCK = (sa.update(_UPGRADES)
+                .where(_UPGRADES.c.id == sa.bindparam('b_id'))
+                .values(status=_UPGRADES.c.status))
+_COMPARE_AND_SWAPS = {}  # sorted column names -> UPDATE statement
 
-def _read_upgrade(session, upgrade_id):
-    row = session.execute(sa.select(*_UPGRADE_COLUMNS).where(
-        models.Upgrade.id == upgrade_id)).first()
+
+def _compare_and_swap(columns):
+    """The UPDATE of ``columns`` of one upgrade still in a given status."""
+    names = tuple(sorted(columns))
+    statement = _COMPARE_AND_SWAPS.get(names)
+    if statement is None:
+        statement = _COMPARE_AND_SWAPS[names] = (
+            sa.update(_UPGRADES)
+            .where(_UPGRADES.c.id == sa.bindparam('b_id'),
+                   _UPGRADES.c.status == sa.bindparam('b_from'))
+            .values({name: sa.bindparam('b_' + name) for name in names}))
+    return statement
+
+
+def _read_upgrade(connection, upgrade_id):
+    row = connection.execute(_READ_UPGRADE, {'b_id': upgrade_id}).first()
     if row is None:
         raise exception.UpgradeNotFound(upgrade_id=upgrade_id)
     return _upgrade_dict(row)
@@ -226,20 +252,63 @@ def _take_sqlite_write_lock(session, *upgrade_ids):
             .execution_options(synchronize_session=False))
 
 
+class UpgradeMemory:
+    """The upgrades a process last recorded or read, most recent first.
+
+    An upgrade only moves forward, so what was once its state stays
+    true knowledge: a report that is a duplicate or stale against it is
+    one against any later state too, and needs no database at all; a
+    move from it is tried by compare-and-swap without reading the row
+    first, and read as usual when the row has moved on meanwhile.
+    Bounded to the ``size`` most recently used upgrades.
+    """
+
+    def __init__(self, size=10000):
+        self._upgrades = cachetools.LRUCache(size)
+        self._lock = threading.Lock()
+
+    def get(self, upgrade_id):
+        with self._lock:
+            upgrade = self._upgrades.get(upgrade_id)
+        return None if upgrade is None else dict(upgrade)
+
+    def remember(self, upgrade):
+        with self._lock:
+            self._upgrades[upgrade['id']] = dict(upgrade)
+
+
+def _known_outcome(known, to_state, instance_id):
+    """``(False, upgrade)`` when ``known`` shows the move is not news.
+
+    None when the database must decide: a move that ``known`` refuses
+    may be legal from the state the upgrade has reached since.
+    """
+    try:
+        if not _decide(known, to_state, None, instance_id):
+            return False, known
+    except exception.InvalidStateTransition:
+        return None
+    return None
+
+
 @common.retry_on_deadlock
 def _transition_once(context, upgrade_id, to_state, source, detail,
-                     allowed_from, values, instance_id):
+                     allowed_from, values, instance_id, known=None):
     """Read, decide and compare-and-swap in one transaction.
 
     Returns ``(changed, upgrade)``, or None when another writer changed
     the status between the read and the UPDATE; the caller then tries
     again in a new transaction, whose first read sees that writer's
     change (on MySQL too, whose repeatable-read snapshot would hide it
-    from this one).
+    from this one). With ``known`` (the upgrade as last seen, for a move
+    ``known`` allows) the read is skipped.
     """
-    with common.context_manager.writer.using(context) as session:
-        _take_sqlite_write_lock(session, upgrade_id)
-        upgrade = _read_upgrade(session, upgrade_id)
+    with common.context_manager.writer.connection.using(
+            context) as connection:
+        if connection.dialect.name == 'sqlite':
+            # As _take_sqlite_write_lock does for a session.
+            connection.execute(_SQLITE_LOCK, {'b_id': upgrade_id})
+        upgrade = known or _read_upgrade(connection, upgrade_id)
         if not _decide(upgrade, to_state, allowed_from, instance_id):
             return False, upgrade
         if callable(detail):
@@ -249,23 +318,21 @@ def _transition_once(context, upgrade_id, to_state, source, detail,
                        updated_at=now)
         if to_state in states.FINAL_STATES:
             columns['finished_at'] = now
-        result = session.execute(
-            sa.update(models.Upgrade)
-            .where(models.Upgrade.id == upgrade_id,
-                   models.Upgrade.status == upgrade['status'])
-            .values(**columns)
-            .execution_options(synchronize_session=False))
+        params = {'b_' + name: value for name, value in columns.items()}
+        params.update(b_id=upgrade_id, b_from=upgrade['status'])
+        result = connection.execute(_compare_and_swap(columns), params)
         if result.rowcount != 1:
             return None
-        session.execute(sa.insert(models.UpgradeEvent.__table__).values(
-            event_row(context, upgrade_id, now, source, upgrade['status'],
-                      to_state, detail)))
+        connection.execute(_INSERT_EVENT, event_row(
+            context, upgrade_id, now, source, upgrade['status'], to_state,
+            detail))
         upgrade.update(columns)
         return True, upgrade
 
 
 def transition_upgrade(context, upgrade_id, to_state, source, detail=None,
-                       allowed_from=None, values=None, instance_id=None):
+                       allowed_from=None, values=None, instance_id=None,
+                       memory=None):
     """Move an upgrade to ``to_state`` and record the event, race-safely.
 
     Returns ``(changed, upgrade)``. A duplicate or stale report changes
@@ -283,6 +350,10 @@ def transition_upgrade(context, upgrade_id, to_state, source, detail=None,
     transaction, so the common case costs one round of the connection
     pool. Must not be called inside another transaction of the same
     context: a lost race is retried in a fresh one.
+
+    With ``memory`` (an ``UpgradeMemory``) and no ``allowed_from``, what
+    it knows of the upgrade spares the read, or the whole transaction;
+    the upgrade as recorded or read is remembered in it.
     """
     _check_state(to_state)
     if source is None:
@@ -294,12 +365,25 @@ def transition_upgrade(context, upgrade_id, to_state, source, detail=None,
                          _TRANSITION_STRINGS.intersection(values))
     if not callable(detail):
         detail = common.bounded_detail(detail)
+    known = None
+    if memory is not None and allowed_from is None:
+        known = memory.get(upgrade_id)
+        if known is not None:
+            outcome = _known_outcome(known, to_state, instance_id)
+            if outcome is not None:
+                return outcome
+            if not states.is_legal(known['status'], to_state):
+                known = None
     # Each lost race means another writer moved the status forward; the
     # state machine has no cycle, so this loop ends.
     while True:
         outcome = _transition_once(context, upgrade_id, to_state, source,
-                                   detail, allowed_from, values, instance_id)
+                                   detail, allowed_from, values, instance_id,
+                                   known)
+        known = None
         if outcome is not None:
+            if memory is not None:
+                memory.remember(outcome[1])
             return outcome
         LOG.debug('Upgrade %s changed while moving it to %s; retrying.',
                   upgrade_id, to_state)

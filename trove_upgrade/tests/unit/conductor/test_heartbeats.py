@@ -54,16 +54,18 @@ class TestHeartbeatWrites(base.TestCase):
     def stored(self):
         return db_agents.get_agent(self.context, INSTANCE)['last_heartbeat_at']
 
-    def beat(self, **changes):
-        self.manager.heartbeat(self.context, INSTANCE,
+    def beat(self, instance_id=INSTANCE, **changes):
+        """A heartbeat, and the flush the service runs every second."""
+        self.manager.heartbeat(self.context, instance_id,
                                **dict(AGENT, **changes))
+        self.manager.heartbeats.flush(self.context)
 
     def test_unchanged_heartbeat_is_written_once_per_interval(self):
         self.flags(heartbeat_write_interval=60, group='conductor')
         self.manager.register_agent(self.context, INSTANCE, **AGENT)
         self.advance(30)
-        with mock.patch.object(db_agents, 'register_agent',
-                               wraps=db_agents.register_agent) as write:
+        with mock.patch.object(db_agents, 'record_heartbeats',
+                               wraps=db_agents.record_heartbeats) as write:
             self.beat()
             write.assert_not_called()
             self.assertEqual(START, self.stored())
@@ -71,6 +73,95 @@ class TestHeartbeatWrites(base.TestCase):
             self.beat()
             write.assert_called_once()
         self.assertEqual(START + datetime.timedelta(seconds=60),
+                         self.stored())
+
+    def test_due_heartbeats_wait_for_one_batch(self):
+        self.manager.register_agent(self.context, INSTANCE, **AGENT)
+        self.manager.register_agent(self.context, test_manager.OTHER_INSTANCE,
+                                    **AGENT)
+        self.advance(60)
+        for instance_id in (INSTANCE, test_manager.OTHER_INSTANCE):
+            self.manager.heartbeat(self.context, instance_id, **AGENT)
+        self.assertEqual(START, self.stored())
+        self.advance(0.5)
+        with mock.patch.object(db_agents, 'record_heartbeats',
+                               wraps=db_agents.record_heartbeats) as write:
+            self.assertEqual(2, self.manager.heartbeats.flush(self.context))
+            self.assertEqual(0, self.manager.heartbeats.flush(self.context))
+        write.assert_called_once()
+        # Each stored with the time it was heard, not the flush's.
+        heard = START + datetime.timedelta(seconds=60)
+        self.assertEqual(heard, self.stored())
+        self.assertEqual(heard, db_agents.get_agent(
+            self.context, test_manager.OTHER_INSTANCE)['last_heartbeat_at'])
+
+    def test_a_change_is_not_undone_by_the_batch(self):
+        self.manager.register_agent(self.context, INSTANCE, **AGENT)
+        self.advance(60)
+        self.manager.heartbeat(self.context, INSTANCE, **AGENT)
+        self.advance(1)
+        self.manager.heartbeat(self.context, INSTANCE,
+                               **dict(AGENT, state='BACKUP'))
+        self.manager.heartbeats.flush(self.context)
+        agent = db_agents.get_agent(self.context, INSTANCE)
+        self.assertEqual('BACKUP', agent['state'])
+        self.assertEqual(START + datetime.timedelta(seconds=61),
+                         agent['last_heartbeat_at'])
+
+    def test_a_batch_never_moves_the_stored_heartbeat_back(self):
+        self.manager.register_agent(self.context, INSTANCE, **AGENT)
+        self.advance(60)
+        self.manager.heartbeat(self.context, INSTANCE, **AGENT)
+        due = dict(self.manager.heartbeats._due)
+        self.advance(1)
+        # Another conductor stores a newer heartbeat meanwhile.
+        db_agents.register_agent(self.context, INSTANCE, dict(AGENT))
+        db_agents.record_heartbeats(self.context, due)
+        self.assertEqual(START + datetime.timedelta(seconds=61),
+                         self.stored())
+
+    def test_a_deleted_agent_is_registered_again_by_the_batch(self):
+        self.manager.register_agent(self.context, INSTANCE, **AGENT)
+        self.advance(60)
+        db_agents.delete_agent(self.context, INSTANCE)
+        self.beat()
+        self.assertEqual(START + datetime.timedelta(seconds=60),
+                         self.stored())
+
+    def test_a_failed_batch_is_written_by_the_next_heartbeat(self):
+        self.manager.register_agent(self.context, INSTANCE, **AGENT)
+        self.advance(60)
+        self.manager.heartbeat(self.context, INSTANCE, **AGENT)
+        with mock.patch.object(db_agents, 'record_heartbeats',
+                               side_effect=RuntimeError('db down')):
+            self.assertRaises(RuntimeError, self.manager.heartbeats.flush,
+                              self.context)
+        self.assertEqual(START, self.stored())
+        self.advance(1)
+        self.beat()
+        self.assertEqual(START + datetime.timedelta(seconds=61),
+                         self.stored())
+
+    def test_a_conductor_killed_before_the_flush_loses_only_times(self):
+        self.manager.register_agent(self.context, INSTANCE, **AGENT)
+        self.advance(30)
+        self.beat(state='BACKUP')
+        self.advance(60)
+        self.manager.heartbeat(self.context, INSTANCE,
+                               **dict(AGENT, state='BACKUP'))
+        # Killed: its memory and its batch are gone; a new one starts.
+        self.manager = manager.ConductorManager()
+        agent = db_agents.get_agent(self.context, INSTANCE)
+        self.assertEqual('BACKUP', agent['state'])
+        self.assertEqual(START + datetime.timedelta(seconds=30),
+                         agent['last_heartbeat_at'])
+        self.advance(30)
+        with mock.patch.object(db_agents, 'register_agent',
+                               wraps=db_agents.register_agent) as write:
+            self.manager.heartbeat(self.context, INSTANCE,
+                                   **dict(AGENT, state='BACKUP'))
+        write.assert_called_once()
+        self.assertEqual(START + datetime.timedelta(seconds=120),
                          self.stored())
 
     def test_a_change_is_written_at_once(self):
@@ -131,7 +222,7 @@ class TestHeartbeatWrites(base.TestCase):
     def test_memory_of_departed_agents_is_pruned(self):
         writes = self.manager.heartbeats
         self.manager.register_agent(self.context, INSTANCE, **AGENT)
-        self.advance(heartbeats.write_interval() + 1)
+        self.advance(2 * heartbeats.write_interval())
         self.manager.register_agent(self.context, test_manager.OTHER_INSTANCE,
                                     **AGENT)
         self.assertEqual([test_manager.OTHER_INSTANCE],

@@ -13,6 +13,7 @@
 """The conductor endpoint: registrations, claims and state reports."""
 
 import datetime
+from unittest import mock
 
 from oslo_messaging.rpc import dispatcher
 from oslo_utils import fixture as utils_fixture
@@ -207,7 +208,8 @@ class TestClaim(ManagerTestCase):
         self.assertEqual(states.SENT, self.upgrade(upgrade['id'])['status'])
 
 
-class TestReports(ManagerTestCase):
+class ClaimedTestCase(ManagerTestCase):
+    """An upgrade its agent claimed, for the reports that follow."""
 
     def setUp(self):
         super().setUp()
@@ -217,6 +219,9 @@ class TestReports(ManagerTestCase):
 
     def states_recorded(self):
         return [e['to_state'] for e in self.upgrade(self.upgrade_id)['events']]
+
+
+class TestReports(ClaimedTestCase):
 
     def test_whole_successful_upgrade(self):
         for state in (states.VERIFYING, states.INSTALLING,
@@ -345,3 +350,61 @@ class TestReports(ManagerTestCase):
             {'recorded': False, 'status': states.DEFERRED,
              'reason': upgrades.DUPLICATE},
             self.report(upgrade_id, states.DEFERRED, 'resize running'))
+
+
+class TestReportsFromMemory(ClaimedTestCase):
+    """What the conductor remembers of an upgrade spares the database."""
+
+    def test_a_repeated_report_needs_no_database(self):
+        self.report(self.upgrade_id, states.VERIFYING)
+        with mock.patch.object(db_upgrades, '_transition_once') as once:
+            self.assertEqual(
+                {'recorded': False, 'status': states.VERIFYING,
+                 'reason': upgrades.DUPLICATE},
+                self.report(self.upgrade_id, states.VERIFYING))
+            self.assertEqual(
+                upgrades.STALE,
+                self.report(self.upgrade_id, states.DOWNLOADING)['reason'])
+        once.assert_not_called()
+
+    def test_a_report_after_the_claim_is_recorded_without_a_read(self):
+        with mock.patch.object(db_upgrades, '_read_upgrade') as read:
+            for state in (states.VERIFYING, states.INSTALLING,
+                          states.SUCCESS):
+                self.assertTrue(self.report(self.upgrade_id,
+                                            state)['recorded'])
+        read.assert_not_called()
+        upgrade = self.upgrade(self.upgrade_id)
+        self.assertEqual(states.SUCCESS, upgrade['status'])
+        self.assertEqual([states.PENDING, states.SENT, states.DOWNLOADING,
+                          states.VERIFYING, states.INSTALLING,
+                          states.SUCCESS], self.states_recorded())
+
+    def test_what_another_conductor_recorded_is_read(self):
+        other = manager.ConductorManager()
+        other.report_upgrade_state(self.context, INSTANCE, self.upgrade_id,
+                                   states.INSTALLING, None, None, None)
+        self.assertEqual(
+            {'recorded': False, 'status': states.INSTALLING,
+             'reason': upgrades.STALE},
+            self.report(self.upgrade_id, states.VERIFYING))
+        # Illegal from what this one remembered, legal from what it read.
+        self.assertTrue(self.report(self.upgrade_id,
+                                    states.ROLLED_BACK)['recorded'])
+        self.assertEqual(states.ROLLED_BACK,
+                         self.upgrade(self.upgrade_id)['status'])
+
+    def test_a_final_report_replaces_a_time_out(self):
+        db_upgrades.transition_upgrade(self.context, self.upgrade_id,
+                                       states.TIMED_OUT, 'conductor')
+        self.assertTrue(self.report(self.upgrade_id,
+                                    states.SUCCESS)['recorded'])
+        self.assertEqual([states.DOWNLOADING, states.TIMED_OUT,
+                          states.SUCCESS], self.states_recorded()[2:])
+
+    def test_memory_is_bounded(self):
+        memory = db_upgrades.UpgradeMemory(size=2)
+        for number in range(3):
+            memory.remember({'id': str(number), 'status': states.SENT})
+        self.assertIsNone(memory.get('0'))
+        self.assertEqual(states.SENT, memory.get('2')['status'])

@@ -15,6 +15,7 @@
 from unittest import mock
 
 import fixtures
+from oslo_utils import fixture as utils_fixture
 
 from trove_upgrade import context
 from trove_upgrade.db import instance_keys as db_keys
@@ -64,9 +65,15 @@ class TestKeyringCache(base.TestCase):
         self.clock = [100.0]
         self.read = self.useFixture(fixtures.MockPatchObject(
             sealing_keys, 'keyring', wraps=sealing_keys.keyring)).mock
+        self.utc = self.useFixture(utils_fixture.TimeFixture())
 
     def cache(self, ttl):
         return sealing_keys.KeyringCache(ttl, timer=lambda: self.clock[0])
+
+    def advance(self, seconds):
+        """Move the cache's clock and the database's times together."""
+        self.clock[0] += seconds
+        self.utc.advance_time_seconds(seconds)
 
     def test_read_once_per_cache_time(self):
         cache = self.cache(5)
@@ -76,6 +83,53 @@ class TestKeyringCache(base.TestCase):
         self.assertFalse(cache.get(self.context, FIRST))
         self.clock[0] += 0.1
         self.assertTrue(cache.get(self.context, FIRST))
+        self.assertEqual(2, self.read.call_count)
+
+    def test_unchanged_keys_are_kept_past_the_cache_time(self):
+        sealing_keys.add_key(self.context, FIRST)
+        # Keys just added are looked at again while clocks may disagree.
+        self.advance(sealing_keys.CLOCK_SKEW + 1)
+        cache = self.cache(5)
+        for _ in range(10):
+            self.assertTrue(cache.get(self.context, FIRST))
+            self.advance(60)
+        self.assertEqual(1, self.read.call_count)
+
+    def test_a_rotation_is_seen_at_the_next_look(self):
+        sealing_keys.add_key(self.context, FIRST)
+        sealing_keys.add_key(self.context, SECOND)
+        self.advance(sealing_keys.CLOCK_SKEW + 1)
+        cache = self.cache(5)
+        old = cache.get(self.context, FIRST).keys
+        cache.get(self.context, SECOND)
+        sealing_keys.add_key(self.context, FIRST, grace=0)
+        self.advance(4.9)
+        self.assertEqual(old, cache.get(self.context, FIRST).keys)
+        self.advance(0.1)
+        new = cache.get(self.context, FIRST).keys
+        self.assertEqual(1, len(new))
+        self.assertNotEqual(old, new)
+        cache.get(self.context, SECOND)
+        self.assertEqual(3, self.read.call_count)
+
+    def test_a_key_expiring_later_is_read_until_it_expired(self):
+        sealing_keys.add_key(self.context, FIRST)
+        sealing_keys.add_key(self.context, FIRST, grace=3600)
+        cache = self.cache(5)
+        for _ in range(3):
+            self.assertEqual(2, len(cache.get(self.context, FIRST).keys))
+            self.advance(5)
+        self.assertEqual(3, self.read.call_count)
+
+    def test_a_failed_look_forgets_everything(self):
+        sealing_keys.add_key(self.context, FIRST)
+        cache = self.cache(5)
+        cache.get(self.context, FIRST)
+        self.advance(5)
+        with mock.patch.object(db_keys, 'instances_with_key_changes',
+                               side_effect=RuntimeError('db down')):
+            self.assertRaises(RuntimeError, cache.get, self.context, FIRST)
+        cache.get(self.context, FIRST)
         self.assertEqual(2, self.read.call_count)
 
     def test_zero_reads_every_time(self):

@@ -145,6 +145,15 @@ class TestSealing(base.TestCase):
                           NOW + 5, NOW)
         self.cache.add('m', NOW + 10, NOW + 1)
 
+    def test_cache_holds_only_unexpired_ids(self):
+        for second in range(1000):
+            self.cache.add('m-%d' % second, NOW + second + MAX_AGE,
+                           NOW + second)
+        self.assertEqual(MAX_AGE + 1, len(self.cache._seen))
+        self.assertRaises(sealing.ReplayedMessage, self.cache.add,
+                          'm-999', NOW + 2000, NOW + 1000)
+        self.cache.add('m-0', NOW + 2000, NOW + 1000)
+
     def test_rotation(self):
         old = keyring('old')
         rotated = sealing.InstanceKeys(
