@@ -179,6 +179,7 @@ class Guest:
             self.supervisord.cleanUp()
         self.pinger.close()
         self.supervisor.probe.close()
+        trove_timeline.remove_topic(RABBIT, self.exchange, self.guest_id)
         self.docker.cleanUp()
         self.layout.cleanUp()
 

@@ -96,6 +96,16 @@ class TopicWatch:
                     None)
 
 
+def remove_topic(transport_url, exchange, guest_id):
+    """Delete the guest agent's queues and exchange (Trove keeps them)."""
+    topic = trove_guest.TOPIC_PREFIX + guest_id
+    with kombu.Connection(transport_url.replace('rabbit://', 'amqp://')) as c:
+        channel = c.channel()
+        for queue in (topic, '%s.%s' % (topic, guest_id)):
+            channel.queue_delete(queue)
+        channel.exchange_delete(exchange)
+
+
 class TimedSupervisorMixin:
     """Notes the moments of a stop and a start on a supervisor."""
 
