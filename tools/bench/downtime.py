@@ -29,7 +29,8 @@ incompressible bytes, signed and encrypted by the packaging library) and
 the guest agents real processes. Usage::
 
     python tools/bench/downtime.py [--sizes-mib 1 200] [--health-grace 1]
-    python tools/bench/downtime.py --trove
+    python tools/bench/downtime.py --trove [--service-manager supervisord]
+        [--stop-timeout 0.5]
 
 ``--trove`` measures the real OpenStack Trove guest agent instead, 25.1.0
 to 26.0.0, downtime seen on its RPC topic (``downtime_trove.py``).
@@ -189,12 +190,21 @@ def main():
     parser.add_argument('--health-grace', type=float, default=1.0)
     parser.add_argument('--trove', action='store_true',
                         help='the real Trove guest agent, 25.1.0 -> 26.0.0')
+    parser.add_argument('--service-manager', default='builtin',
+                        choices=['builtin', 'supervisord'],
+                        help='with --trove: who runs the guest agent '
+                             '(supervisord through its XML-RPC interface)')
+    parser.add_argument('--stop-timeout', type=float, default=0.5,
+                        help='with --trove: [agent] stop_timeout, seconds '
+                             'from SIGTERM to SIGKILL (0.5: the value '
+                             'recommended for Trove guests)')
     args = parser.parse_args()
     work = tempfile.mkdtemp(prefix='downtime-bench-')
     if args.trove:
         import downtime_trove
         try:
-            return downtime_trove.main(work)
+            return downtime_trove.main(work, args.service_manager,
+                                       args.stop_timeout)
         finally:
             shutil.rmtree(work, ignore_errors=True)
     try:

@@ -22,15 +22,23 @@ restart, health check and rollback work unchanged. The service always runs
 ``ExecStart``, with the unit's own arguments; everything else in the unit
 stays as the image made it.
 
-Drivers: ``systemd`` (systemctl) and ``supervisord`` (supervisorctl).
+Drivers: ``systemd`` (systemctl) and ``supervisord`` (its XML-RPC
+interface when ``[agent] supervisord_serverurl`` is set, else supervisorctl).
+Every supervisorctl run is a Python start-up on the restart's critical
+path, which is why the XML-RPC interface is preferred.
 systemd cannot run as PID 1 on the test machines, so the functional tests
 drive supervisord, a real service manager, through the same supervisor
 class, and the unit tests check the exact systemctl command lines.
 """
 
+import http.client
 import os
 import shlex
+import signal
+import socket
 import subprocess
+import time
+import xmlrpc.client
 
 from oslo_log import log as logging
 
@@ -78,10 +86,11 @@ class SystemdDriver:
     name = 'systemd'
 
     def __init__(self, unit, systemctl='systemctl',
-                 unit_dir=UNIT_DIRS[0]):
+                 unit_dir=UNIT_DIRS[0], stop_timeout=None):
         self.unit = unit if '.' in unit else unit + '.service'
         self.systemctl = shlex.split(systemctl)
         self.unit_dir = unit_dir
+        self.stop_timeout = stop_timeout
 
     def start(self):
         _check(self.systemctl + ['start', self.unit])
@@ -131,14 +140,18 @@ class SystemdDriver:
     def point_at(self, program):
         """Make the unit run ``program`` with its own arguments.
 
-        Writes a drop-in replacing ExecStart only (User=, ExecStartPre and
-        the rest of the unit stay) and reloads systemd; the running guest
-        agent is not restarted. Returns the drop-in's path.
+        Writes a drop-in replacing ExecStart (User=, ExecStartPre and the
+        rest of the unit stay) and, with ``stop_timeout``, TimeoutStopSec,
+        so systemd kills the guest agent after SIGTERM when the built-in
+        supervisor would; then reloads systemd. The running guest agent is
+        not restarted. Returns the drop-in's path.
         """
         argv = [program] + self.exec_start()[1:]
         text = ('# Written by trove-upgrade: run the guest agent from the '
                 'current install.\n[Service]\nExecStart=\nExecStart=%s\n'
                 % shlex.join(argv))
+        if self.stop_timeout:
+            text += 'TimeoutStopSec=%dms\n' % round(self.stop_timeout * 1000)
         path = self.drop_in_path()
         _write_atomic(path, text)
         _check(self.systemctl + ['daemon-reload'])
@@ -178,6 +191,114 @@ class SupervisordDriver:
                                           % self.program)
             return None
         return pid or None
+
+    def point_at(self, program):
+        """supervisord's program line is written by the image, not here."""
+        return None
+
+
+# supervisord's fault codes (supervisor/xmlrpc.py).
+_ALREADY_STARTED = 60
+_NOT_RUNNING = 70
+# STOPPED, EXITED, FATAL, UNKNOWN (supervisor/states.py).
+_STOPPED_STATES = (0, 100, 200, 1000)
+_STOP_POLL = 0.005
+
+
+class _UnixConnection(http.client.HTTPConnection):
+    def __init__(self, path, timeout):
+        super().__init__('localhost', timeout=timeout)
+        self.socket_path = path
+
+    def connect(self):
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(self.timeout)
+        sock.connect(self.socket_path)
+        self.sock = sock
+
+
+class _Transport(xmlrpc.client.Transport):
+    """HTTP to a UNIX socket or a TCP port, with a timeout."""
+
+    def __init__(self, socket_path, timeout):
+        super().__init__()
+        self.socket_path = socket_path
+        self.timeout = timeout
+
+    def make_connection(self, host):
+        if self.socket_path:
+            return _UnixConnection(self.socket_path, self.timeout)
+        return http.client.HTTPConnection(host, timeout=self.timeout)
+
+
+class SupervisordRpcDriver:
+    """supervisord's XML-RPC interface, on one program.
+
+    ``serverurl`` is supervisorctl's: ``unix:///path/to/supervisor.sock``
+    or ``http://host:port``. ``stop`` asks supervisord for the program's
+    stop signal, watches until supervisord has reaped the process, and
+    kills the process group itself after ``stop_timeout`` (supervisord's
+    own ``stopwaitsecs`` is whole seconds, and the image's choice).
+    ``start`` returns once the process is spawned, without supervisord's
+    ``startsecs`` wait: the agent's own health check follows.
+    """
+
+    name = 'supervisord'
+
+    def __init__(self, program, serverurl, stop_timeout=10.0,
+                 timeout=_TIMEOUT):
+        self.program = program
+        self.serverurl = serverurl
+        self.stop_timeout = stop_timeout
+        if serverurl.startswith('unix://'):
+            transport = _Transport(serverurl[len('unix://'):], timeout)
+            url = 'http://localhost/RPC2'
+        elif serverurl.startswith(('http://', 'https://')):
+            transport = _Transport(None, timeout)
+            url = serverurl.rstrip('/') + '/RPC2'
+        else:
+            raise ServiceManagerError(
+                'supervisord_serverurl %r is neither unix:// nor http://'
+                % serverurl)
+        self.proxy = xmlrpc.client.ServerProxy(url, transport=transport)
+
+    def _call(self, method, *args, accept=()):
+        try:
+            return getattr(self.proxy.supervisor, method)(*args)
+        except xmlrpc.client.Fault as e:
+            if e.faultCode in accept:
+                return None
+            raise ServiceManagerError('supervisord %s(%s) failed: %s'
+                                      % (method, self.program,
+                                         e.faultString))
+        except (OSError, xmlrpc.client.Error, http.client.HTTPException) as e:
+            raise ServiceManagerError('cannot reach supervisord at %s: %s'
+                                      % (self.serverurl, e))
+
+    def start(self):
+        self._call('startProcess', self.program, False,
+                   accept=(_ALREADY_STARTED,))
+
+    def stop(self):
+        pid = self.main_pid()
+        if self._call('stopProcess', self.program, False,
+                      accept=(_NOT_RUNNING,)) is None:
+            return
+        deadline = time.monotonic() + self.stop_timeout
+        killed = False
+        while self._call('getProcessInfo',
+                         self.program)['state'] not in _STOPPED_STATES:
+            if pid and not killed and time.monotonic() >= deadline:
+                LOG.warning('Guest agent pid %d still runs %.1fs after its '
+                            'stop signal, killing it', pid,
+                            self.stop_timeout)
+                supervisor_mod.signal_group(pid, signal.SIGKILL)
+                killed = True
+            time.sleep(_STOP_POLL)
+
+    def main_pid(self):
+        info = self._call('getProcessInfo', self.program)
+        return info.get('pid') or None
 
     def point_at(self, program):
         """supervisord's program line is written by the image, not here."""
@@ -274,7 +395,11 @@ def load(conf, installs, probe=None):
             installs, agent.guest_command, agent.stop_timeout, probe=probe)
     if agent.service_manager == 'systemd':
         driver = SystemdDriver(agent.service_name, agent.systemctl_command,
-                               agent.systemd_unit_dir)
+                               agent.systemd_unit_dir, agent.stop_timeout)
+    elif agent.supervisord_serverurl:
+        driver = SupervisordRpcDriver(agent.service_name,
+                                      agent.supervisord_serverurl,
+                                      agent.stop_timeout)
     else:
         driver = SupervisordDriver(agent.service_name,
                                    agent.supervisorctl_command)

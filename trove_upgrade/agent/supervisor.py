@@ -41,6 +41,9 @@ LOG = logging.getLogger(__name__)
 PIDFILE = 'guest.pid'
 LOG_DIR = 'logs'
 _POLL = 0.05
+# The guest agent is down from SIGTERM on: its exit is watched closely, so
+# the next start follows it at once.
+_EXIT_POLL = 0.005
 
 
 class GuestStartError(exception.TroveUpgradeException):
@@ -58,6 +61,17 @@ def _proc_start_time(pid):
     if fields[0] in ('Z', 'X'):
         return None
     return int(fields[19])
+
+
+def signal_group(pid, signum):
+    """Signal the process group ``pid`` leads, else the process alone."""
+    try:
+        os.killpg(pid, signum)
+    except (ProcessLookupError, PermissionError):
+        try:
+            os.kill(pid, signum)
+        except ProcessLookupError:
+            pass
 
 
 class GuestSupervisor:
@@ -194,25 +208,17 @@ class GuestSupervisor:
             return
         pid = record['pid']
         LOG.info('Stopping guest agent %s (pid %d)', record['version'], pid)
-        self._signal(pid, signal.SIGTERM)
+        signal_group(pid, signal.SIGTERM)
         deadline = time.monotonic() + self.stop_timeout
         while self._alive(record) and time.monotonic() < deadline:
-            time.sleep(_POLL)
+            time.sleep(_EXIT_POLL)
         if self._alive(record):
-            LOG.warning('Guest agent pid %d ignored SIGTERM, killing it', pid)
-            self._signal(pid, signal.SIGKILL)
+            LOG.warning('Guest agent pid %d still runs %.1fs after SIGTERM, '
+                        'killing it', pid, self.stop_timeout)
+            signal_group(pid, signal.SIGKILL)
             while self._alive(record):
-                time.sleep(_POLL)
+                time.sleep(_EXIT_POLL)
         self._forget()
-
-    def _signal(self, pid, signum):
-        try:
-            os.killpg(pid, signum)
-        except (ProcessLookupError, PermissionError):
-            try:
-                os.kill(pid, signum)
-            except ProcessLookupError:
-                pass
 
     def _forget(self):
         if self._proc is not None:

@@ -67,7 +67,12 @@ agent_opts = [
                  default=10.0,
                  min=0.1,
                  help='Seconds the guest agent has to exit after SIGTERM '
-                      'before it is killed.'),
+                      'before it is killed: by the agent (builtin, and '
+                      'supervisord through supervisord_serverurl) or by '
+                      'systemd (TimeoutStopSec in the drop-in written at '
+                      'adoption). The guest agent is down from SIGTERM on; '
+                      'Trove\'s gains nothing from a long one (0.5 is '
+                      'recommended, see the guest image guide).'),
     cfg.IntOpt('restart_retries',
                default=3,
                min=1,
@@ -226,7 +231,15 @@ service_manager_opts = [
                default='supervisorctl',
                help='supervisorctl command line, split like a shell would, '
                     'e.g. "supervisorctl -c /etc/supervisor/'
-                    'supervisord.conf".'),
+                    'supervisord.conf". Used when supervisord_serverurl '
+                    'is not set.'),
+    cfg.StrOpt('supervisord_serverurl',
+               help='supervisord\'s XML-RPC server, as supervisorctl\'s '
+                    'serverurl: unix:///var/run/supervisor.sock or '
+                    'http://127.0.0.1:9001. When set, the agent talks to '
+                    'supervisord directly instead of running supervisorctl '
+                    'for each command, which takes a Python start-up off '
+                    'the restart\'s critical path.'),
     cfg.StrOpt('guest_program_link',
                default='/usr/local/bin/guest-agent',
                help='Symlink the guest agent\'s service runs on Trove\'s '

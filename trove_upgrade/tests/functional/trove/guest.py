@@ -162,6 +162,7 @@ class Supervisord(fixtures.Fixture):
         os.makedirs(self.root, exist_ok=True)
         self.conf = os.path.join(self.root, 'supervisord.conf')
         sock = os.path.join(self.root, 'supervisor.sock')
+        self.serverurl = 'unix://' + sock
         env = ','.join('%s="%s"' % kv for kv in self.environment.items())
         with open(self.conf, 'w') as f:
             f.write(

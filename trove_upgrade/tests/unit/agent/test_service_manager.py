@@ -19,8 +19,13 @@ supervisor class.
 """
 
 import os
+import signal
+import socket
 import subprocess
+import threading
 from unittest import mock
+import xmlrpc.client
+import xmlrpc.server
 
 import fixtures
 
@@ -102,10 +107,20 @@ class TestSystemdDriver(base.TestCase):
                       '--config-dir=/etc/trove/conf.d\n', text)
         self.assertNotIn('User=', text)
         self.assertNotIn('ExecStartPre', text)
+        self.assertNotIn('TimeoutStopSec', text)
         self.assertEqual([['systemctl', 'daemon-reload']], self.argvs())
         # The unit itself, User= and ExecStartPre included, is untouched.
         with open(os.path.join(self.unit_dir, 'guest-agent.service')) as f:
             self.assertEqual(UNIT, f.read())
+
+    def test_drop_in_sets_the_stop_timeout(self):
+        driver = service_manager.SystemdDriver(
+            'guest-agent', 'systemctl', self.unit_dir, stop_timeout=1.5)
+        path = driver.point_at('/x/bin/trove-guestagent')
+        with open(path) as f:
+            text = f.read()
+        self.assertIn('\nTimeoutStopSec=1500ms\n', text)
+        self.assertEqual([['systemctl', 'daemon-reload']], self.argvs())
 
     def test_unit_without_exec_start_is_refused(self):
         with open(os.path.join(self.unit_dir, 'guest-agent.service'),
@@ -190,3 +205,173 @@ class TestServiceManagedSupervisor(base.TestCase):
         self.sup.probe = lambda: 'the guest agent did not answer'
         self.assertEqual('the guest agent did not answer',
                          self.sup.check_health(None, 0, 0.3))
+
+
+class _UnixHandler(xmlrpc.server.SimpleXMLRPCRequestHandler):
+    disable_nagle_algorithm = False  # TCP only
+
+
+class _UnixXMLRPCServer(xmlrpc.server.SimpleXMLRPCServer):
+    address_family = socket.AF_UNIX
+
+    def __init__(self, path):
+        super().__init__(path, _UnixHandler, logRequests=False)
+
+
+class FakeSupervisord:
+    """supervisord's calls the driver makes, with its faults and states.
+
+    ``stops_after`` is how many ``getProcessInfo`` calls a stopping
+    process stays STOPPING (40) before it is STOPPED (0); None: until
+    killed.
+    """
+
+    def __init__(self):
+        self.calls = []
+        self.pid = 0
+        self.state = 0
+        self.stops_after = 1
+
+    def startProcess(self, name, wait):
+        self.calls.append(('startProcess', name, wait))
+        if self.pid:
+            raise xmlrpc.client.Fault(60, 'ALREADY_STARTED: %s' % name)
+        self.pid, self.state = os.getpid(), 20
+        return True
+
+    def stopProcess(self, name, wait):
+        self.calls.append(('stopProcess', name, wait))
+        if not self.pid:
+            raise xmlrpc.client.Fault(70, 'NOT_RUNNING: %s' % name)
+        self.state = 40
+        return True
+
+    def getProcessInfo(self, name):
+        self.calls.append(('getProcessInfo', name))
+        if name != 'guest-agent':
+            raise xmlrpc.client.Fault(10, 'BAD_NAME: %s' % name)
+        if self.state == 40 and self.stops_after is not None:
+            if self.stops_after == 0:
+                self.pid, self.state = 0, 0
+            self.stops_after -= 1
+        return {'name': name, 'pid': self.pid, 'state': self.state}
+
+
+class TestSupervisordRpcDriver(base.TestCase):
+    """The XML-RPC driver against a real XML-RPC server on a UNIX socket."""
+
+    def setUp(self):
+        super().setUp()
+        sock = os.path.join(self.useFixture(fixtures.TempDir()).path,
+                            'supervisor.sock')
+        server = _UnixXMLRPCServer(sock)
+        self.supervisord = FakeSupervisord()
+        server.register_instance(_Namespace(self.supervisord))
+        thread = threading.Thread(target=server.serve_forever, daemon=True)
+        thread.start()
+        self.addCleanup(server.server_close)
+        self.addCleanup(server.shutdown)
+        self.url = 'unix://' + sock
+        self.driver = service_manager.SupervisordRpcDriver('guest-agent',
+                                                           self.url)
+
+    def test_start_stop_pid(self):
+        self.assertIsNone(self.driver.main_pid())
+        self.driver.start()
+        self.assertEqual(os.getpid(), self.driver.main_pid())
+        self.driver.stop()
+        self.assertIsNone(self.driver.main_pid())
+        # Start returns once spawned; stop asks without waiting, then
+        # watches the state until supervisord has reaped the process.
+        self.assertEqual(
+            [('getProcessInfo', 'guest-agent'),
+             ('startProcess', 'guest-agent', False),
+             ('getProcessInfo', 'guest-agent'),
+             ('getProcessInfo', 'guest-agent'),
+             ('stopProcess', 'guest-agent', False),
+             ('getProcessInfo', 'guest-agent'),
+             ('getProcessInfo', 'guest-agent'),
+             ('getProcessInfo', 'guest-agent')], self.supervisord.calls)
+
+    def test_already_started_and_not_running_are_fine(self):
+        self.driver.start()
+        self.driver.start()
+        self.driver.stop()
+        self.driver.stop()
+        self.assertIsNone(self.driver.main_pid())
+
+    def test_stop_kills_the_group_after_stop_timeout(self):
+        killed = self.useFixture(fixtures.MockPatch(
+            'trove_upgrade.agent.supervisor.signal_group')).mock
+        killed.side_effect = lambda pid, signum: setattr(
+            self.supervisord, 'stops_after', 0)
+        self.driver.stop_timeout = 0.05
+        self.driver.start()
+        self.supervisord.stops_after = None
+        self.driver.stop()
+        killed.assert_called_once_with(os.getpid(), signal.SIGKILL)
+        self.assertIsNone(self.driver.main_pid())
+
+    def test_unknown_program_is_named(self):
+        driver = service_manager.SupervisordRpcDriver('nope', self.url)
+        e = self.assertRaises(service_manager.ServiceManagerError,
+                              driver.main_pid)
+        self.assertIn('BAD_NAME: nope', str(e))
+        self.assertIsInstance(e, supervisor.GuestStartError)
+
+    def test_unreachable_supervisord_is_named(self):
+        driver = service_manager.SupervisordRpcDriver(
+            'guest-agent', self.url + '.missing')
+        e = self.assertRaises(service_manager.ServiceManagerError,
+                              driver.stop)
+        self.assertIn('cannot reach supervisord at %s.missing' % self.url,
+                      str(e))
+
+    def test_url_scheme_is_checked(self):
+        e = self.assertRaises(service_manager.ServiceManagerError,
+                              service_manager.SupervisordRpcDriver,
+                              'guest-agent', '/var/run/supervisor.sock')
+        self.assertIn('neither unix:// nor http://', str(e))
+
+
+class _Namespace:
+    """Serves ``supervisor.<method>`` as supervisord does."""
+
+    def __init__(self, supervisord):
+        self.supervisor = supervisord
+
+    def _dispatch(self, method, params):
+        prefix, _, name = method.partition('.')
+        if prefix != 'supervisor':
+            raise xmlrpc.client.Fault(1, 'UNKNOWN_METHOD')
+        return getattr(self.supervisor, name)(*params)
+
+
+class TestLoad(base.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        root = self.useFixture(fixtures.TempDir()).path
+        self.installs = install.InstallRoot(root,
+                                            journal.InstallRootLock(root))
+
+    def driver(self, **overrides):
+        self.flags(service_manager='supervisord', group='agent', **overrides)
+        return service_manager.load(self.conf, self.installs).driver
+
+    def test_supervisord_serverurl_selects_xml_rpc(self):
+        driver = self.driver(supervisord_serverurl='unix:///run/s.sock',
+                             stop_timeout=0.5)
+        self.assertIsInstance(driver, service_manager.SupervisordRpcDriver)
+        self.assertEqual('guest-agent', driver.program)
+        self.assertEqual(0.5, driver.stop_timeout)
+
+    def test_supervisorctl_without_serverurl(self):
+        driver = self.driver()
+        self.assertIsInstance(driver, service_manager.SupervisordDriver)
+
+    def test_systemd_gets_the_stop_timeout(self):
+        self.flags(service_manager='systemd', stop_timeout=2.0,
+                   group='agent')
+        driver = service_manager.load(self.conf, self.installs).driver
+        self.assertEqual(2.0, driver.stop_timeout)
