@@ -74,8 +74,10 @@ class TestGuestSupervisor(base.TestCase):
 
     def test_unhealthy_guest_fails_and_is_stopped(self):
         self._install('4.0.0', 'unhealthy')
+        # Time enough for the health command to run to its failure even on
+        # a loaded machine; a timed-out run would only say it timed out.
         e = self.assertRaises(supervisor.GuestStartError, self.sup.restart,
-                              self.health, 0.1, 0.5, 1)
+                              self.health, 0.1, 5, 1)
         self.assertIn('unhealthy', str(e))
         self.assertFalse(self.sup.is_running())
 
