@@ -154,12 +154,17 @@ class TestSealing(harness.AgentTestCase):
         self.assertEqual(pid, self.guest_status()['pid'])
 
     def wait_for_conductor(self, api, upgrade_id):
-        """Call until the conductor consumes its topic: it refuses."""
+        """Call until the conductor consumes its topic: it refuses.
+
+        Before its queue is declared, the broker returns the call
+        (MessageUndeliverable: calls to conductors are mandatory).
+        """
         def refused():
             try:
                 api.start_upgrade(self.context, self.instance_id,
                                   upgrade_id, '1.0.0')
-            except messaging.MessagingTimeout:
+            except (messaging.MessagingTimeout,
+                    messaging.MessageUndeliverable):
                 return False
             except exception.MessageNotAuthenticated:
                 return True

@@ -52,6 +52,7 @@ import signal
 import socket
 import sys
 import threading
+import time
 
 # Selects oslo.service's threading backend before oslo.messaging loads.
 import trove_upgrade.cmd  # noqa: F401
@@ -101,9 +102,12 @@ class SimulatedAgent:
             try:
                 return getattr(self.fleet.conductor, method)(
                     self.fleet.context, self.instance_id, *args)
-            except messaging.MessagingTimeout:
+            except (messaging.MessagingTimeout,
+                    messaging.MessageUndeliverable):
+                # Returned: no conductor's queue yet (or any more).
                 if attempt == CALL_ATTEMPTS:
                     raise
+                time.sleep(1)
 
     def upgrade(self, context, upgrade_id, instance_id, instance_version,
                 strategy, location, metadata=None, allow_downgrade=False):
