@@ -17,6 +17,7 @@ from osc_lib.command import command
 from osc_lib import utils
 
 from trove_upgrade.osc.v1 import batch
+from trove_upgrade.osc.v1 import output
 
 LIST_COLUMNS = ('Instance ID', 'Agent Version', 'Guest Version',
                 'RPC API Version', 'State', 'Reachable', 'Last Heartbeat')
@@ -40,13 +41,10 @@ class ListAgents(command.Lister):
         parser.add_argument(
             '--rpc-api-version', metavar='<x.y>',
             help='Only agents that speak this RPC API version')
-        parser.add_argument(
-            '--limit', metavar='<limit>', type=int,
-            help='At most this many agents (default: all)')
-        parser.add_argument(
-            '--marker', metavar='<instance>',
-            help='Start after this instance ID (the last one of the '
-                 'previous page)')
+        output.add_paging_arguments(
+            parser, 'agents', '<instance>',
+            'Start after this instance ID (the last one of the previous '
+            'page)')
         parser.add_argument(
             '--long', action='store_true',
             help='Also show the host and the labels of each agent')

@@ -186,11 +186,8 @@ class ListRollouts(command.Lister):
                             help='Only rollouts in this status')
         parser.add_argument('--name', metavar='<name>',
                             help='Only rollouts of this name')
-        parser.add_argument('--limit', metavar='<limit>', type=int,
-                            help='At most this many rollouts (default: '
-                                 'all)')
-        parser.add_argument('--marker', metavar='<rollout>',
-                            help='Start after this rollout ID')
+        output.add_paging_arguments(parser, 'rollouts', '<rollout>',
+                                    'Start after this rollout ID')
         parser.add_argument('--long', action='store_true',
                             help='Also show selector, thresholds and '
                                  'detail')

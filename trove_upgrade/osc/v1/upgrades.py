@@ -205,13 +205,10 @@ class ListUpgrades(command.Lister):
         parser.add_argument(
             '--instance-version', metavar='<version>',
             help='Only upgrades to this version')
-        parser.add_argument(
-            '--limit', metavar='<limit>', type=int,
-            help='At most this many upgrades (default: all)')
-        parser.add_argument(
-            '--marker', metavar='<upgrade>',
-            help='Start after this upgrade ID (the last one of the '
-                 'previous page)')
+        output.add_paging_arguments(
+            parser, 'upgrades', '<upgrade>',
+            'Start after this upgrade ID (the last one of the previous '
+            'page)')
         parser.add_argument(
             '--long', action='store_true',
             help='Also show the previous version, status detail, location '
