@@ -104,12 +104,7 @@ def create_upgrade(context, values):
         _send(context, agent_api, upgrade)
     except Exception as e:
         if not resends.returned(e):
-            reason = record_unsent(context, upgrade['id'], e, 'api')
-            LOG.error('Upgrade %(id)s could not be sent to the agent of '
-                      'instance %(instance)s: %(reason)s',
-                      {'id': upgrade['id'],
-                       'instance': upgrade['instance_id'],
-                       'reason': reason})
+            reason = record_unsent(context, upgrade, e, 'api')
             raise exception.DispatchFailed(upgrade_id=upgrade['id'],
                                            reason=reason)
         detail = resends.RETURNED
@@ -167,9 +162,7 @@ def send_held_upgrades(context, agent_api):
                     context, [(released, resends.RETURNED)], 'conductor',
                     timeutils.utcnow())
                 continue
-            reason = record_unsent(context, upgrade['id'], e, 'conductor')
-            LOG.error('Held upgrade %(id)s could not be sent: %(reason)s',
-                      {'id': upgrade['id'], 'reason': reason})
+            record_unsent(context, released, e, 'conductor')
             continue
         LOG.info('Held upgrade %(id)s sent to the agent of instance '
                  '%(instance)s.', {'id': upgrade['id'],
@@ -200,12 +193,7 @@ def record_casts(context, cast, failures, source):
         elif resends.returned(error):
             returned.append(upgrade)
         else:
-            reason = record_unsent(context, upgrade['id'], error, source)
-            LOG.error('Upgrade %(id)s could not be sent to the agent of '
-                      'instance %(instance)s: %(reason)s',
-                      {'id': upgrade['id'],
-                       'instance': upgrade['instance_id'],
-                       'reason': reason})
+            record_unsent(context, upgrade, error, source)
     first_resend = resends.resend_at(1)
     db_upgrades.mark_upgrades_sent(context, sent, source, first_resend)
     if returned:
@@ -217,8 +205,8 @@ def record_casts(context, cast, failures, source):
     return sent + [u['id'] for u in returned]
 
 
-def record_unsent(context, upgrade_id, error, source):
-    """Record FAILED for an upgrade whose cast raised ``error``.
+def record_unsent(context, upgrade, error, source):
+    """Record and log FAILED for an upgrade whose cast raised ``error``.
 
     Whatever stopped the cast (oslo.messaging's errors, the driver's
     connection errors it does not wrap, the version cap, a missing key),
@@ -226,8 +214,12 @@ def record_unsent(context, upgrade_id, error, source):
     Returns the reason recorded.
     """
     reason = '%s: %s' % (type(error).__name__, error)
+    LOG.error('Upgrade %(id)s could not be sent to the agent of instance '
+              '%(instance)s: %(reason)s',
+              {'id': upgrade['id'], 'instance': upgrade['instance_id'],
+               'reason': reason})
     changed, upgrade = db_upgrades.transition_upgrade(
-        context, upgrade_id, states.FAILED, source,
+        context, upgrade['id'], states.FAILED, source,
         detail='Could not be sent to the agent: %s' % reason)
     if changed:
         notifications.notify_final_state(context, upgrade)
