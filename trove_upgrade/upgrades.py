@@ -59,6 +59,9 @@ AGENT_STATES = frozenset([
 # States from which the agent may claim an upgrade and start it.
 CLAIMABLE_STATES = states.CANCELLABLE_STATES
 
+# The state the API's cast finds an upgrade in, unless it moved on.
+_SENT = frozenset([states.SENT])
+
 # Why a report changed nothing.
 DUPLICATE = 'duplicate'
 STALE = 'stale'
@@ -106,7 +109,12 @@ def create_upgrade(context, values):
         _send(context, agent_api, upgrade)
     except Exception as e:
         if not resends.returned(e):
-            reason = record_unsent(context, upgrade, e, 'api')
+            reason = record_unsent(context, upgrade, e, 'api',
+                                   allowed_from=_SENT)
+            if reason is None:
+                # Sent again and claimed, or cancelled, while this cast
+                # was retried: its failure is no longer news.
+                return db_upgrades.get_upgrade(context, upgrade['id'])
             raise exception.DispatchFailed(upgrade_id=upgrade['id'],
                                            reason=reason)
         _warn_returned(upgrade)
@@ -220,22 +228,29 @@ def record_casts(context, cast, failures, source):
     return sent + [u['id'] for u in returned]
 
 
-def record_unsent(context, upgrade, error, source):
+def record_unsent(context, upgrade, error, source, allowed_from=None):
     """Record and log FAILED for an upgrade whose cast raised ``error``.
 
     Whatever stopped the cast (oslo.messaging's errors, the driver's
     connection errors it does not wrap, the version cap, a missing key),
     the upgrade was not sent; in a rollout it counts as an attempt.
-    Returns the reason recorded.
+    Returns the reason recorded; None, recording nothing, when the
+    upgrade has left ``allowed_from`` meanwhile.
     """
     reason = '%s: %s' % (type(error).__name__, error)
     LOG.error('Upgrade %(id)s could not be sent to the agent of instance '
               '%(instance)s: %(reason)s',
               {'id': upgrade['id'], 'instance': upgrade['instance_id'],
                'reason': reason})
-    changed, upgrade = db_upgrades.transition_upgrade(
-        context, upgrade['id'], states.FAILED, source,
-        detail='Could not be sent to the agent: %s' % reason)
+    try:
+        changed, upgrade = db_upgrades.transition_upgrade(
+            context, upgrade['id'], states.FAILED, source,
+            detail='Could not be sent to the agent: %s' % reason,
+            allowed_from=allowed_from)
+    except exception.InvalidStateTransition as e:
+        LOG.info('Upgrade %(id)s is %(status)s: not recorded FAILED.',
+                 {'id': upgrade['id'], 'status': e.kwargs['from_state']})
+        return None
     if changed:
         notifications.notify_final_state(context, upgrade)
     return reason

@@ -159,6 +159,23 @@ class TestCreate(UpgradesTestCase):
                           ('agent', states.SENT, states.DOWNLOADING)],
                          history(upgrade['id']))
 
+    def test_failed_cast_of_an_upgrade_claimed_meanwhile(self):
+        # The conductor sent it again and the agent claimed it while this
+        # cast was retried: its failure must not end a running upgrade.
+        def claim_then_fail(driver, target, ctxt, message, **kwargs):
+            upgrades.claim_upgrade(context.get_admin_context(), INSTANCE,
+                                   message['args']['upgrade_id'], 'v1.0.0')
+            raise messaging.MessageDeliveryFailure('gone')
+        self.useFixture(fixtures.MonkeyPatch(
+            'oslo_messaging._drivers.impl_fake.FakeDriver.send',
+            claim_then_fail))
+        upgrade = upgrades.create_upgrade(self.context, VALUES)
+        self.assertEqual(states.DOWNLOADING, upgrade['status'])
+        self.assertEqual([('api', None, states.PENDING),
+                          ('api', states.PENDING, states.SENT),
+                          ('agent', states.SENT, states.DOWNLOADING)],
+                         history(upgrade['id']))
+
     def test_a_cast_never_made_is_sent_again(self):
         # The API dies between its commit and its cast: the upgrade is
         # SENT, due to be sent again, so it still reaches its agent.
