@@ -20,9 +20,10 @@ announced by one piece of code.
 
 Races this module relies on the compare-and-swap to settle:
 
-* the agent may receive the cast and claim the upgrade before the API has
-  recorded SENT, so a claim is accepted from PENDING too, and the API's
-  PENDING to SENT move then finds a newer state and changes nothing;
+* the agent may receive a rollout's cast and claim the upgrade before the
+  conductor has recorded SENT, so a claim is accepted from PENDING too,
+  and the PENDING to SENT move then finds a newer state and changes
+  nothing (the API records SENT with the upgrade, before its cast);
 * an operator's cancel and the agent's claim both start from the
   cancellable states: whichever is recorded first wins and the other is
   refused, so a cancelled upgrade is never started and a started one never
@@ -58,6 +59,9 @@ AGENT_STATES = frozenset([
 # States from which the agent may claim an upgrade and start it.
 CLAIMABLE_STATES = states.CANCELLABLE_STATES
 
+# The state the API's cast finds an upgrade in, unless it moved on.
+_SENT = frozenset([states.SENT])
+
 # Why a report changed nothing.
 DUPLICATE = 'duplicate'
 STALE = 'stale'
@@ -68,13 +72,19 @@ REJECTED = 'rejected'
 def create_upgrade(context, values):
     """Record an upgrade, send it to the instance's agent, return it.
 
-    ``values`` are those of ``db.upgrades.create_upgrade``. When the message
-    cannot be sent (the messaging server stays unreachable through
-    ``[DEFAULT] rpc_send_retries``, or the version cap is below what the
-    agent API can send) the upgrade is recorded as FAILED with the reason,
-    and DispatchFailed is raised. One that RabbitMQ returned (no queue of
-    the agent yet) is SENT with that reason, and sent again until the
-    agent claims it (``trove_upgrade.resends``).
+    ``values`` are those of ``db.upgrades.create_upgrade``. The upgrade,
+    its event and its first send (SENT) are recorded in one transaction,
+    then it is cast; until its agent claims it, it is cast again
+    (``trove_upgrade.resends``), so that a cast lost on the way, or never
+    made because this process died first, still reaches the agent. When
+    the message cannot be sent (the messaging server stays unreachable
+    through ``[DEFAULT] rpc_send_retries``, or the version cap is below
+    what the agent API can send) the upgrade moves on to FAILED with the
+    reason, and DispatchFailed is raised. One that RabbitMQ returned (no
+    queue of the agent yet) stays SENT, with that reason recorded.
+
+    An upgrade of an instance Trove reports busy is recorded PENDING and
+    held DEFERRED instead, and sent once it is idle.
     """
     # Built first: a bad [upgrade_levels] agent must fail before anything
     # is recorded.
@@ -90,31 +100,44 @@ def create_upgrade(context, values):
             what='Naming an instance by name',
             hint='%r is not an instance id; give the instance id.'
             % values['instance_id'])
-    upgrade = db_upgrades.create_upgrade(context, values)
-    notifications.notify_upgrade(context, notifications.CREATE, upgrade)
     if hold:
-        held = db_held.hold_upgrade(context, upgrade['id'], 'api',
-                                    'Held by the control plane: %s.' % hold)
-        if held is not None:
-            LOG.info('Upgrade %(id)s held DEFERRED: %(reason)s.',
-                     {'id': upgrade['id'], 'reason': hold})
-            return held
-    detail = None
+        return _create_held(context, values, hold)
+    upgrade = db_upgrades.create_upgrade(context, values,
+                                         resend_at=resends.resend_at(1))
+    notifications.notify_upgrade(context, notifications.CREATE, upgrade)
     try:
         _send(context, agent_api, upgrade)
     except Exception as e:
         if not resends.returned(e):
-            reason = record_unsent(context, upgrade, e, 'api')
+            reason = record_unsent(context, upgrade, e, 'api',
+                                   allowed_from=_SENT)
+            if reason is None:
+                # Sent again and claimed, or cancelled, while this cast
+                # was retried: its failure is no longer news.
+                return db_upgrades.get_upgrade(context, upgrade['id'])
             raise exception.DispatchFailed(upgrade_id=upgrade['id'],
                                            reason=reason)
-        detail = resends.RETURNED
         _warn_returned(upgrade)
-    # No allowed_from: when the agent was faster, or the operator cancelled
-    # meanwhile, SENT is stale and changes nothing.
-    _changed, upgrade = db_upgrades.mark_upgrade_sent(
-        context, upgrade, 'api', resend_at=resends.resend_at(1),
-        detail=detail)
+        now = timeutils.utcnow()
+        db_resends.record_sends(context, [(upgrade, resends.RETURNED)],
+                                'api', now)
+        upgrade = dict(upgrade, status_detail=resends.RETURNED,
+                       updated_at=now)
     return upgrade
+
+
+def _create_held(context, values, hold):
+    """Record an upgrade held DEFERRED by ``hold``, Trove's reason."""
+    upgrade = db_upgrades.create_upgrade(context, values)
+    notifications.notify_upgrade(context, notifications.CREATE, upgrade)
+    held = db_held.hold_upgrade(context, upgrade['id'], 'api',
+                                'Held by the control plane: %s.' % hold)
+    if held is None:
+        # Cancelled meanwhile: nothing to hold, nor to send.
+        return db_upgrades.get_upgrade(context, upgrade['id'])
+    LOG.info('Upgrade %(id)s held DEFERRED: %(reason)s.',
+             {'id': upgrade['id'], 'reason': hold})
+    return held
 
 
 def _send(context, agent_api, upgrade):
@@ -205,22 +228,29 @@ def record_casts(context, cast, failures, source):
     return sent + [u['id'] for u in returned]
 
 
-def record_unsent(context, upgrade, error, source):
+def record_unsent(context, upgrade, error, source, allowed_from=None):
     """Record and log FAILED for an upgrade whose cast raised ``error``.
 
     Whatever stopped the cast (oslo.messaging's errors, the driver's
     connection errors it does not wrap, the version cap, a missing key),
     the upgrade was not sent; in a rollout it counts as an attempt.
-    Returns the reason recorded.
+    Returns the reason recorded; None, recording nothing, when the
+    upgrade has left ``allowed_from`` meanwhile.
     """
     reason = '%s: %s' % (type(error).__name__, error)
     LOG.error('Upgrade %(id)s could not be sent to the agent of instance '
               '%(instance)s: %(reason)s',
               {'id': upgrade['id'], 'instance': upgrade['instance_id'],
                'reason': reason})
-    changed, upgrade = db_upgrades.transition_upgrade(
-        context, upgrade['id'], states.FAILED, source,
-        detail='Could not be sent to the agent: %s' % reason)
+    try:
+        changed, upgrade = db_upgrades.transition_upgrade(
+            context, upgrade['id'], states.FAILED, source,
+            detail='Could not be sent to the agent: %s' % reason,
+            allowed_from=allowed_from)
+    except exception.InvalidStateTransition as e:
+        LOG.info('Upgrade %(id)s is %(status)s: not recorded FAILED.',
+                 {'id': upgrade['id'], 'status': e.kwargs['from_state']})
+        return None
     if changed:
         notifications.notify_final_state(context, upgrade)
     return reason

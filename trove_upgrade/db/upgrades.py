@@ -114,8 +114,16 @@ def _upgrade_with_events(session, upgrade_id, with_events):
 
 
 @common.retry_on_deadlock
-def create_upgrade(context, values):
-    """Record a new PENDING upgrade and its first event, atomically."""
+def create_upgrade(context, values, resend_at=None):
+    """Record a new upgrade and its first event, atomically.
+
+    PENDING; or, with ``resend_at``, SENT as well, with both events, for
+    a caller that casts it as soon as this returns: its first send is
+    recorded with it, in the same transaction, and the upgrade is cast
+    again at ``resend_at`` until its agent claims it
+    (``trove_upgrade.resends``), so that a caller that dies before its
+    cast leaves nothing undelivered.
+    """
     common.check_keys('upgrade field', values,
                       _UPGRADE_REQUIRED | _UPGRADE_OPTIONAL, _UPGRADE_REQUIRED)
     common.check_strings(models.Upgrade, values,
@@ -149,13 +157,20 @@ def create_upgrade(context, values):
         'resend_at': None,
         'send_count': 0,
     }
-    # Plain INSERTs: the ORM's unit of work cost the API more CPU than
-    # the rest of the request's database work.
-    with common.context_manager.writer.using(context) as session:
-        session.execute(sa.insert(models.Upgrade.__table__).values(upgrade))
-        session.execute(sa.insert(models.UpgradeEvent.__table__).values(
-            event_row(context, upgrade['id'], now, 'api', None,
-                      states.PENDING)))
+    events = [event_row(context, upgrade['id'], now, 'api', None,
+                        states.PENDING)]
+    if resend_at is not None:
+        upgrade.update(status=states.SENT, resend_at=resend_at,
+                       send_count=1)
+        events.append(event_row(context, upgrade['id'], now, 'api',
+                                states.PENDING, states.SENT))
+    # Prebuilt INSERTs on a plain connection: the ORM's unit of work, and
+    # building the statements, cost the API more CPU than executing them.
+    with common.context_manager.writer.connection.using(
+            context) as connection:
+        connection.execute(_INSERT_UPGRADE, upgrade)
+        for event in events:
+            connection.execute(_INSERT_EVENT, event)
     return upgrade
 
 
@@ -185,6 +200,7 @@ _UPGRADE_COLUMNS = tuple(getattr(models.Upgrade, attr.key).label(attr.key)
 _UPGRADES = models.Upgrade.__table__
 _READ_UPGRADE = sa.select(*_UPGRADE_COLUMNS).where(
     _UPGRADES.c.id == sa.bindparam('b_id'))
+_INSERT_UPGRADE = sa.insert(_UPGRADES)
 _INSERT_EVENT = sa.insert(models.UpgradeEvent.__table__)
 _SQLITE_LOCK = (sa.update(_UPGRADES)
                 .where(_UPGRADES.c.id == sa.bindparam('b_id'))
@@ -429,50 +445,6 @@ def list_unfinished_upgrades(context, created_before):
                    models.Upgrade.created_at < created_before)
             .order_by(models.Upgrade.created_at, models.Upgrade.id)).all()
         return [_upgrade_dict(row) for row in rows]
-
-
-@common.retry_on_deadlock
-def mark_upgrade_sent(context, upgrade, source, resend_at=None,
-                      detail=None):
-    """Move ``upgrade``, just cast, to SENT; return ``(changed, upgrade)``.
-
-    :func:`transition_upgrade` to SENT without reading the row first: one
-    compare-and-swap from PENDING and its event, the API's common case.
-    When anything moved the upgrade meanwhile (its agent was faster, an
-    operator cancelled it), :func:`transition_upgrade` decides, as before.
-    It is cast again at ``resend_at`` unless its agent claims it first
-    (``trove_upgrade.resends``); ``detail`` is recorded with it.
-    """
-    now = timeutils.utcnow()
-    detail = common.bounded_detail(detail)
-    values = {'resend_at': resend_at, 'send_count': 1}
-    moved = _mark_sent_once(context, upgrade['id'], source, now, detail,
-                            values)
-    if not moved:
-        return transition_upgrade(context, upgrade['id'], states.SENT,
-                                  source, detail=detail, values=values)
-    return True, dict(upgrade, status=states.SENT, status_detail=detail,
-                      updated_at=now, **values)
-
-
-@common.retry_on_deadlock
-def _mark_sent_once(context, upgrade_id, source, now, detail, values):
-    with common.context_manager.writer.using(context) as session:
-        # A write first, which SQLite's single writer needs (see
-        # _take_sqlite_write_lock).
-        if session.execute(
-                sa.update(models.Upgrade)
-                .where(models.Upgrade.id == upgrade_id,
-                       models.Upgrade.status == states.PENDING)
-                .values(status=states.SENT, status_detail=detail,
-                        updated_at=now, **values)
-                .execution_options(synchronize_session=False)
-        ).rowcount != 1:
-            return False
-        session.execute(sa.insert(models.UpgradeEvent.__table__).values(
-            event_row(context, upgrade_id, now, source, states.PENDING,
-                      states.SENT, detail)))
-        return True
 
 
 def mark_upgrades_sent(context, upgrade_ids, source, resend_at=None,

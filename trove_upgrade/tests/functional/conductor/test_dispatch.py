@@ -167,5 +167,6 @@ class TestMessagingServerDown(base.TestCase):
         upgrade = db_upgrades.get_upgrade(self.context, e.kwargs['upgrade_id'],
                                           with_events=True)
         self.assertEqual(states.FAILED, upgrade['status'])
-        self.assertEqual([states.PENDING, states.FAILED],
+        # Recorded sent with the upgrade, then the cast failed.
+        self.assertEqual([states.PENDING, states.SENT, states.FAILED],
                          [ev['to_state'] for ev in upgrade['events']])

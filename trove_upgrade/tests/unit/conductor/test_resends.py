@@ -170,8 +170,13 @@ class TestReturned(ResendsTestCase):
         upgrade = upgrades.create_upgrade(self.context, VALUES)
         self.assertEqual((states.SENT, resends.RETURNED),
                          (upgrade['status'], upgrade['status_detail']))
+        recorded = self.get(upgrade['id'])
+        del recorded['events']
+        self.assertEqual(recorded, upgrade)
+        # Recorded sent with the upgrade; then what became of the cast.
         self.assertEqual([('api', None, states.PENDING),
-                          ('api', states.PENDING, states.SENT)],
+                          ('api', states.PENDING, states.SENT),
+                          ('api', states.SENT, states.SENT)],
                          self.history(upgrade['id']))
         self.later(10)
         self.assertEqual([], self.resend())

@@ -83,7 +83,7 @@ class TestCreate(UpgradesTestCase):
         self.assertEqual(self.context.request_id,
                          message.context['request_id'])
         self.assertEqual(
-            [('trove_upgrade.upgrade.create', 'INFO', states.PENDING)],
+            [('trove_upgrade.upgrade.create', 'INFO', states.SENT)],
             self.events())
         self.assertEqual(upgrade['id'],
                          self.transport.notifications[0]['payload']['id'])
@@ -103,11 +103,13 @@ class TestCreate(UpgradesTestCase):
         self.assertEqual(states.FAILED, upgrade['status'])
         self.assertIn('MessageDeliveryFailure', upgrade['status_detail'])
         self.assertIsNotNone(upgrade['finished_at'])
+        # Recorded sent with the upgrade, then the cast failed.
         self.assertEqual([('api', None, states.PENDING),
-                          ('api', states.PENDING, states.FAILED)],
+                          ('api', states.PENDING, states.SENT),
+                          ('api', states.SENT, states.FAILED)],
                          history(upgrade['id']))
         self.assertEqual(
-            [('trove_upgrade.upgrade.create', 'INFO', states.PENDING),
+            [('trove_upgrade.upgrade.create', 'INFO', states.SENT),
              ('trove_upgrade.upgrade.error', 'ERROR', states.FAILED)],
             self.events())
 
@@ -140,9 +142,9 @@ class TestCreate(UpgradesTestCase):
                           upgrades.create_upgrade, self.context, VALUES)
         self.assertEqual((0, 0), self.count_rows())
 
-    def test_agent_faster_than_the_api(self):
-        # The agent claims the upgrade between the cast and the API's
-        # PENDING to SENT: SENT is stale and must not undo the claim.
+    def test_agent_claims_as_soon_as_it_is_cast(self):
+        # SENT is recorded before the cast: the agent's claim, however
+        # fast, moves on from it.
         def claim_on_send(driver, target, ctxt, message, **kwargs):
             upgrade_id = message['args']['upgrade_id']
             result = upgrades.claim_upgrade(
@@ -152,10 +154,44 @@ class TestCreate(UpgradesTestCase):
             'oslo_messaging._drivers.impl_fake.FakeDriver.send',
             claim_on_send))
         upgrade = upgrades.create_upgrade(self.context, VALUES)
+        self.assertEqual([('api', None, states.PENDING),
+                          ('api', states.PENDING, states.SENT),
+                          ('agent', states.SENT, states.DOWNLOADING)],
+                         history(upgrade['id']))
+
+    def test_failed_cast_of_an_upgrade_claimed_meanwhile(self):
+        # The conductor sent it again and the agent claimed it while this
+        # cast was retried: its failure must not end a running upgrade.
+        def claim_then_fail(driver, target, ctxt, message, **kwargs):
+            upgrades.claim_upgrade(context.get_admin_context(), INSTANCE,
+                                   message['args']['upgrade_id'], 'v1.0.0')
+            raise messaging.MessageDeliveryFailure('gone')
+        self.useFixture(fixtures.MonkeyPatch(
+            'oslo_messaging._drivers.impl_fake.FakeDriver.send',
+            claim_then_fail))
+        upgrade = upgrades.create_upgrade(self.context, VALUES)
         self.assertEqual(states.DOWNLOADING, upgrade['status'])
         self.assertEqual([('api', None, states.PENDING),
-                          ('agent', states.PENDING, states.DOWNLOADING)],
+                          ('api', states.PENDING, states.SENT),
+                          ('agent', states.SENT, states.DOWNLOADING)],
                          history(upgrade['id']))
+
+    def test_a_cast_never_made_is_sent_again(self):
+        # The API dies between its commit and its cast: the upgrade is
+        # SENT, due to be sent again, so it still reaches its agent.
+        def die(*args, **kwargs):
+            raise SystemExit('killed')
+        self.useFixture(fixtures.MonkeyPatch(
+            'oslo_messaging._drivers.impl_fake.FakeDriver.send', die))
+        now = datetime.datetime(2026, 12, 1, 12, 0, 0)
+        self.useFixture(utils_fixture.TimeFixture(now))
+        self.flags(group='conductor', resend_interval=7)
+        self.assertRaises(SystemExit, upgrades.create_upgrade, self.context,
+                          VALUES)
+        [upgrade] = db_upgrades.list_upgrades(self.context)
+        self.assertEqual(
+            (states.SENT, 1, now + datetime.timedelta(seconds=7)),
+            (upgrade['status'], upgrade['send_count'], upgrade['resend_at']))
 
 
 class TestCancel(UpgradesTestCase):
@@ -171,7 +207,7 @@ class TestCancel(UpgradesTestCase):
                          history(upgrade['id'])[-1])
         # The operator's own decision: neither an end nor an error.
         self.assertEqual(
-            [('trove_upgrade.upgrade.create', 'INFO', states.PENDING)],
+            [('trove_upgrade.upgrade.create', 'INFO', states.SENT)],
             self.events())
 
     def test_cancel_deferred(self):

@@ -328,42 +328,38 @@ class TestTransitionUpgrade(db_base.DbTestCase):
         self.assertEqual(db_common.MAX_DETAIL, len(cut[1]['status_detail']))
 
 
-class TestMarkUpgradeSent(db_base.DbTestCase):
+class TestCreateSent(db_base.DbTestCase):
+    """An upgrade recorded with its first send, for the API's cast."""
 
     def _events(self, upgrade):
-        return [(e['source'], e['from_state'], e['to_state'])
+        return [(e['source'], e['from_state'], e['to_state'], e['created_at'])
                 for e in db_upgrades.get_upgrade(
                     self.context, upgrade['id'], with_events=True)['events']]
 
-    def test_moves_a_pending_upgrade_with_its_event(self):
-        upgrade = self._create()
-        self._advance(3)
-        changed, moved = db_upgrades.mark_upgrade_sent(self.context, upgrade,
-                                                       'api')
-        self.assertTrue(changed)
+    def test_recorded_sent_with_both_events_in_order(self):
+        resend_at = T0 + datetime.timedelta(seconds=10)
+        upgrade = db_upgrades.create_upgrade(
+            self.context, self._values(), resend_at=resend_at)
         self.assertEqual(db_upgrades.get_upgrade(self.context,
-                                                 upgrade['id']), moved)
-        self.assertEqual(states.SENT, moved['status'])
-        self.assertEqual(T0 + datetime.timedelta(seconds=3),
-                         moved['updated_at'])
-        self.assertEqual([('api', None, states.PENDING),
-                          ('api', states.PENDING, states.SENT)],
+                                                 upgrade['id']), upgrade)
+        self.assertEqual((states.SENT, None, resend_at, 1, T0),
+                         (upgrade['status'], upgrade['status_detail'],
+                          upgrade['resend_at'], upgrade['send_count'],
+                          upgrade['updated_at']))
+        self.assertEqual([('api', None, states.PENDING, T0),
+                          ('api', states.PENDING, states.SENT, T0)],
                          self._events(upgrade))
 
-    def test_an_upgrade_moved_meanwhile_is_left_alone(self):
+    def test_pending_without_resend_at(self):
         upgrade = self._create()
-        db_upgrades.transition_upgrade(self.context, upgrade['id'],
-                                       states.DOWNLOADING, 'agent')
-        changed, current = db_upgrades.mark_upgrade_sent(self.context,
-                                                         upgrade, 'api')
-        self.assertFalse(changed)
-        self.assertEqual(states.DOWNLOADING, current['status'])
-        self.assertEqual([('api', None, states.PENDING),
-                          ('agent', states.PENDING, states.DOWNLOADING)],
+        self.assertEqual((states.PENDING, None, 0),
+                         (upgrade['status'], upgrade['resend_at'],
+                          upgrade['send_count']))
+        self.assertEqual([('api', None, states.PENDING, T0)],
                          self._events(upgrade))
 
-    def test_an_unknown_upgrade(self):
-        upgrade = dict(self._create(), id=uuidutils.generate_uuid())
-        self.assertRaises(exception.UpgradeNotFound,
-                          db_upgrades.mark_upgrade_sent, self.context,
-                          upgrade, 'api')
+    def test_invalid_values_record_nothing(self):
+        self.assertRaises(exception.Invalid, db_upgrades.create_upgrade,
+                          self.context, self._values(location=''),
+                          resend_at=T0)
+        self.assertEqual([], db_upgrades.list_upgrades(self.context))

@@ -1,0 +1,75 @@
+#    Licensed under the Apache License, Version 2.0 (the "License"); you may
+#    not use this file except in compliance with the License. You may obtain
+#    a copy of the License at
+#
+#         http://www.apache.org/licenses/LICENSE-2.0
+#
+#    Unless required by applicable law or agreed to in writing, software
+#    distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+#    WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+#    License for the specific language governing permissions and limitations
+#    under the License.
+
+"""The transaction factory the services build, on SQLite files."""
+
+import threading
+
+from oslo_db import exception as db_exception
+import sqlalchemy as sa
+
+from trove_upgrade import context
+from trove_upgrade.db import common as db_common
+from trove_upgrade.tests import base
+from trove_upgrade.tests.fixtures import database
+
+
+class TestSQLiteFilePool(base.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.fixture = self.useFixture(database.Database())
+        self.context = context.get_admin_context()
+
+    def _connection_id(self):
+        with db_common.context_manager.writer.connection.using(
+                self.context) as connection:
+            return id(connection.connection.dbapi_connection)
+
+    def test_transactions_reuse_a_pooled_connection(self):
+        self.assertIsInstance(self.fixture.engine.pool, sa.pool.QueuePool)
+        self.assertEqual(self._connection_id(), self._connection_id())
+
+    def test_pooled_connections_keep_the_engines_setup(self):
+        # oslo.db's listeners: foreign keys on, and a BEGIN of its own
+        # (the driver's is off), on every connection of the pool.
+        def foreign_keys():
+            with db_common.context_manager.reader.connection.using(
+                    self.context) as connection:
+                return (connection.exec_driver_sql(
+                    'PRAGMA foreign_keys').scalar(),
+                    connection.connection.dbapi_connection.in_transaction)
+        results = []
+        threads = [threading.Thread(target=lambda: results.append(
+            foreign_keys())) for _ in range(3)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        self.assertEqual([(1, True)] * 3, results)
+
+    def test_a_rolled_back_transaction_leaves_none_open(self):
+        def fail():
+            with db_common.context_manager.writer.connection.using(
+                    self.context) as connection:
+                connection.exec_driver_sql(
+                    "INSERT INTO upgrade_events (upgrade_id, created_at, "
+                    "source, to_state) VALUES ('none', '2026-01-01', 'x', "
+                    "'PENDING')")
+        # The upgrade does not exist: the foreign key refuses the event.
+        self.assertRaises(db_exception.DBReferenceError, fail)
+        with db_common.context_manager.writer.connection.using(
+                self.context) as connection:
+            self.assertTrue(
+                connection.connection.dbapi_connection.in_transaction)
+            self.assertEqual(0, connection.exec_driver_sql(
+                'SELECT count(*) FROM upgrade_events').scalar())
