@@ -33,7 +33,7 @@ RELEASE_MAPPING = {
     },
     'master': {
         'agent': '1.1',
-        'conductor': '1.1',
+        'conductor': '1.2',
     },
 }
 

@@ -96,6 +96,16 @@ class Interface:
 _AGENT_FIELDS = ('instance_id', 'agent_version', 'guest_version',
                  'rpc_api_version', 'state', 'labels', 'host')
 
+# What one state report carries besides the instance id: the arguments of
+# ``report_upgrade_state``, and the keys of each report of
+# ``report_upgrade_states``.
+REPORT_FIELDS = ('upgrade_id', 'to_state', 'detail', 'from_version',
+                 'to_version')
+
+# The most reports one ``report_upgrade_states`` call carries: an agent's
+# outbox sends more in several calls, a conductor refuses more.
+MAX_REPORTS_PER_CALL = 50
+
 # The upgrade agent's API: the control plane sends, the agent serves.
 AGENT = Interface('agent', {
     'upgrade': ('cast', ('upgrade_id', 'instance_id', 'instance_version',
@@ -108,7 +118,6 @@ CONDUCTOR = Interface('conductor', {
     'register_agent': ('call', _AGENT_FIELDS),
     'heartbeat': ('cast', _AGENT_FIELDS),
     'start_upgrade': ('call', ('instance_id', 'upgrade_id', 'from_version')),
-    'report_upgrade_state': ('call', ('instance_id', 'upgrade_id',
-                                      'to_state', 'detail', 'from_version',
-                                      'to_version')),
+    'report_upgrade_state': ('call', ('instance_id',) + REPORT_FIELDS),
+    'report_upgrade_states': ('call', ('instance_id', 'reports')),
 })

@@ -15,16 +15,19 @@
 A report is written to the journal's outbox in the same transaction as the
 state change it describes, so a crash cannot lose it, and is removed only
 after the conductor answered the call that carries it: the conductor, not
-just the broker, has handled it. Reports are sent one at a time, in the
-order they were made, each only after the previous one was answered, so the
-conductor records every stage in order. It ignores duplicates and stale
-reports, so a report resent after a crash between sending and removal is
-harmless.
+just the broker, has handled it. Reports are sent in the order they were
+made, the reports waiting together in one call (RPC API 1.2; one call
+each to an older conductor), each call only after the previous one was
+answered, so the conductor records every stage in order. It ignores
+duplicates and stale reports, so a report resent after a crash between
+sending and removal is harmless.
 """
 
 import threading
 
 from oslo_log import log as logging
+
+from trove_upgrade import rpc_interface
 
 LOG = logging.getLogger(__name__)
 
@@ -45,25 +48,30 @@ class Outbox:
     def flush(self):
         """Send pending reports in order; return how many were delivered.
 
-        Stops at the first failure, leaving it and the ones after it for
-        the next flush.
+        Stops at the first call that fails, leaving its reports and the
+        ones after them for the next flush.
         """
         with self._flush_lock:
             sent = 0
-            for report in self.pending():
+            per_call = self.conductor_api.reports_per_call()
+            while True:
+                batch = self.pending()[:per_call]
+                if not batch:
+                    return sent
                 try:
-                    self.conductor_api.report_upgrade_state(
+                    self.conductor_api.report_upgrade_states(
                         self.context, self.instance_id,
-                        report['upgrade_id'], report['to_state'],
-                        report['detail'], report['from_version'],
-                        report['to_version'])
+                        [{name: report[name]
+                          for name in rpc_interface.REPORT_FIELDS}
+                         for report in batch])
                 except Exception as e:
-                    LOG.warning('Report %s of upgrade %s not delivered, '
-                                'kept for later: %s', report['to_state'],
-                                report['upgrade_id'], e)
-                    break
+                    LOG.warning('Reports %s of upgrade %s not delivered, '
+                                'kept for later: %s',
+                                ', '.join(r['to_state'] for r in batch),
+                                batch[0]['upgrade_id'], e)
+                    return sent
+                done = {report['seq'] for report in batch}
                 with self.journal.update() as data:
                     data['outbox'] = [r for r in data['outbox']
-                                      if r['seq'] != report['seq']]
-                sent += 1
-            return sent
+                                      if r['seq'] not in done]
+                sent += len(batch)

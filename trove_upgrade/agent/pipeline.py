@@ -233,8 +233,11 @@ class UpgradePipeline:
         work = self._work_dir(upgrade)
         shutil.rmtree(work, ignore_errors=True)
         os.makedirs(work)
-        self._set_step(upgrade, DOWNLOADING, states.DOWNLOADING,
-                       'downloading %s with strategy %s'
+        # Not reported: the claim (``AgentManager.run_next``) recorded
+        # DOWNLOADING, so the report would be a duplicate the conductor
+        # ignores, costing it a call for each upgrade.
+        self._set_step(upgrade, DOWNLOADING,
+                       detail='downloading %s with strategy %s'
                        % (upgrade['location'], upgrade['strategy']))
         self._checkpoint('downloading')
         if self.verifier is None:

@@ -46,13 +46,40 @@ CONF = conf.CONF
 
 LOG = logging.getLogger(__name__)
 
-RPC_API_VERSION = '1.1'
+RPC_API_VERSION = '1.2'
 
 
 def _check_instance_id(instance_id):
     if not uuidutils.is_uuid_like(instance_id):
         raise exception.Invalid(
             reason='instance_id must be a UUID, not %r' % (instance_id,))
+
+
+def _check_reports(reports):
+    """Refuse a ``report_upgrade_states`` list that is not one.
+
+    The values themselves are ``upgrades.record_report``'s to judge; here
+    only that each report is a dict of the declared fields, with strings
+    where ids and states go, so that none can break the loop over them.
+    """
+    if not isinstance(reports, list) or not (
+            1 <= len(reports) <= rpc_interface.MAX_REPORTS_PER_CALL):
+        raise exception.Invalid(
+            reason='reports must be a list of 1 to %d reports'
+            % rpc_interface.MAX_REPORTS_PER_CALL)
+    for report in reports:
+        if not isinstance(report, dict) or set(report) != set(
+                rpc_interface.REPORT_FIELDS):
+            raise exception.Invalid(
+                reason='each report has exactly the fields %s'
+                % ', '.join(rpc_interface.REPORT_FIELDS))
+        if not all(isinstance(report[name], str)
+                   for name in ('upgrade_id', 'to_state')) or not all(
+                report[name] is None or isinstance(report[name], str)
+                for name in ('detail', 'from_version', 'to_version')):
+            raise exception.Invalid(
+                reason='a report\'s upgrade_id and to_state are strings, '
+                       'its detail and versions strings or null')
 
 
 def _agent_values(agent_version, guest_version, rpc_api_version, state,
@@ -180,3 +207,19 @@ class ConductorManager:
         return upgrades.record_report(context, instance_id, upgrade_id,
                                       to_state, detail, from_version,
                                       to_version, memory=self.upgrades)
+
+    @messaging.expected_exceptions(exception.Invalid,
+                                   exception.MessageNotAuthenticated)
+    @rpc_interface.CONDUCTOR.endpoint
+    def report_upgrade_states(self, context, instance_id, reports,
+                              sealed=None):
+        """Several state reports, recorded in order (1.2).
+
+        One seal covers them all. Each is recorded as
+        ``report_upgrade_state`` records it, and answered with its outcome.
+        """
+        _check_reports(reports)
+        self._authenticate(context, 'report_upgrade_states', locals())
+        return [upgrades.record_report(context, instance_id,
+                                       memory=self.upgrades, **report)
+                for report in reports]

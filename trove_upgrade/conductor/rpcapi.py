@@ -56,9 +56,11 @@ class ConductorAPI:
     |       report_upgrade_state().
     | 1.1 - Every method takes ``sealed``, the seal of its arguments made
     |       with the instance's key (``trove_upgrade.sealing``).
+    | 1.2 - report_upgrade_states(): several reports of one instance in
+    |       one call, recorded in order.
     """
 
-    RPC_API_VERSION = '1.1'
+    RPC_API_VERSION = '1.2'
 
     def __init__(self, keyring=None):
         """``keyring``: the instance's keys; None sends unsealed."""
@@ -73,21 +75,23 @@ class ConductorAPI:
         self.client = rpc.get_rpc_client(target, version_cap=version_cap,
                                          mandatory=True)
 
-    def _send(self, context, method, values):
-        """Cast or call ``method``, sealed at 1.1 when keys are held.
+    def _send(self, context, method, values, version=None):
+        """Cast or call ``method``, sealed from 1.1 when keys are held.
 
         The message carries the arguments ``rpc_interface.CONDUCTOR``
-        declares, taken from ``values``. A conductor capped below 1.1 does
-        not know seals and gets the message unsealed, as before this
+        declares, taken from ``values``. ``version`` is the one a method
+        newer than 1.0 needs; a 1.0 method goes to a conductor capped
+        below 1.1, which does not know seals, unsealed, as before that
         version.
         """
         kwargs = rpc_interface.CONDUCTOR.message(method, values)
-        version = '1.1'
-        if self.keyring and self.client.can_send_version(version):
+        if version is None:
+            version = '1.1'
+            if not (self.keyring and self.client.can_send_version(version)):
+                version = '1.0'
+        if self.keyring and version != '1.0':
             kwargs['sealed'] = sealing.seal(self.keyring, method, version,
                                             sealing.TO_CONDUCTOR, kwargs)
-        else:
-            version = '1.0'
         cctxt = self.client.prepare(version=version)
         kind = rpc_interface.CONDUCTOR.kind(method)
         return getattr(cctxt, kind)(context, method, **kwargs)
@@ -136,3 +140,33 @@ class ConductorAPI:
             outcome the conductor recorded (see ``upgrades.record_report``).
         """
         return self._send(context, 'report_upgrade_state', locals())
+
+    def reports_per_call(self):
+        """How many reports one :meth:`report_upgrade_states` call sends.
+
+        One to a conductor capped below 1.2, which takes them one by one.
+        """
+        if self.client.can_send_version('1.2'):
+            return rpc_interface.MAX_REPORTS_PER_CALL
+        return 1
+
+    def report_upgrade_states(self, context, instance_id, reports):
+        """Report several states, recorded in this order (call, 1.2).
+
+        ``reports`` are dicts of ``rpc_interface.REPORT_FIELDS``, at most
+        :meth:`reports_per_call` of them: one call answers for them all,
+        so the outbox's reports cost the conductor one message, not one
+        each. A conductor capped below 1.2 gets one
+        :meth:`report_upgrade_state` call per report instead; when one of
+        them fails, the ones before it were delivered, and resending them
+        is harmless.
+
+        :returns: the outcome of each report, in order (see
+            :meth:`report_upgrade_state`).
+        """
+        if not self.client.can_send_version('1.2'):
+            return [self.report_upgrade_state(context, instance_id,
+                                              **report)
+                    for report in reports]
+        return self._send(context, 'report_upgrade_states', locals(),
+                          version='1.2')

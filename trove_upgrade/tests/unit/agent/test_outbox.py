@@ -20,17 +20,25 @@ from trove_upgrade.tests import base
 
 
 class FlakyConductor:
-    def __init__(self):
+    """Takes ``per_call`` reports a call; fails calls after ``fail_after``."""
+
+    def __init__(self, per_call=50):
+        self.per_call = per_call
         self.received = []
+        self.calls = 0
         self.fail_after = None
 
-    def report_upgrade_state(self, context, instance_id, upgrade_id,
-                             to_state, detail, from_version, to_version):
-        if self.fail_after is not None and \
-                len(self.received) >= self.fail_after:
+    def reports_per_call(self):
+        return self.per_call
+
+    def report_upgrade_states(self, context, instance_id, reports):
+        assert len(reports) <= self.per_call, reports
+        if self.fail_after is not None and self.calls >= self.fail_after:
             raise ConnectionError('broker down')
-        self.received.append((instance_id, upgrade_id, to_state, detail,
-                              from_version, to_version))
+        self.calls += 1
+        self.received.extend(
+            (instance_id, r['upgrade_id'], r['to_state'], r['detail'],
+             r['from_version'], r['to_version']) for r in reports)
 
 
 class TestOutbox(base.TestCase):
@@ -47,15 +55,34 @@ class TestOutbox(base.TestCase):
                 self.journal.add_report(data, 'u1', state, state.lower(),
                                         '1', '2')
 
-    def test_flush_sends_in_order_and_empties(self):
+    def test_flush_sends_in_order_in_one_call_and_empties(self):
         self.assertEqual(3, self.outbox.flush())
+        self.assertEqual(1, self.conductor.calls)
         self.assertEqual(['DOWNLOADING', 'VERIFYING', 'SUCCESS'],
                          [r[2] for r in self.conductor.received])
         self.assertEqual(('inst', 'u1', 'SUCCESS', 'success', '1', '2'),
                          self.conductor.received[-1])
         self.assertEqual([], self.outbox.pending())
 
+    def test_more_than_a_call_carries_go_in_several(self):
+        self.conductor.per_call = 2
+        self.assertEqual(3, self.outbox.flush())
+        self.assertEqual(2, self.conductor.calls)
+        self.assertEqual(['DOWNLOADING', 'VERIFYING', 'SUCCESS'],
+                         [r[2] for r in self.conductor.received])
+
+    def test_a_failed_call_keeps_all_its_reports(self):
+        self.conductor.fail_after = 0
+        self.assertEqual(0, self.outbox.flush())
+        self.assertEqual(['DOWNLOADING', 'VERIFYING', 'SUCCESS'],
+                         [r['to_state'] for r in self.outbox.pending()])
+        self.conductor.fail_after = None
+        self.assertEqual(3, self.outbox.flush())
+        self.assertEqual([], self.outbox.pending())
+
     def test_failure_keeps_the_rest_for_a_new_agent(self):
+        # An older conductor: one report a call.
+        self.conductor.per_call = 1
         self.conductor.fail_after = 1
         self.assertEqual(1, self.outbox.flush())
         self.assertEqual(['VERIFYING', 'SUCCESS'],

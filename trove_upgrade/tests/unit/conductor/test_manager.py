@@ -82,7 +82,7 @@ class TestAgents(ManagerTestCase):
     def test_register(self):
         now = datetime.datetime(2026, 11, 29, 10, 0, 0)
         self.useFixture(utils_fixture.TimeFixture(now))
-        self.assertEqual('1.1', self.manager.register_agent(
+        self.assertEqual('1.2', self.manager.register_agent(
             self.context, INSTANCE, **AGENT))
         agent = db_agents.get_agent(self.context, INSTANCE)
         self.assertEqual(dict(AGENT, instance_id=INSTANCE,
@@ -350,6 +350,53 @@ class TestReports(ClaimedTestCase):
             {'recorded': False, 'status': states.DEFERRED,
              'reason': upgrades.DUPLICATE},
             self.report(upgrade_id, states.DEFERRED, 'resize running'))
+
+
+class TestReportBatches(ClaimedTestCase):
+    """report_upgrade_states (1.2): several reports, one call."""
+
+    def batch(self, *reports):
+        return [{'upgrade_id': self.upgrade_id, 'to_state': state,
+                 'detail': detail, 'from_version': 'v1.0.0',
+                 'to_version': 'v2.0.0'} for state, detail in reports]
+
+    def test_reports_are_recorded_in_order_each_answered(self):
+        outcomes = self.manager.report_upgrade_states(
+            self.context, INSTANCE, self.batch(
+                (states.VERIFYING, None), (states.VERIFYING, None),
+                (states.INSTALLING, None), (states.SUCCESS, 'healthy')))
+        self.assertEqual(
+            [{'recorded': True, 'status': states.VERIFYING, 'reason': None},
+             {'recorded': False, 'status': states.VERIFYING,
+              'reason': upgrades.DUPLICATE},
+             {'recorded': True, 'status': states.INSTALLING,
+              'reason': None},
+             {'recorded': True, 'status': states.SUCCESS, 'reason': None}],
+            outcomes)
+        self.assertEqual([states.PENDING, states.SENT, states.DOWNLOADING,
+                          states.VERIFYING, states.INSTALLING,
+                          states.SUCCESS], self.states_recorded())
+        self.assertEqual('trove_upgrade.upgrade.end', self.event_types()[-1])
+
+    def test_a_bad_report_changes_only_itself(self):
+        outcomes = self.manager.report_upgrade_states(
+            self.context, INSTANCE, self.batch(
+                (states.CANCELLED, None), (states.VERIFYING, None)))
+        self.assertEqual([upgrades.REJECTED, None],
+                         [o['reason'] for o in outcomes])
+        self.assertEqual(states.VERIFYING,
+                         self.upgrade(self.upgrade_id)['status'])
+
+    def test_malformed_batches_are_refused_whole(self):
+        good = self.batch((states.VERIFYING, None))[0]
+        for reports in ([], 'VERIFYING', [good] * 51, [dict(good, x=1)],
+                        [{k: v for k, v in good.items() if k != 'detail'}],
+                        [dict(good, upgrade_id=['a'])],
+                        [dict(good, detail=3)], [good, 'SUCCESS']):
+            self.assertRefused(self.manager.report_upgrade_states,
+                               self.context, INSTANCE, reports)
+        self.assertEqual(states.DOWNLOADING,
+                         self.upgrade(self.upgrade_id)['status'])
 
 
 class TestReportsFromMemory(ClaimedTestCase):

@@ -166,6 +166,36 @@ class TestSealedReports(SealedTestCase):
         self.assertIn('require_sealed', str(e))
 
 
+class TestSealedReportBatches(SealedTestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.upgrade_id = self.new_upgrade()['id']
+        self.reports = [{'upgrade_id': self.upgrade_id, 'to_state': state,
+                         'detail': None, 'from_version': 'v1.0.0',
+                         'to_version': 'v2.0.0'}
+                        for state in (states.DEFERRED, states.DOWNLOADING)]
+        self.args = {'instance_id': INSTANCE, 'reports': self.reports}
+
+    def test_one_seal_covers_the_batch(self):
+        outcomes = self.manager.report_upgrade_states(
+            self.context, sealed=self.sealed('report_upgrade_states',
+                                             self.args), **self.args)
+        self.assertEqual([True, True], [o['recorded'] for o in outcomes])
+
+    def test_a_changed_report_is_refused_and_nothing_recorded(self):
+        sealed = self.sealed('report_upgrade_states', self.args)
+        changed = [dict(self.reports[0], to_state=states.FAILED),
+                   self.reports[1]]
+        self.assertNotAuthenticated(
+            self.manager.report_upgrade_states, self.context,
+            instance_id=INSTANCE, reports=changed, sealed=sealed)
+        self.assertNotAuthenticated(
+            self.manager.report_upgrade_states, self.context,
+            instance_id=INSTANCE, reports=self.reports, sealed=None)
+        self.assertEqual(states.SENT, self.upgrade(self.upgrade_id)['status'])
+
+
 class TestSealingClients(SealedTestCase):
     """The rpcapi clients seal what they send, over the fake transport."""
 
@@ -177,11 +207,24 @@ class TestSealingClients(SealedTestCase):
 
     def test_conductor_api_seals(self):
         api = rpcapi.ConductorAPI(self.keys)
-        self.assertEqual('1.1', api.register_agent(
+        self.assertEqual('1.2', api.register_agent(
             context.get_admin_context(), **AGENT))
         [message] = self.server.wait_for(1)
         self.assertEqual('1.1', message.version)
         self.assertIn('sealed', message.args)
+
+    def test_conductor_api_seals_a_batch_at_1_2(self):
+        upgrade_id = self.new_upgrade()['id']
+        api = rpcapi.ConductorAPI(self.keys)
+        [outcome] = api.report_upgrade_states(
+            context.get_admin_context(), INSTANCE,
+            [{'upgrade_id': upgrade_id, 'to_state': states.DEFERRED,
+              'detail': 'busy', 'from_version': None, 'to_version': None}])
+        self.assertTrue(outcome['recorded'])
+        [message] = self.server.wait_for(1)
+        self.assertEqual(('report_upgrade_states', '1.2'),
+                         (message.method, message.version))
+        self.assertEqual('1.2', message.args['sealed']['version'])
 
     def test_conductor_api_capped_sends_unsealed(self):
         self.flags(group='upgrade_levels', conductor='1.0')

@@ -20,6 +20,7 @@ from trove_upgrade import context
 from trove_upgrade.db import agents as db_agents
 from trove_upgrade.db import upgrades as db_upgrades
 from trove_upgrade import exception
+from trove_upgrade import rpc_interface
 from trove_upgrade import states
 from trove_upgrade.tests import base
 from trove_upgrade.tests.fixtures import database
@@ -108,6 +109,42 @@ class TestConductorAPI(base.TestCase):
                           'detail': 'guest is busy',
                           'from_version': None, 'to_version': None},
                          message.args)
+
+    def reports(self, upgrade):
+        return [{'upgrade_id': upgrade['id'], 'to_state': state,
+                 'detail': None, 'from_version': 'v1', 'to_version': 'v2'}
+                for state in (states.VERIFYING, states.INSTALLING)]
+
+    def test_reports_go_in_one_call_answered_in_order(self):
+        upgrade = self.create_upgrade()
+        self.api.start_upgrade(self.context, INSTANCE, upgrade['id'], 'v1')
+        self.assertEqual(rpc_interface.MAX_REPORTS_PER_CALL,
+                         self.api.reports_per_call())
+        outcomes = self.api.report_upgrade_states(
+            self.context, INSTANCE, self.reports(upgrade))
+        self.assertEqual([states.VERIFYING, states.INSTALLING],
+                         [o['status'] for o in outcomes])
+        _claim, message = self.server.wait_for(2)
+        self.assertEqual(('report_upgrade_states', '1.2'),
+                         (message.method, message.version))
+        self.assertEqual({'instance_id': INSTANCE,
+                          'reports': self.reports(upgrade)}, message.args)
+
+    def test_below_1_2_each_report_is_a_call_of_its_own(self):
+        # The RPC-compat path: a conductor that predates 1.2.
+        self.flags(group='upgrade_levels', conductor='1.1')
+        api = rpcapi.ConductorAPI()
+        self.assertEqual(1, api.reports_per_call())
+        upgrade = self.create_upgrade()
+        api.start_upgrade(self.context, INSTANCE, upgrade['id'], 'v1')
+        outcomes = api.report_upgrade_states(self.context, INSTANCE,
+                                             self.reports(upgrade))
+        self.assertEqual([True, True], [o['recorded'] for o in outcomes])
+        messages = self.server.wait_for(3)[1:]
+        self.assertEqual([('report_upgrade_state', '1.0')] * 2,
+                         [(m.method, m.version) for m in messages])
+        self.assertEqual([states.VERIFYING, states.INSTALLING],
+                         [m.args['to_state'] for m in messages])
 
 
 class TestConductorVersionCap(base.TestCase):
