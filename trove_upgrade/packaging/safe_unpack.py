@@ -258,6 +258,13 @@ class _FileWriter:
         self._left = 0
         self._offset = 0
         self._writeback_from = 0
+
+    def begin(self):
+        """Create the first file, and those of size 0 before it.
+
+        Not in ``__init__``: the disk thread must run by then, to sync and
+        close a file that is finished at once.
+        """
         self._open_next()
 
     def _open_next(self):
@@ -365,6 +372,7 @@ def extract(source, header, key, files, payload_size, stage_dir, digest):
     write_stage.start()
     reader.start()
     try:
+        writer.begin()
         while True:
             item = reader.frames.get()
             if item is _DONE:

@@ -174,6 +174,17 @@ class TestLateFailures(WriterTestCase):
         self.assertEqual(before, self.open_fds())
 
 
+class TestEmptyFiles(base.PackagingTestCase):
+
+    def test_empty_first_file_is_closed(self):
+        path, manifest = self.build(sizes=(0, 5000))
+        self.assertEqual(0, manifest.files[0].size)
+        before = set(os.listdir('/proc/self/fd'))
+        files = self.verify_payload(path)
+        self.assertEqual([0, 5000], [os.path.getsize(f) for f in files])
+        self.assertEqual(before, set(os.listdir('/proc/self/fd')))
+
+
 class TestWriteback(base.PackagingTestCase):
 
     def test_available_on_linux(self):
