@@ -151,6 +151,8 @@ class _Stage(threading.Thread):
                 return
             except queue.Full:
                 continue
+        # Never drop an item silently: nothing would sync or close it.
+        raise RuntimeError('put to a stage that is not running')
 
     def finish(self):
         self.put(_DONE)

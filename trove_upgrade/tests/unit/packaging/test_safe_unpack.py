@@ -185,6 +185,22 @@ class TestEmptyFiles(base.PackagingTestCase):
         self.assertEqual(before, set(os.listdir('/proc/self/fd')))
 
 
+class TestStage(base.PackagingTestCase):
+
+    def test_put_before_start_is_an_error(self):
+        stage = safe_unpack._Stage(lambda item: None, 1)
+        self.assertRaises(RuntimeError, stage.put, 'item')
+
+    def test_put_after_finish_is_an_error(self):
+        done = []
+        stage = safe_unpack._Stage(done.append, 1)
+        stage.start()
+        stage.put('item')
+        stage.finish()
+        self.assertEqual(['item'], done)
+        self.assertRaises(RuntimeError, stage.put, 'late')
+
+
 class TestWriteback(base.PackagingTestCase):
 
     def test_available_on_linux(self):
