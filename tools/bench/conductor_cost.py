@@ -19,7 +19,10 @@ threads, sealed with each instance's key as ``[conductor] require_sealed``
 (the default) wants, and reads the CPU the conductor used from /proc
 (every process of it). Beside it, measured in the same run as in
 ``rollout_scale.py``: the CPU of one raw oslo.messaging cast to a bound
-queue. It prints:
+queue, and the CPU a bare oslo.messaging RPC server (a process of its own,
+one endpoint that answers at once, the conductor's executor) spends on
+each call it answers: what any call costs before the conductor's own work.
+It prints:
 
 * CPU per heartbeat that brings nothing new (not written, see
   ``[conductor] heartbeat_write_interval``), per such heartbeat once the
@@ -38,7 +41,7 @@ queue. It prints:
   least ``[agent] report_interval`` apart (five calls), and with the
   four waiting in one flush, as when the stages come faster or the
   reports waited out an outage (two calls).
-  Half of ``--upgrades`` each.
+  Half of ``--upgrades`` each. Beside each, as many raw calls.
 
     python tools/bench/conductor_cost.py [--agents 2000] [--upgrades 500]
         [--threads 8] [--connection URL]
@@ -53,6 +56,8 @@ import trove_upgrade.cmd  # noqa: F401
 import argparse
 import concurrent.futures
 import os
+import subprocess
+import sys
 import tempfile
 import time
 import uuid
@@ -178,6 +183,69 @@ def _run_conductor(pid, topic, args, ctxt, apis, upgrade_ids,
     return result
 
 
+class _Answer(object):
+    """The bare RPC server's endpoint: answers a report at once."""
+
+    target = messaging.Target(version='1.0')
+
+    def report(self, ctxt, **kwargs):
+        return {'recorded': True}
+
+
+def _serve_raw(exchange, topic):
+    """Run the bare RPC server until standard input closes."""
+    transport = messaging.get_rpc_transport(CONF, url=RABBIT)
+    server = messaging.get_rpc_server(
+        transport, messaging.Target(topic=topic, exchange=exchange,
+                                    server='bench'), [_Answer()],
+        access_policy=messaging.DefaultRPCAccessPolicy)
+    server.start()
+    sys.stdin.read()
+    server.stop()
+    server.wait()
+    transport.cleanup()
+
+
+def bench_raw_calls(exchange, total, threads):
+    """CPU seconds a bare RPC server spends per call it answers."""
+    topic = 'trove_upgrade_bench_raw_calls'
+    server = subprocess.Popen(
+        [sys.executable, __file__, '--serve-raw', exchange, topic],
+        stdin=subprocess.PIPE)
+    transport = messaging.get_rpc_transport(CONF, url=RABBIT)
+    try:
+        client = messaging.get_rpc_client(
+            transport, messaging.Target(topic=topic, exchange=exchange,
+                                        version='1.0'), timeout=1)
+        ctxt = tu_context.get_admin_context().to_dict()
+
+        def call(_index=None):
+            client.call(ctxt, 'report', instance_id=str(uuid.uuid4()),
+                        upgrade_id=str(uuid.uuid4()), state='INSTALLING',
+                        detail=None, from_version='v1.0.0',
+                        to_version='v2.0.0')
+
+        for _ in range(60):
+            try:
+                call()
+                break
+            except (messaging.MessagingTimeout,
+                    messaging.MessageDeliveryFailure):
+                time.sleep(0.5)
+        with concurrent.futures.ThreadPoolExecutor(threads) as pool:
+            before = rollout_scale._cpu_seconds(server.pid)
+            _each(pool, call, range(total))
+            cpu = rollout_scale._cpu_seconds(server.pid) - before
+    finally:
+        server.stdin.close()
+        server.wait(30)
+        with kombu.Connection(RABBIT.replace('rabbit://', 'amqp://')) as conn:
+            for queue in (topic, '%s.bench' % topic):
+                conn.channel().queue_delete(queue)
+        transport.cleanup()
+    return cpu / total
+
+
 def _agents(admin, count):
     """``count`` instances with a sealing key each, as production has."""
     return {instance_id: sealing_keys.add_key(admin, instance_id) and
@@ -208,6 +276,10 @@ def main():
                         help='client threads sending')
     parser.add_argument('--raw-casts', type=int, default=2000,
                         help='raw casts timed for the reference')
+    parser.add_argument('--raw-calls', type=int, default=2000,
+                        help='raw calls timed for the reference')
+    parser.add_argument('--serve-raw', nargs=2, metavar=('EXCHANGE', 'TOPIC'),
+                        help=argparse.SUPPRESS)
     parser.add_argument('--write-interval', type=int, default=20,
                         help='[conductor] heartbeat_write_interval of the '
                              'bench\'s conductor, seconds; longer than a '
@@ -218,6 +290,8 @@ def main():
     args = parser.parse_args()
     CONF([], project='trove-upgrade', default_config_files=[],
          default_config_dirs=[])
+    if args.serve_raw:
+        return _serve_raw(*args.serve_raw)
     suffix = uuid.uuid4().hex[:8]
     exchange = 'trove_upgrade_bench_%s' % suffix
     topic = 'trove_upgrade_conductor_bench_%s' % suffix
@@ -250,6 +324,8 @@ def main():
             try:
                 _rate, raw_cast = rollout_scale.bench_raw_casts(
                     exchange, args.raw_casts)
+                raw_call = bench_raw_calls(exchange, args.raw_calls,
+                                           args.threads)
                 conductor = fleet.start_conductor()
                 CONF.set_override('topic', topic, group='conductor')
                 rpc.cleanup()
@@ -265,10 +341,10 @@ def main():
         db_common.get_engine().dispose()
         if drop is not None:
             drop()
-    _report(args, connection, ours, raw_cast)
+    _report(args, connection, ours, raw_cast, raw_call)
 
 
-def _report(args, connection, ours, raw_cast):
+def _report(args, connection, ours, raw_cast, raw_call):
     interval = CONF.agent.heartbeat_interval
     write_every = max(1.0, heartbeats.write_interval() / interval)
     # Per agent and heartbeat interval: one heartbeat, written (with a
@@ -295,15 +371,17 @@ def _report(args, connection, ours, raw_cast):
                                          heartbeats.write_interval()))
     print('  agents per conductor core at the default interval: %d '
           '(target >= 20,000)' % (interval / per_beat))
-    calls = 1 + len(STAGES)
-    print('  conductor CPU per upgrade lifecycle (claim, %d stages, '
-          'final), each report alone: %.2f ms (target <= 8 ms; %.1fx a '
-          'raw cast per call)' % (len(STAGES) - 1, ours['lifecycle'] * ms,
-                                  ours['lifecycle'] / calls / raw_cast))
-    print('  conductor CPU per upgrade lifecycle, its reports in one '
-          'flush: %.2f ms (%.1fx a raw cast per call)'
-          % (ours['lifecycle_together'] * ms,
-             ours['lifecycle_together'] / 2 / raw_cast))
+    print('  server CPU per raw oslo.messaging call answered '
+          '(reference): %.3f ms' % (raw_call * ms))
+    for name, how, calls in (
+            ('lifecycle', 'each report alone', 1 + len(STAGES)),
+            ('lifecycle_together', 'its reports in one flush', 2)):
+        print('  conductor CPU per upgrade lifecycle (claim, %d stages, '
+              'final), %s: %.2f ms (target <= 8 ms); %d raw calls: %.2f '
+              'ms, so %.2f ms per call beyond a raw one'
+              % (len(STAGES) - 1, how, ours[name] * ms, calls,
+                 calls * raw_call * ms,
+                 (ours[name] / calls - raw_call) * ms))
 
 
 if __name__ == '__main__':
