@@ -67,28 +67,30 @@ class Reconciler:
 
     def run(self, context):
         """One pass over the active rollouts, then the desired versions."""
-        for rollout in db_rollouts.list_rollouts_in(context, rs.ACTIVE_STATES):
+        active = db_rollouts.list_rollouts_in(context, rs.ACTIVE_STATES)
+        for rollout in active:
             try:
-                self.reconcile(context, rollout)
+                self.reconcile(context, rollout, active)
             except Exception:
                 LOG.exception('Reconciling rollout %s failed; the next pass '
                               'tries again.', rollout['id'])
         desired_reconciler.run(context, self.owner, self.agent_api)
 
-    def reconcile(self, context, rollout):
+    def reconcile(self, context, rollout, active=None):
+        """One step of ``rollout``; ``active`` as ``rollouts.targets``."""
         until = timeutils.utcnow() + datetime.timedelta(
             seconds=CONF.conductor.rollout_lease_time)
-        if not db_rollouts.acquire_rollout_lease(context, rollout['id'],
-                                                 self.owner, until):
+        rollout = db_rollouts.lease_rollout(context, rollout['id'],
+                                            self.owner, until)
+        if rollout is None:
             return
-        rollout = db_rollouts.get_rollout(context, rollout['id'])
         self._time_out(context, rollout)
         if rollout['status'] == rs.PENDING:
             rollout = self._start(context, rollout)
         if rollout is None or rollout['status'] != rs.RUNNING:
             return
         started = time.monotonic()
-        plan = rollouts.plan_for(context, rollout)
+        plan = rollouts.plan_for(context, rollout, active)
         if (plan.action != rollouts.WAIT
                 and rollout['status_detail'] == rollouts.NOTHING_SELECTED):
             db_rollouts.update_rollout(context, rollout['id'], {rs.RUNNING},
