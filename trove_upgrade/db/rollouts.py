@@ -135,11 +135,15 @@ def list_rollouts(context, filters=None, limit=None, marker=None):
             session, models.Rollout, filters, limit, marker)]
 
 
+# Plain rows rather than ORM objects for what every reconcile pass reads.
+_ROLLOUT_ROWS = sa.select(*models.Rollout.__table__.columns)
+
+
 def list_rollouts_in(context, statuses):
     """Rollouts in any of ``statuses``, oldest first (their precedence)."""
     with common.context_manager.reader.using(context) as session:
-        rows = session.scalars(
-            sa.select(models.Rollout)
+        rows = session.connection().execute(
+            _ROLLOUT_ROWS
             .where(models.Rollout.status.in_(sorted(statuses)))
             .order_by(models.Rollout.created_at, models.Rollout.id)).all()
         return [_rollout_dict(row) for row in rows]
@@ -212,7 +216,8 @@ def lease_rollout(context, rollout_id, owner, until):
     with common.context_manager.writer.using(context) as session:
         if not _take_lease(session, rollout_id, owner, until):
             return None
-        return _rollout_dict(_get_rollout_row(session, rollout_id))
+        return _rollout_dict(session.connection().execute(
+            _ROLLOUT_ROWS.where(models.Rollout.id == rollout_id)).one())
 
 
 def reading(context):
