@@ -404,8 +404,8 @@ def _report(args, connection, result):
     per_dispatch = result['reconciler_cpu'] / max(dispatched, 1)
     ratio = per_dispatch / result['raw_cpu']
     print()
-    print('CPU per dispatch (the main figure: it holds whatever else the '
-          'cores are doing)')
+    print('CPU per dispatch (the main figure: it moves far less than the '
+          'rates with the load)')
     print('%-58s %10s %10s' % ('', 'ms CPU', 'x raw'))
     print('%-58s %10.3f' % ('raw oslo.messaging cast, one thread',
                             1000.0 * result['raw_cpu']))
