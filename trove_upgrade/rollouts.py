@@ -240,10 +240,12 @@ def select_agents(context, selector, after=None, limit=None):
     return trove_instances.select(agents, selector['trove'])[:limit]
 
 
-def _owned_elsewhere(context, rollout):
+def _owned_elsewhere(context, rollout, active=None):
     """Instances an older active rollout selects: it has precedence."""
     owned = set()
-    for other in db_rollouts.list_rollouts_in(context, rs.ACTIVE_STATES):
+    if active is None:
+        active = db_rollouts.list_rollouts_in(context, rs.ACTIVE_STATES)
+    for other in active:
         if other['id'] == rollout['id']:
             break
         owned.update(a['instance_id'] for a in
@@ -251,25 +253,32 @@ def _owned_elsewhere(context, rollout):
     return owned
 
 
-def targets(context, rollout):
-    """The agents the rollout acts on now, ordered by instance id."""
-    owned = _owned_elsewhere(context, rollout)
+def targets(context, rollout, active=None):
+    """The agents the rollout acts on now, ordered by instance id.
+
+    ``active`` are the active rollouts, oldest first, when the caller
+    has just read them.
+    """
+    owned = _owned_elsewhere(context, rollout, active)
     return [a for a in select_agents(context, rollout['selector'])
             if a['instance_id'] not in owned]
 
 
-def plan_for(context, rollout):
+def plan_for(context, rollout, active=None):
     """:func:`plan` of the rollout on what the databases hold now.
 
     Instances Trove is busy with count as busy: nothing is dispatched to
-    them until Trove is done, and they wait meanwhile.
+    them until Trove is done, and they wait meanwhile. ``active`` is as
+    :func:`targets` takes it.
     """
-    agents = targets(context, rollout)
-    busy = db_upgrades.list_busy_instances(context) | (
-        trove_instances.busy_instances({a['instance_id'] for a in agents}))
-    return plan(rollout, agents,
-                db_rollouts.list_rollout_dispatches(context, rollout['id']),
-                busy)
+    with db_rollouts.reading(context):
+        agents = targets(context, rollout, active)
+        busy = db_upgrades.list_busy_instances(context) | (
+            trove_instances.busy_instances(
+                {a['instance_id'] for a in agents}))
+        dispatches = db_rollouts.list_rollout_dispatches(context,
+                                                         rollout['id'])
+    return plan(rollout, agents, dispatches, busy)
 
 
 def check_no_overlap(context, selector):

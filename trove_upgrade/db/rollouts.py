@@ -135,11 +135,15 @@ def list_rollouts(context, filters=None, limit=None, marker=None):
             session, models.Rollout, filters, limit, marker)]
 
 
+# Plain rows rather than ORM objects for what every reconcile pass reads.
+_ROLLOUT_ROWS = sa.select(*models.Rollout.__table__.columns)
+
+
 def list_rollouts_in(context, statuses):
     """Rollouts in any of ``statuses``, oldest first (their precedence)."""
     with common.context_manager.reader.using(context) as session:
-        rows = session.scalars(
-            sa.select(models.Rollout)
+        rows = session.connection().execute(
+            _ROLLOUT_ROWS
             .where(models.Rollout.status.in_(sorted(statuses)))
             .order_by(models.Rollout.created_at, models.Rollout.id)).all()
         return [_rollout_dict(row) for row in rows]
@@ -177,6 +181,20 @@ def update_rollout(context, rollout_id, from_states, values,
         return _rollout_dict(row)
 
 
+def _take_lease(session, rollout_id, owner, until):
+    now = timeutils.utcnow()
+    rollout = models.Rollout
+    return session.execute(
+        sa.update(rollout)
+        .where(rollout.id == rollout_id,
+               sa.or_(rollout.lease_owner.is_(None),
+                      rollout.lease_owner == owner,
+                      rollout.lease_until < now))
+        .values(lease_owner=owner,
+                lease_until=timeutils.normalize_time(until))
+        .execution_options(synchronize_session=False)).rowcount == 1
+
+
 @common.retry_on_deadlock
 def acquire_rollout_lease(context, rollout_id, owner, until):
     """Take or renew the right to reconcile a rollout until ``until``.
@@ -184,19 +202,31 @@ def acquire_rollout_lease(context, rollout_id, owner, until):
     True when ``owner`` holds the lease now: nobody held it, it expired,
     or ``owner`` held it already.
     """
-    now = timeutils.utcnow()
-    rollout = models.Rollout
     with common.context_manager.writer.using(context) as session:
-        result = session.execute(
-            sa.update(rollout)
-            .where(rollout.id == rollout_id,
-                   sa.or_(rollout.lease_owner.is_(None),
-                          rollout.lease_owner == owner,
-                          rollout.lease_until < now))
-            .values(lease_owner=owner,
-                    lease_until=timeutils.normalize_time(until))
-            .execution_options(synchronize_session=False))
-        return result.rowcount == 1
+        return _take_lease(session, rollout_id, owner, until)
+
+
+@common.retry_on_deadlock
+def lease_rollout(context, rollout_id, owner, until):
+    """:func:`acquire_rollout_lease`, then the rollout as it is now.
+
+    One transaction for what a reconcile pass starts with; None when
+    another conductor holds the lease.
+    """
+    with common.context_manager.writer.using(context) as session:
+        if not _take_lease(session, rollout_id, owner, until):
+            return None
+        return _rollout_dict(session.connection().execute(
+            _ROLLOUT_ROWS.where(models.Rollout.id == rollout_id)).one())
+
+
+def reading(context):
+    """One transaction for several reads, entered with ``with``.
+
+    The reads of one plan (selection, busy instances, dispatches) share
+    it: each transaction costs a connection checkout and its ping.
+    """
+    return common.context_manager.reader.using(context)
 
 
 @common.retry_on_deadlock

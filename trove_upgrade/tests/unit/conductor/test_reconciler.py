@@ -206,6 +206,14 @@ class TestReconciler(base.TestCase):
             self.ctx, db_rollouts.get_rollout(self.ctx, second['id'])))
         self.assertIn(late, [a['instance_id'] for a in rollouts.targets(
             self.ctx, db_rollouts.get_rollout(self.ctx, first['id']))])
+        # The same from the active rollouts a pass read once for all.
+        active = db_rollouts.list_rollouts_in(self.ctx, rs.ACTIVE_STATES)
+        read = {r['id']: r for r in active}
+        self.assertEqual([], rollouts.targets(self.ctx, read[second['id']],
+                                              active))
+        self.assertEqual(
+            rollouts.targets(self.ctx, first),
+            rollouts.targets(self.ctx, read[first['id']], active))
         # Once the first ended, the second may have it.
         rollouts.abort_rollout(self.ctx, first['id'])
         self.assertEqual([late], [a['instance_id'] for a in rollouts.targets(

@@ -99,6 +99,25 @@ class TestRolloutsDb(db_base.DbTestCase):
         self.assertTrue(db_rollouts.acquire_rollout_lease(
             self.context, rollout['id'], 'me', self.now))
 
+    def test_lease_rollout_reads_the_rollout_it_leased(self):
+        rollout = self.rollout()
+        later = self.now + datetime.timedelta(seconds=120)
+        db_rollouts.update_rollout(self.context, rollout['id'],
+                                   {rs.RUNNING},
+                                   {'status_detail': 'changed since read'})
+        leased = db_rollouts.lease_rollout(self.context, rollout['id'],
+                                           'me', later)
+        self.assertEqual('changed since read', leased['status_detail'])
+        self.assertEqual(db_rollouts.get_rollout(self.context,
+                                                 rollout['id']), leased)
+        # Held by "me": another gets nothing, and changes nothing.
+        self.assertIsNone(db_rollouts.lease_rollout(
+            self.context, rollout['id'], 'other', later))
+        self.assertFalse(db_rollouts.acquire_rollout_lease(
+            self.context, rollout['id'], 'other', later))
+        self.assertIsNotNone(db_rollouts.lease_rollout(
+            self.context, rollout['id'], 'me', later))
+
     def test_mark_sent_leaves_claimed_upgrades_alone(self):
         rollout = self.rollout()
         first, second = db_rollouts.create_rollout_upgrades(
