@@ -196,22 +196,13 @@ def _take_lease(session, rollout_id, owner, until):
 
 
 @common.retry_on_deadlock
-def acquire_rollout_lease(context, rollout_id, owner, until):
+def lease_rollout(context, rollout_id, owner, until):
     """Take or renew the right to reconcile a rollout until ``until``.
 
-    True when ``owner`` holds the lease now: nobody held it, it expired,
-    or ``owner`` held it already.
-    """
-    with common.context_manager.writer.using(context) as session:
-        return _take_lease(session, rollout_id, owner, until)
-
-
-@common.retry_on_deadlock
-def lease_rollout(context, rollout_id, owner, until):
-    """:func:`acquire_rollout_lease`, then the rollout as it is now.
-
-    One transaction for what a reconcile pass starts with; None when
-    another conductor holds the lease.
+    The rollout as it is now when ``owner`` holds the lease (nobody held
+    it, it expired, or ``owner`` held it already), in one transaction with
+    the lease, as a reconcile pass starts; None when another conductor
+    holds it.
     """
     with common.context_manager.writer.using(context) as session:
         if not _take_lease(session, rollout_id, owner, until):

@@ -207,9 +207,9 @@ class TestRollouts(base.APITestCase):
     def test_abort_cancels_unstarted_upgrades(self):
         rollout = db_rollouts.get_rollout(
             self.ctx, self.create().json['rollout']['id'])
-        db_rollouts.acquire_rollout_lease(self.ctx, rollout['id'], 'me',
-                                          rollout['created_at'].replace(
-                                              year=2999))
+        db_rollouts.lease_rollout(self.ctx, rollout['id'], 'me',
+                                  rollout['created_at'].replace(
+                                      year=2999))
         sent, claimed = db_rollouts.create_rollout_upgrades(
             self.ctx, rollout, [(self.blue[1], 1, True),
                                 (self.blue[2], 1, False)], 'me')

@@ -119,10 +119,10 @@ class TestReconciler(base.TestCase):
 
     def test_an_attempt_is_recorded_once(self):
         rollout = self.create()
-        db_rollouts.acquire_rollout_lease(self.ctx, rollout['id'],
-                                          self.reconciler.owner,
-                                          timeutils.utcnow() +
-                                          datetime.timedelta(seconds=60))
+        db_rollouts.lease_rollout(self.ctx, rollout['id'],
+                                  self.reconciler.owner,
+                                  timeutils.utcnow() +
+                                  datetime.timedelta(seconds=60))
         targets = [(self.ids[0], 1, False), (self.ids[1], 1, False)]
         first = db_rollouts.create_rollout_upgrades(self.ctx, rollout, targets,
                                                     self.reconciler.owner)
@@ -138,10 +138,10 @@ class TestReconciler(base.TestCase):
         targets = [(self.ids[0], 1, False)]
         self.assertEqual([], db_rollouts.create_rollout_upgrades(
             self.ctx, rollout, targets, self.reconciler.owner))
-        db_rollouts.acquire_rollout_lease(self.ctx, rollout['id'],
-                                          self.reconciler.owner,
-                                          timeutils.utcnow() +
-                                          datetime.timedelta(seconds=60))
+        db_rollouts.lease_rollout(self.ctx, rollout['id'],
+                                  self.reconciler.owner,
+                                  timeutils.utcnow() +
+                                  datetime.timedelta(seconds=60))
         rollouts.pause_rollout(self.ctx, rollout['id'])
         self.assertEqual([], db_rollouts.create_rollout_upgrades(
             self.ctx, rollout, targets, self.reconciler.owner))

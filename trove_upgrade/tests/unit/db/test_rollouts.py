@@ -39,7 +39,7 @@ class TestRolloutsDb(db_base.DbTestCase):
     def rollout(self, **overrides):
         rollout = db_rollouts.create_rollout(self.context,
                                              dict(ROLLOUT, **overrides))
-        self.assertTrue(db_rollouts.acquire_rollout_lease(
+        self.assertIsNotNone(db_rollouts.lease_rollout(
             self.context, rollout['id'], 'me',
             self.now + datetime.timedelta(seconds=60)))
         return rollout
@@ -83,20 +83,20 @@ class TestRolloutsDb(db_base.DbTestCase):
     def test_lease(self):
         rollout = self.rollout()
         later = self.now + datetime.timedelta(seconds=120)
-        self.assertFalse(db_rollouts.acquire_rollout_lease(
+        self.assertIsNone(db_rollouts.lease_rollout(
             self.context, rollout['id'], 'other', later))
-        self.assertTrue(db_rollouts.acquire_rollout_lease(
+        self.assertIsNotNone(db_rollouts.lease_rollout(
             self.context, rollout['id'], 'me', later))
         self.now += datetime.timedelta(seconds=121)
-        self.assertTrue(db_rollouts.acquire_rollout_lease(
+        self.assertIsNotNone(db_rollouts.lease_rollout(
             self.context, rollout['id'], 'other',
             self.now + datetime.timedelta(seconds=60)))
         # Releasing a lease one no longer holds changes nothing.
         db_rollouts.release_rollout_lease(self.context, rollout['id'], 'me')
-        self.assertFalse(db_rollouts.acquire_rollout_lease(
+        self.assertIsNone(db_rollouts.lease_rollout(
             self.context, rollout['id'], 'me', self.now))
         db_rollouts.release_rollout_lease(self.context, rollout['id'], 'other')
-        self.assertTrue(db_rollouts.acquire_rollout_lease(
+        self.assertIsNotNone(db_rollouts.lease_rollout(
             self.context, rollout['id'], 'me', self.now))
 
     def test_lease_rollout_reads_the_rollout_it_leased(self):
@@ -113,7 +113,7 @@ class TestRolloutsDb(db_base.DbTestCase):
         # Held by "me": another gets nothing, and changes nothing.
         self.assertIsNone(db_rollouts.lease_rollout(
             self.context, rollout['id'], 'other', later))
-        self.assertFalse(db_rollouts.acquire_rollout_lease(
+        self.assertIsNone(db_rollouts.lease_rollout(
             self.context, rollout['id'], 'other', later))
         self.assertIsNotNone(db_rollouts.lease_rollout(
             self.context, rollout['id'], 'me', later))
