@@ -24,6 +24,7 @@ import json
 from oslo_db import api as oslo_db_api
 from oslo_db.sqlalchemy import enginefacade
 from oslo_db.sqlalchemy import utils as sqlalchemyutils
+from oslo_utils import timeutils
 import sqlalchemy as sa
 
 from trove_upgrade import conf
@@ -165,6 +166,23 @@ def check_limit(limit):
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
         raise exception.Invalid(
             reason='limit must be a positive integer, not %r' % (limit,))
+
+
+def take_lease(session, model, row_id, owner, until):
+    """Whether ``owner`` now holds the lease on a row, until ``until``.
+
+    It does when nobody held it, it expired, or ``owner`` held it already:
+    one conditional UPDATE, so two conductors never both win it.
+    """
+    return session.execute(
+        sa.update(model)
+        .where(model.id == row_id,
+               sa.or_(model.lease_owner.is_(None),
+                      model.lease_owner == owner,
+                      model.lease_until < timeutils.utcnow()))
+        .values(lease_owner=owner,
+                lease_until=timeutils.normalize_time(until))
+        .execution_options(synchronize_session=False)).rowcount == 1
 
 
 def newest_first_page(session, model, filters, limit, marker):

@@ -182,18 +182,9 @@ def delete_desired_version(context, dv_id):
 @common.retry_on_deadlock
 def acquire_lease(context, dv_id, owner, until):
     """Take or renew the right to reconcile a desired version."""
-    now = timeutils.utcnow()
-    model = models.DesiredVersion
     with common.context_manager.writer.using(context) as session:
-        return session.execute(
-            sa.update(model)
-            .where(model.id == dv_id,
-                   sa.or_(model.lease_owner.is_(None),
-                          model.lease_owner == owner,
-                          model.lease_until < now))
-            .values(lease_owner=owner,
-                    lease_until=timeutils.normalize_time(until))
-            .execution_options(synchronize_session=False)).rowcount == 1
+        return common.take_lease(session, models.DesiredVersion, dv_id,
+                                 owner, until)
 
 
 def list_dispatches(context, dv_id):

@@ -181,20 +181,6 @@ def update_rollout(context, rollout_id, from_states, values,
         return _rollout_dict(row)
 
 
-def _take_lease(session, rollout_id, owner, until):
-    now = timeutils.utcnow()
-    rollout = models.Rollout
-    return session.execute(
-        sa.update(rollout)
-        .where(rollout.id == rollout_id,
-               sa.or_(rollout.lease_owner.is_(None),
-                      rollout.lease_owner == owner,
-                      rollout.lease_until < now))
-        .values(lease_owner=owner,
-                lease_until=timeutils.normalize_time(until))
-        .execution_options(synchronize_session=False)).rowcount == 1
-
-
 @common.retry_on_deadlock
 def lease_rollout(context, rollout_id, owner, until):
     """Take or renew the right to reconcile a rollout until ``until``.
@@ -205,7 +191,8 @@ def lease_rollout(context, rollout_id, owner, until):
     holds it.
     """
     with common.context_manager.writer.using(context) as session:
-        if not _take_lease(session, rollout_id, owner, until):
+        if not common.take_lease(session, models.Rollout, rollout_id,
+                                 owner, until):
             return None
         return _rollout_dict(session.connection().execute(
             _ROLLOUT_ROWS.where(models.Rollout.id == rollout_id)).one())
