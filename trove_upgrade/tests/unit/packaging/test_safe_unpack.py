@@ -70,6 +70,17 @@ class WriterTestCase(base.PackagingTestCase):
             self.assertEqual(entry.sha256, hashlib.sha256(data).hexdigest())
         return files
 
+    def assertOSErrorLeavesNothing(self, function, number, message):
+        """``os.<function>`` failing is raised, leaving no file, no fd."""
+        def failing(*args):
+            raise OSError(number, message)
+
+        before = self.open_fds()
+        with mock.patch.object(safe_unpack.os, function, failing):
+            self.assertRaises(OSError, self.verify_payload, self.path)
+        self.assertNothingExtracted()
+        self.assertEqual(before, self.open_fds())
+
     def assertWrittenBack(self, name, size):
         """Writeback started over the whole file, in order, once."""
         ranges = self.ranges.get(name, [])
@@ -122,14 +133,8 @@ class TestDirectIO(WriterTestCase):
             self.assertWrittenBack(entry.name, entry.size)
 
     def test_other_write_errors_are_not_hidden(self):
-        def disk_full(fd, data):
-            raise OSError(errno.ENOSPC, 'No space left on device')
-
-        before = self.open_fds()
-        with mock.patch.object(safe_unpack.os, 'write', disk_full):
-            self.assertRaises(OSError, self.verify_payload, self.path)
-        self.assertNothingExtracted()
-        self.assertEqual(before, self.open_fds())
+        self.assertOSErrorLeavesNothing('write', errno.ENOSPC,
+                                        'No space left on device')
 
 
 class TestLateFailures(WriterTestCase):
@@ -164,14 +169,8 @@ class TestLateFailures(WriterTestCase):
         self.assertEqual(before, self.open_fds())
 
     def test_fsync_error(self):
-        def failing_fsync(fd):
-            raise OSError(errno.EIO, 'Input/output error')
-
-        before = self.open_fds()
-        with mock.patch.object(safe_unpack.os, 'fsync', failing_fsync):
-            self.assertRaises(OSError, self.verify_payload, self.path)
-        self.assertNothingExtracted()
-        self.assertEqual(before, self.open_fds())
+        self.assertOSErrorLeavesNothing('fsync', errno.EIO,
+                                        'Input/output error')
 
 
 class TestEmptyFiles(base.PackagingTestCase):
