@@ -46,6 +46,7 @@ from oslo_utils import timeutils
 
 from trove_upgrade import conf
 from trove_upgrade.db import agents as db_agents
+from trove_upgrade.db import common as db_common
 from trove_upgrade.db import rollouts as db_rollouts
 from trove_upgrade.db import upgrades as db_upgrades
 from trove_upgrade import exception
@@ -271,7 +272,7 @@ def plan_for(context, rollout, active=None):
     them until Trove is done, and they wait meanwhile. ``active`` is as
     :func:`targets` takes it.
     """
-    with db_rollouts.reading(context):
+    with db_common.reading(context):
         agents = targets(context, rollout, active)
         busy = db_upgrades.list_busy_instances(context) | (
             trove_instances.busy_instances(

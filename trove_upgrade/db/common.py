@@ -108,6 +108,16 @@ def get_engine():
     return context_manager.writer.get_engine()
 
 
+def reading(context):
+    """One transaction for several reads of any tables, with ``with``.
+
+    Each transaction costs a connection checkout and its ping: the reads
+    of one decision (a rollout's plan: its selection, the busy instances,
+    its dispatches) share one.
+    """
+    return context_manager.reader.using(context)
+
+
 def check_keys(what, given, allowed, required=frozenset()):
     """Refuse keys outside ``allowed`` and missing ``required`` ones."""
     unknown = set(given) - allowed

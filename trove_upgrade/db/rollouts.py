@@ -198,15 +198,6 @@ def lease_rollout(context, rollout_id, owner, until):
             _ROLLOUT_ROWS.where(models.Rollout.id == rollout_id)).one())
 
 
-def reading(context):
-    """One transaction for several reads, entered with ``with``.
-
-    The reads of one plan (selection, busy instances, dispatches) share
-    it: each transaction costs a connection checkout and its ping.
-    """
-    return common.context_manager.reader.using(context)
-
-
 @common.retry_on_deadlock
 def release_rollout_lease(context, rollout_id, owner):
     """Give up the lease ``owner`` holds, if it still does."""
