@@ -66,11 +66,6 @@ def add_instance_key(context, instance_id, key_id, key_material, wrapped,
         return _key_dict(row, with_material=False)
 
 
-def get_instance_keys(context, instance_id):
-    """The unexpired keys of ``instance_id`` with material, newest first."""
-    return get_instance_keys_of(context, [instance_id]).get(instance_id, [])
-
-
 # Built once: every cast reads its instance's keys, and building the
 # statement cost more CPU than running it.
 _KEYS = models.InstanceKey.__table__
