@@ -38,6 +38,7 @@ import base64
 import binascii
 import heapq
 import json
+import math
 import os
 import threading
 import time
@@ -183,6 +184,14 @@ def _check_envelope(envelope):
     if isinstance(timestamp, bool) or not isinstance(timestamp,
                                                      (int, float)):
         raise MalformedSeal('the seal timestamp must be a number')
+    # NaN is never older than the maximum age, and an integer past the
+    # floats' range cannot be compared with the time: no sealer makes one.
+    try:
+        finite = math.isfinite(timestamp)
+    except OverflowError:
+        finite = False
+    if not finite:
+        raise MalformedSeal('the seal timestamp must be a finite time')
 
 
 def open_sealed(keyring, envelope, method, direction, args, max_age,
@@ -204,7 +213,8 @@ def open_sealed(keyring, envelope, method, direction, args, max_age,
     if envelope['instance_id'] != keyring.instance_id:
         raise InstanceMismatch(
             'the seal is for instance %s, the message for %s'
-            % (envelope['instance_id'], keyring.instance_id))
+            % (package_exc.bounded(envelope['instance_id'], 64),
+               keyring.instance_id))
     now = time.time() if now is None else now
     if abs(now - envelope['timestamp']) > max_age:
         raise StaleMessage('the seal is %.0f s old; at most %s s accepted'
@@ -212,7 +222,15 @@ def open_sealed(keyring, envelope, method, direction, args, max_age,
     material = keyring.get(envelope['key_id'])
     if material is None:
         raise UnknownKey('no key %s for instance %s'
-                         % (envelope['key_id'], keyring.instance_id))
+                         % (package_exc.bounded(envelope['key_id'], 64),
+                            keyring.instance_id))
+    try:
+        expected = canonical_json(args)
+    except (TypeError, ValueError) as e:
+        # NaN, Infinity, a lone surrogate: what seal() cannot encode was
+        # not sealed.
+        raise BadSeal('the %s message arguments cannot have been sealed: '
+                      '%s' % (method, e))
     nonce = _unb64(envelope['nonce'], 'nonce')
     ciphertext = _unb64(envelope['ciphertext'], 'ciphertext')
     if len(nonce) != NONCE_SIZE:
@@ -223,7 +241,7 @@ def open_sealed(keyring, envelope, method, direction, args, max_age,
     except Exception:
         raise BadSeal('the %s message does not verify with key %s: forged '
                       'or modified' % (method, envelope['key_id']))
-    if plaintext != canonical_json(args):
+    if plaintext != expected:
         raise BadSeal('the %s message arguments differ from the sealed '
                       'ones' % method)
     replay_cache.add(envelope['message_id'],

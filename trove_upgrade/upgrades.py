@@ -34,6 +34,7 @@ import datetime
 
 from oslo_log import log as logging
 from oslo_utils import timeutils
+from oslo_utils import uuidutils
 
 from trove_upgrade.conductor import agent_rpcapi
 from trove_upgrade import conf
@@ -42,6 +43,7 @@ from trove_upgrade.db import resends as db_resends
 from trove_upgrade.db import upgrades as db_upgrades
 from trove_upgrade import exception
 from trove_upgrade import notifications
+from trove_upgrade.packaging import exceptions as package_exc
 from trove_upgrade import resends
 from trove_upgrade import states
 from trove_upgrade import trove_instances
@@ -284,6 +286,19 @@ def _log_foreign(instance_id, upgrade_id, error):
                      'owner': error.kwargs['owner']})
 
 
+def _refuse_malformed_id(instance_id, upgrade_id, answer):
+    """Log and answer a message whose upgrade id no upgrade can have.
+
+    Refused before the database, whose drivers fail on ids that are not
+    strings (or hold a lone surrogate) instead of finding nothing.
+    """
+    LOG.warning('The agent of instance %(instance)s sent a message about '
+                'upgrade %(id)s, which is not an upgrade id; ignored.',
+                {'instance': instance_id,
+                 'id': package_exc.quoted(upgrade_id)})
+    return answer
+
+
 def _version_values(from_version):
     return {'from_version': from_version} if from_version else {}
 
@@ -301,6 +316,11 @@ def claim_upgrade(context, instance_id, upgrade_id, from_version,
     :returns: ``{'proceed': bool, 'status': str or None, 'reason': str or
         None}``
     """
+    if not uuidutils.is_uuid_like(upgrade_id):
+        return _refuse_malformed_id(instance_id, upgrade_id, {
+            'proceed': False, 'status': None,
+            'reason': 'Upgrade ids are UUIDs, not %s.'
+                      % package_exc.quoted(upgrade_id)})
     try:
         changed, upgrade = db_upgrades.transition_upgrade(
             context, upgrade_id, states.DOWNLOADING, 'agent',
@@ -336,11 +356,15 @@ def record_report(context, instance_id, upgrade_id, to_state, detail,
     :returns: ``{'recorded': bool, 'status': the recorded status or None,
         'reason': None, DUPLICATE, STALE, ILLEGAL or REJECTED}``
     """
-    if to_state not in AGENT_STATES:
+    if not uuidutils.is_uuid_like(upgrade_id):
+        return _refuse_malformed_id(instance_id, upgrade_id, {
+            'recorded': False, 'status': None, 'reason': REJECTED})
+    if not isinstance(to_state, str) or to_state not in AGENT_STATES:
         LOG.warning('The agent of instance %(instance)s reported state '
-                    '%(state)r for upgrade %(id)s, which agents do not '
+                    '%(state)s for upgrade %(id)s, which agents do not '
                     'report; ignored.',
-                    {'instance': instance_id, 'state': to_state,
+                    {'instance': instance_id,
+                     'state': package_exc.quoted(to_state),
                      'id': upgrade_id})
         return {'recorded': False, 'status': None, 'reason': REJECTED}
 

@@ -56,6 +56,22 @@ LOG = logging.getLogger(__name__)
 RPC_API_VERSION = '1.1'
 
 
+# The longest upgrade id the agent keeps; the control plane's are UUIDs.
+MAX_UPGRADE_ID_LENGTH = 255
+
+
+def _is_upgrade_id(value):
+    """A non-empty string of characters the journal can store."""
+    if not isinstance(value, str) or not (
+            0 < len(value) <= MAX_UPGRADE_ID_LENGTH):
+        return False
+    try:
+        value.encode('utf-8')
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 class JournalReplayCache(sealing.ReplayCache):
     """Accepted message ids, in the journal so a restart keeps them."""
 
@@ -102,6 +118,12 @@ class AgentManager:
                 strategy, location, metadata=None, allow_downgrade=False,
                 sealed=None):
         """Validate and queue an upgrade; the runner carries it out."""
+        if not _is_upgrade_id(upgrade_id):
+            # Nothing can be recorded or reported under it: the journal's
+            # keys and the conductor's lookups take strings only.
+            LOG.warning('Refused upgrade message with upgrade id %s: not '
+                        'an upgrade id', package_exc.quoted(upgrade_id))
+            return
         if self.keyring is not None:
             args = rpc_interface.AGENT.message('upgrade', locals())
             try:
@@ -116,8 +138,8 @@ class AgentManager:
                 return
         upgrade = {'id': upgrade_id, 'instance_version': instance_version,
                    'strategy': strategy, 'location': location,
-                   'metadata': metadata or {},
-                   'allow_downgrade': bool(allow_downgrade),
+                   'metadata': metadata if metadata is not None else {},
+                   'allow_downgrade': allow_downgrade,
                    'deferred_reported': False}
         with self._accept_lock:
             if self.journal.is_known(upgrade_id):
@@ -156,6 +178,13 @@ class AgentManager:
             return str(e)
         if not isinstance(upgrade['location'], str):
             return 'the location must be a string'
+        if not isinstance(upgrade['metadata'], dict):
+            return 'the metadata must be an object'
+        # bool() of the string "false" is True: a downgrade is allowed
+        # only by a boolean that says so.
+        if not isinstance(upgrade['allow_downgrade'], bool):
+            return 'allow_downgrade must be a boolean, not %s' % (
+                package_exc.quoted(upgrade['allow_downgrade']))
         try:
             strategy = self.load_strategy(upgrade['strategy'])
             strategy.check_location(upgrade['location'])

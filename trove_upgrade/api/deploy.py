@@ -19,6 +19,7 @@ the log line and every error body included, can name the request; the
 fault wrapper sits outside everything that can fail.
 """
 
+from oslo_log import log as logging
 from oslo_middleware import http_proxy_to_wsgi
 from oslo_middleware import request_id
 
@@ -29,6 +30,8 @@ from trove_upgrade.api import requestlog
 from trove_upgrade.api import sizelimit
 from trove_upgrade import policy
 from trove_upgrade import release_mappings
+
+LOG = logging.getLogger(__name__)
 
 
 def deploy(conf):
@@ -54,9 +57,12 @@ def deploy(conf):
 def loadapp(conf):
     """The WSGI application for ``conf``, its policy loaded.
 
-    A policy file or an ``[upgrade_levels] agent`` value that cannot work
-    stops the API here, at start, rather than failing every request.
+    A policy file, an ``[upgrade_levels] agent`` value or any option value
+    that cannot work stops the API here, at start, rather than failing
+    every request: oslo.config converts a value when it is first read,
+    which logging every value does now.
     """
+    conf.log_opt_values(LOG, logging.DEBUG)
     release_mappings.resolve_version_cap(
         'agent', conf.upgrade_levels.agent, auto=lambda: None)
     policy.init(conf)

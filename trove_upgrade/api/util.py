@@ -20,7 +20,10 @@ Every error the API answers with, whoever raises it, has the same JSON body::
 """
 
 import datetime
+import functools
 import http
+import math
+import re
 
 import jsonschema
 from oslo_log import log as logging
@@ -113,17 +116,78 @@ def require_json(req):
             % (JSON_TYPE, req.content_type or None))
 
 
+def _refuse_constant(name):
+    raise ValueError('%s is not a JSON number' % name)
+
+
+def _finite_float(text):
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError('%s is out of the range of a JSON number' % text)
+    return value
+
+
+# An escaped UTF-16 surrogate: a string with one may hold a lone one.
+_SURROGATE_ESCAPE = re.compile(r'\\u[dD][89a-fA-F]')
+
+
+def _check_unicode(text, data):
+    """Refuse strings with a lone surrogate, which no database can store.
+
+    JSON lets ``"\\ud800"`` through; only a body that escapes a surrogate
+    can hold one, so only those are encoded to check.
+    """
+    if _SURROGATE_ESCAPE.search(text) is None:
+        return
+    try:
+        jsonutils.dumps(data, ensure_ascii=False).encode('utf-8')
+    except UnicodeEncodeError:
+        raise webob.exc.HTTPBadRequest(
+            'Malformed JSON: a string holds a lone UTF-16 surrogate, which '
+            'is not a character.')
+
+
 def extract_json(body, schema):
     """Parse ``body`` as JSON and validate it against ``schema``.
 
     Raises 400 naming what is malformed or which field breaks which rule.
+    JSON that no standard parser reads back (NaN, Infinity, a number out
+    of range, a lone surrogate) and nesting deeper than Python's parser
+    goes are malformed too.
     """
     try:
-        data = jsonutils.loads(body)
+        text = body.decode('utf-8')
+        data = jsonutils.loads(text, parse_constant=_refuse_constant,
+                               parse_float=_finite_float)
+        _check_unicode(text, data)
     except ValueError as exc:
         raise webob.exc.HTTPBadRequest('Malformed JSON: %s' % exc)
+    except RecursionError:
+        raise webob.exc.HTTPBadRequest(
+            'Malformed JSON: nested too deeply.')
     validate(data, schema, 'JSON body')
     return data
+
+
+@functools.lru_cache(maxsize=None)
+def _end_anchored(pattern):
+    """``pattern`` compiled with a final ``$`` that means the very end.
+
+    JSON Schema's patterns are ECMA-262's, whose ``$`` matches only at the
+    end of the string; Python's also matches before a final newline, which
+    let ``"name\\n"`` through every anchored pattern. The schemas use
+    ``$`` only at the end of a pattern (a unit test checks it).
+    """
+    if pattern.endswith('$') and not pattern.endswith('\\$'):
+        pattern = pattern[:-1] + '\\Z'
+    return re.compile(pattern)
+
+
+def _pattern(validator, pattern, instance, schema):
+    if (validator.is_type(instance, 'string')
+            and not _end_anchored(pattern).search(instance)):
+        yield jsonschema.exceptions.ValidationError(
+            '%r does not match %r' % (instance, pattern))
 
 
 # Each schema's validator, built once: building one for every request cost
@@ -136,7 +200,9 @@ def _validator(schema):
     try:
         return _VALIDATORS[id(schema)][1]
     except KeyError:
-        validator_cls = jsonschema.validators.validator_for(schema)
+        validator_cls = jsonschema.validators.extend(
+            jsonschema.validators.validator_for(schema),
+            {'pattern': _pattern})
         validator = validator_cls(
             schema, format_checker=validator_cls.FORMAT_CHECKER)
         _VALIDATORS[id(schema)] = (schema, validator)
@@ -154,7 +220,12 @@ def validate(data, schema, what):
 def query_params(req, schema):
     """The query string as a dict, each parameter given at most once."""
     params = {}
-    for name, value in req.GET.items():
+    try:
+        items = req.GET.items()
+    except UnicodeDecodeError:
+        raise webob.exc.HTTPBadRequest(
+            'The query string is not UTF-8 once percent-decoded.')
+    for name, value in items:
         if name in params:
             raise webob.exc.HTTPBadRequest(
                 'Query parameter %r may be given only once.' % name)
@@ -168,10 +239,15 @@ def get_limit(params, max_limit):
     limit = params.get('limit')
     if limit is None:
         return max_limit
-    if not limit.isdigit() or int(limit) < 1:
+    digits = limit.lstrip('0')
+    if not (limit.isascii() and limit.isdigit()) or not digits:
         raise webob.exc.HTTPBadRequest(
             'limit must be a positive integer, not %r.' % limit)
-    return min(int(limit), max_limit)
+    # More digits than max_limit has is more than it, without an int()
+    # of thousands of digits (which Python refuses).
+    if len(digits) > len(str(max_limit)):
+        return max_limit
+    return min(int(digits), max_limit)
 
 
 def isotime(value):

@@ -37,6 +37,7 @@ from trove_upgrade import conf
 from trove_upgrade.db import agents as db_agents
 from trove_upgrade.db import upgrades as db_upgrades
 from trove_upgrade import exception
+from trove_upgrade.packaging import exceptions as package_exc
 from trove_upgrade import rpc_interface
 from trove_upgrade import sealing
 from trove_upgrade import sealing_keys
@@ -51,8 +52,8 @@ RPC_API_VERSION = '1.2'
 
 def _check_instance_id(instance_id):
     if not uuidutils.is_uuid_like(instance_id):
-        raise exception.Invalid(
-            reason='instance_id must be a UUID, not %r' % (instance_id,))
+        raise exception.Invalid(reason='instance_id must be a UUID, not %s'
+                                % package_exc.quoted(instance_id))
 
 
 def _check_reports(reports):
@@ -184,7 +185,8 @@ class ConductorManager:
         except (exception.Invalid,
                 exception.MessageNotAuthenticated) as e:
             LOG.warning('Ignored heartbeat of instance %(instance)s: '
-                        '%(error)s', {'instance': instance_id, 'error': e})
+                        '%(error)s', {'instance': package_exc.bounded(
+                            instance_id, 64), 'error': e})
 
     @messaging.expected_exceptions(exception.Invalid,
                                    exception.MessageNotAuthenticated)

@@ -43,7 +43,7 @@ api_opts = [
                default=65536,
                min=1024,
                help='Request bodies larger than this many bytes are '
-                    'refused with 400 before they are parsed.'),
+                    'refused with 413 before they are parsed.'),
 ]
 
 

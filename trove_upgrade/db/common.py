@@ -144,6 +144,21 @@ def check_strings(model, values, names):
         if len(value) > length:
             raise exception.Invalid(reason='%s is longer than %d characters'
                                     % (name, length))
+        _check_characters(name, value)
+
+
+def _check_characters(name, value):
+    """Refuse a lone surrogate, which no database driver can encode.
+
+    JSON and the message bus carry one (``"\\ud800"``) as any character.
+    """
+    if not value.isascii():
+        try:
+            value.encode('utf-8')
+        except UnicodeEncodeError:
+            raise exception.Invalid(
+                reason='%s holds a lone UTF-16 surrogate, not a character'
+                % name) from None
 
 
 def bounded_detail(detail):
@@ -151,6 +166,7 @@ def bounded_detail(detail):
         return None
     if not isinstance(detail, str):
         raise exception.Invalid(reason='detail must be a string')
+    _check_characters('detail', detail)
     if len(detail) <= MAX_DETAIL:
         return detail
     return detail[:MAX_DETAIL - len(_CUT_MARK)] + _CUT_MARK
@@ -161,7 +177,7 @@ def check_json_object(name, value):
     if not isinstance(value, dict):
         raise exception.Invalid(reason='%s must be an object' % name)
     try:
-        json.dumps(value)
+        json.dumps(value, allow_nan=False)
     except (TypeError, ValueError) as exc:
         raise exception.Invalid(
             reason='%s cannot be stored as JSON: %s' % (name, exc))

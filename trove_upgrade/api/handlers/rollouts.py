@@ -53,7 +53,8 @@ def _start_at(value):
         return None
     try:
         return timeutils.normalize_time(timeutils.parse_isotime(value))
-    except ValueError as e:
+    except (ValueError, OverflowError) as e:
+        # OverflowError: a time whose offset takes it out of years 1-9999.
         raise webob.exc.HTTPBadRequest(
             'Invalid JSON body: start_at %r is not an ISO 8601 time: %s'
             % (value, e))

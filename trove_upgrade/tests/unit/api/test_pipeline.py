@@ -15,6 +15,7 @@
 from unittest import mock
 
 import fixtures
+from oslo_config import cfg
 from oslo_utils import uuidutils
 
 from trove_upgrade.api import deploy
@@ -202,6 +203,16 @@ class TestLoadApp(base.APITestCase):
         error = self.assertRaises(exception.InvalidRPCVersionCap,
                                   deploy.loadapp, self.conf)
         self.assertIn('[upgrade_levels] agent = newest', str(error))
+
+    def test_bad_option_value_stops_the_api_at_start(self):
+        # Once found by the first request that read it: 500 to every one.
+        config = self.useFixture(fixtures.TempDir()).join('api.conf')
+        with open(config, 'w') as f:
+            f.write('[api]\nauth_strategy = noauth2\nmax_limit = -3\n')
+        self.conf([], default_config_files=[config], default_config_dirs=[])
+        error = self.assertRaises(cfg.ConfigFileValueError, deploy.loadapp,
+                                  self.conf)
+        self.assertIn('max_limit', str(error))
 
     def test_bad_policy_file_stops_the_api_at_start(self):
         policy_file = self.useFixture(fixtures.TempDir()).join('policy.yaml')

@@ -147,6 +147,11 @@ class TestRollouts(base.APITestCase):
             ({'instance_version': 'not a version!'}, 'instance_version'),
             ({'instance_version': 'banana'}, 'instance_version'),
             ({'start_at': 'tomorrow'}, 'start_at'),
+            # Years 1 and 9999, taken out of range by their offsets.
+            ({'start_at': '0001-01-01T00:00:00+14:00'}, 'start_at'),
+            ({'start_at': '9999-12-31T23:59:59-14:00'}, 'start_at'),
+            ({'max_in_flight': '10%\n'}, 'max_in_flight'),
+            ({'max_failures': '5%\n'}, 'max_failures'),
             ({'colour': 'red'}, 'colour'),
         ]
         for overrides, field in cases:

@@ -1,0 +1,183 @@
+#    Licensed under the Apache License, Version 2.0 (the "License"); you may
+#    not use this file except in compliance with the License. You may obtain
+#    a copy of the License at
+#
+#         http://www.apache.org/licenses/LICENSE-2.0
+#
+#    Unless required by applicable law or agreed to in writing, software
+#    distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+#    WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+#    License for the specific language governing permissions and limitations
+#    under the License.
+
+"""Malformed bodies and query strings on every route: 400, nothing kept.
+
+Each of these once reached a handler or the database and came back 500.
+"""
+
+from oslo_utils import uuidutils
+
+from trove_upgrade.api.schemas import agents as agent_schemas
+from trove_upgrade.api.schemas import packages as package_schemas
+from trove_upgrade.api.schemas import rollouts as rollout_schemas
+from trove_upgrade.api.schemas import upgrades as upgrade_schemas
+from trove_upgrade.db import models
+from trove_upgrade.tests.unit.api import base
+
+_ID = uuidutils.generate_uuid()
+
+# Every route that takes a JSON body.
+BODY_CALLS = (
+    ('POST', '/upgrades'),
+    ('POST', '/instances/%s/upgrade' % _ID),
+    ('POST', '/rollouts'),
+    ('POST', '/packages'),
+    ('PATCH', '/packages/%s' % _ID),
+    ('POST', '/desired-versions'),
+    ('PATCH', '/desired-versions/%s' % _ID),
+)
+
+# Every list route with a query string schema.
+LIST_PATHS = ('/upgrades', '/agents', '/rollouts', '/packages',
+              '/packages/fleet', '/desired-versions', '/targets')
+
+# Every list route that pages.
+PAGED_PATHS = ('/upgrades', '/agents', '/rollouts', '/packages/fleet',
+               '/targets')
+
+SCHEMA_MODULES = (agent_schemas, package_schemas, rollout_schemas,
+                  upgrade_schemas)
+
+
+def _patterns(schema):
+    """Every ``pattern`` in a schema, however deep."""
+    if isinstance(schema, dict):
+        for key, value in schema.items():
+            if key == 'pattern':
+                yield value
+            else:
+                yield from _patterns(value)
+    elif isinstance(schema, list):
+        for value in schema:
+            yield from _patterns(value)
+
+
+class TestMalformedBodies(base.APITestCase):
+
+    def assertNothingKept(self):
+        self.assertNothingRecorded()
+        for model in (models.Rollout, models.Package, models.DesiredVersion):
+            self.assertEqual(0, self.count(model), model.__name__)
+
+    def assertMalformed(self, raw_body, detail):
+        for method, path in BODY_CALLS:
+            resp = self.request(method, self.mgmt + path, raw_body=raw_body)
+            self.assertError(resp, 400, detail)
+        self.assertNothingKept()
+
+    def test_deeply_nested_json(self):
+        self.assertMalformed(b'[' * 30000 + b']' * 30000,
+                             'Malformed JSON: nested too deeply.')
+        self.assertMalformed(b'{"a":' * 10000 + b'1' + b'}' * 10000,
+                             'Malformed JSON: nested too deeply.')
+
+    def test_nan_and_infinity(self):
+        for constant in (b'NaN', b'Infinity', b'-Infinity'):
+            self.assertMalformed(b'{"upgrade": {"metadata": {"a": %s}}}'
+                                 % constant,
+                                 'Malformed JSON: %s is not a JSON number'
+                                 % constant.decode())
+
+    def test_number_out_of_range(self):
+        self.assertMalformed(b'{"a": -1e400}',
+                             'Malformed JSON: -1e400 is out of the range '
+                             'of a JSON number')
+
+    def test_lone_surrogate(self):
+        self.assertMalformed(b'{"a": "x\\ud800"}',
+                             'Malformed JSON: a string holds a lone UTF-16 '
+                             'surrogate')
+        self.assertMalformed(b'{"\\uDFFF": 1}',
+                             'a string holds a lone UTF-16 surrogate')
+
+    def test_lone_surrogate_where_a_string_is_recorded(self):
+        for field in ('location', 'instance_version'):
+            raw = ('{"instance_id": "%s", "instance_version": "1.0", '
+                   '"strategy": "swift", "location": "swift://c/o", '
+                   '"%s": "\\ud83d"}' % (base.INSTANCE_ID, field)).encode()
+            self.assertError(
+                self.request('POST', self.mgmt + '/upgrades', raw_body=raw),
+                400, 'lone UTF-16 surrogate')
+        self.assertNothingKept()
+
+    def test_a_surrogate_pair_is_a_character(self):
+        raw = ('{"instance_id": "%s", "instance_version": "1.0", '
+               '"strategy": "swift", "location": "swift://c/\\ud83d\\ude00"}'
+               % base.INSTANCE_ID).encode()
+        resp = self.request('POST', self.mgmt + '/upgrades', raw_body=raw)
+        self.assertEqual(202, resp.status_int, resp.text)
+        self.assertEqual('swift://c/\U0001F600',
+                         resp.json['upgrade']['location'])
+
+
+class TestTrailingNewlines(base.APITestCase):
+    """A final newline once matched every pattern anchored with ``$``."""
+
+    def test_patterns_anchor_only_at_their_end(self):
+        # util._end_anchored makes a final "$" mean the very end; one
+        # anywhere else would keep Python's looser meaning.
+        for module in SCHEMA_MODULES:
+            for name in dir(module):
+                for pattern in _patterns(getattr(module, name)):
+                    self.assertNotIn('$', pattern[:-1].replace('\\$', ''),
+                                     '%s.%s' % (module.__name__, name))
+
+    def test_a_final_newline_is_refused(self):
+        by_package = {'instance_id': base.INSTANCE_ID,
+                      'instance_version': '1.0', 'package': 'agent\n'}
+        for body, where in (
+                (base.upgrade_body(instance_version='v1.0.1\n'),
+                 '$.instance_version'),
+                (base.upgrade_body(location='swift://c/o\n'), '$.location'),
+                (base.upgrade_body(instance_id=base.INSTANCE_ID + '\n'),
+                 '$.instance_id'),
+                (base.upgrade_body(metadata={'key\n': 'value'}),
+                 '$.metadata'),
+                (by_package, '$.package')):
+            resp = self.request('POST', self.mgmt + '/upgrades', body)
+            self.assertError(resp, 400, "\\n' does not match")
+            self.assertError(resp, 400, '(at %s)' % where)
+        self.assertNothingRecorded()
+
+    def test_a_final_newline_in_a_query_is_refused(self):
+        resp = self.request('GET', self.mgmt + '/agents?rpc_api_version='
+                            '1.0%0A')
+        self.assertError(resp, 400, '(at $.rpc_api_version)')
+
+
+class TestMalformedQueries(base.APITestCase):
+
+    def test_query_not_utf8(self):
+        for path in LIST_PATHS:
+            for query in ('?limit=%ff', '?%ff=1', '?name=%C3'):
+                self.assertError(
+                    self.request('GET', self.mgmt + path + query), 400,
+                    'The query string is not UTF-8 once percent-decoded.')
+
+    def test_limit_of_other_digits(self):
+        # Digits to str.isdigit(), not to int(), or not ASCII.
+        for limit in ('%C2%B2', '%EF%BC%91', '%D9%A1'):
+            for path in PAGED_PATHS:
+                self.assertError(
+                    self.request('GET', self.mgmt + path + '?limit=' + limit),
+                    400, 'limit must be a positive integer')
+
+    def test_limit_of_thousands_of_digits_is_capped(self):
+        self.flags(group='api', max_limit=3)
+        for path in PAGED_PATHS:
+            resp = self.request('GET', self.mgmt + path + '?limit='
+                                + '9' * 5000)
+            self.assertEqual(200, resp.status_int, resp.text)
+        self.assertError(self.request('GET', self.mgmt + '/upgrades?limit='
+                                      + '0' * 5000), 400,
+                         'limit must be a positive integer')
