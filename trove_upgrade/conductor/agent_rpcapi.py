@@ -98,7 +98,7 @@ class AgentAPI:
             version_cap=version_cap, version=version)
 
     def upgrade(self, context, instance_id, upgrade_id, instance_version,
-                strategy, location, metadata, allow_downgrade):
+                strategy, location, metadata, allow_downgrade, keys=None):
         """Ask the agent of ``instance_id`` to carry out an upgrade (cast).
 
         The message waits in the instance's queue, which the agent declares
@@ -110,7 +110,8 @@ class AgentAPI:
 
         The message is sealed with the instance's newest key when it has
         one; that needs version 1.1, which every agent holding a key
-        speaks.
+        speaks. ``keys`` is the instance's keyring (``sealing_keys``) when
+        the caller read it already; it is read here otherwise.
 
         :raises: MessageUndeliverable when RabbitMQ returned it;
             RPCVersionCapError when the cap is below 1.0;
@@ -120,9 +121,10 @@ class AgentAPI:
             messaging server stays unreachable through
             ``[DEFAULT] rpc_send_retries``.
         """
+        if keys is None:
+            keys = sealing_keys.keyring(context, instance_id)
         self._cast_upgrade(
-            context, self.version_cap(context),
-            sealing_keys.keyring(context, instance_id),
+            context, self.version_cap(context), keys,
             rpc_interface.AGENT.message('upgrade', locals()))
 
     def upgrade_many(self, context, upgrades, threads=1):
