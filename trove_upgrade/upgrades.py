@@ -109,7 +109,7 @@ def create_upgrade(context, values):
     notifications.notify_upgrade(context, notifications.CREATE, upgrade)
     try:
         instance_id = upgrade['instance_id']
-        _send(context, agent_api, upgrade, sealing_keys.keyrings_of(
+        agent_api.upgrade_with_keys(context, upgrade, sealing_keys.keyrings_of(
             [instance_id], key_rows)[instance_id])
     except Exception as e:
         if not resends.returned(e):
@@ -144,11 +144,11 @@ def _create_held(context, values, hold):
     return held
 
 
-def _send(context, agent_api, upgrade, keys=None):
+def _send(context, agent_api, upgrade):
     agent_api.upgrade(context, upgrade['instance_id'], upgrade['id'],
                       upgrade['instance_version'], upgrade['strategy'],
                       upgrade['location'], upgrade['metadata'],
-                      upgrade['allow_downgrade'], keys=keys)
+                      upgrade['allow_downgrade'])
 
 
 def send_held_upgrades(context, agent_api):

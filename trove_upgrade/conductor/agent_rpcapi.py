@@ -98,7 +98,7 @@ class AgentAPI:
             version_cap=version_cap, version=version)
 
     def upgrade(self, context, instance_id, upgrade_id, instance_version,
-                strategy, location, metadata, allow_downgrade, keys=None):
+                strategy, location, metadata, allow_downgrade):
         """Ask the agent of ``instance_id`` to carry out an upgrade (cast).
 
         The message waits in the instance's queue, which the agent declares
@@ -110,8 +110,7 @@ class AgentAPI:
 
         The message is sealed with the instance's newest key when it has
         one; that needs version 1.1, which every agent holding a key
-        speaks. ``keys`` is the instance's keyring (``sealing_keys``) when
-        the caller read it already; it is read here otherwise.
+        speaks.
 
         :raises: MessageUndeliverable when RabbitMQ returned it;
             RPCVersionCapError when the cap is below 1.0;
@@ -121,11 +120,21 @@ class AgentAPI:
             messaging server stays unreachable through
             ``[DEFAULT] rpc_send_retries``.
         """
-        if keys is None:
-            keys = sealing_keys.keyring(context, instance_id)
+        self._cast_upgrade(
+            context, self.version_cap(context),
+            sealing_keys.keyring(context, instance_id),
+            rpc_interface.AGENT.message('upgrade', locals()))
+
+    def upgrade_with_keys(self, context, upgrade, keys):
+        """:meth:`upgrade` of ``upgrade`` (a dict of its fields).
+
+        Sealed with ``keys``, the instance's keyring (``sealing_keys``)
+        that the caller read already; raises as :meth:`upgrade` does.
+        """
         self._cast_upgrade(
             context, self.version_cap(context), keys,
-            rpc_interface.AGENT.message('upgrade', locals()))
+            rpc_interface.AGENT.message(
+                'upgrade', dict(upgrade, upgrade_id=upgrade['id'])))
 
     def upgrade_many(self, context, upgrades, threads=1):
         """:meth:`upgrade` for each of ``upgrades``, dicts of their fields.
