@@ -15,6 +15,7 @@
 import os
 
 import fixtures
+from oslo_config import cfg
 from oslo_policy import opts as policy_opts
 
 from trove_upgrade import context
@@ -30,14 +31,18 @@ class TestEnforcer(base.TestCase):
     def setUp(self):
         super().setUp()
         self.clock = [100.0]
-        # The enforcer looks for its file through the parsed config.
-        self.conf([], default_config_files=[], default_config_dirs=[])
+        # A config of its own, parsed: the enforcer looks for its file
+        # through it, and the global one may hold other tests' CLI options.
+        self.policy_conf = cfg.ConfigOpts()
+        self.policy_conf([], project='trove-upgrade',
+                         default_config_files=[], default_config_dirs=[])
         self.policy_file = os.path.join(
             self.useFixture(fixtures.TempDir()).path, 'policy.yaml')
         for group, options in policy_opts.list_opts():
-            self.conf.register_opts(options, group=group)
-        self.flags(group='oslo_policy', policy_file=self.policy_file)
-        self.enforcer = policy.Enforcer(self.conf,
+            self.policy_conf.register_opts(options, group=group)
+        self.policy_conf.set_override('policy_file', self.policy_file,
+                                      group='oslo_policy')
+        self.enforcer = policy.Enforcer(self.policy_conf,
                                         timer=lambda: self.clock[0])
         self.enforcer.register_defaults(policies.list_rules())
         self.useFixture(fixtures.MockPatchObject(policy, '_ENFORCER',
@@ -80,7 +85,8 @@ class TestEnforcer(base.TestCase):
 
     def test_no_search_between_looks(self):
         find_file = self.useFixture(fixtures.MockPatchObject(
-            self.conf, 'find_file', wraps=self.conf.find_file)).mock
+            self.policy_conf, 'find_file',
+            wraps=self.policy_conf.find_file)).mock
         self.allowed()
         looked = find_file.call_count
         self.assertGreater(looked, 0)
