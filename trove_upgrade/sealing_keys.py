@@ -23,9 +23,9 @@ it (``trove_keys``), read from Trove's database when ``[trove]
 connection`` is set; keys set here take precedence.
 
 :func:`keyring` gives ``sealing`` the keys of one instance, :func:`keyrings`
-those of many and :class:`KeyringCache` those the conductor checks agent
-messages against; the other functions serve ``trove-upgrade-manage
-instance-key``.
+those of many (:func:`keyrings_of` from keys read already) and
+:class:`KeyringCache` those the conductor checks agent messages against;
+the other functions serve ``trove-upgrade-manage instance-key``.
 """
 
 import base64
@@ -126,7 +126,16 @@ def keyrings(context, instance_ids):
 
     For the reconciler, which seals hundreds of upgrades at a time.
     """
-    rows = db_keys.get_instance_keys_of(context, instance_ids)
+    return keyrings_of(instance_ids,
+                       db_keys.get_instance_keys_of(context, instance_ids))
+
+
+def keyrings_of(instance_ids, rows):
+    """:func:`keyrings` from ``rows``, the keys the database holds.
+
+    ``rows`` are ``db.instance_keys.get_instance_keys_of``'s, read by a
+    caller that had a transaction of its own to read them in.
+    """
     master = _master_key_for([r for found in rows.values() for r in found])
     trove = _trove_keyrings([i for i in instance_ids if i not in rows])
     return {i: trove.get(i) or _keyring(i, rows.get(i, []), master)

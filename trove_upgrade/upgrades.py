@@ -45,6 +45,7 @@ from trove_upgrade import exception
 from trove_upgrade import notifications
 from trove_upgrade.packaging import exceptions as package_exc
 from trove_upgrade import resends
+from trove_upgrade import sealing_keys
 from trove_upgrade import states
 from trove_upgrade import trove_instances
 
@@ -76,13 +77,14 @@ def create_upgrade(context, values):
 
     ``values`` are those of ``db.upgrades.create_upgrade``. The upgrade,
     its event and its first send (SENT) are recorded in one transaction,
-    then it is cast; until its agent claims it, it is cast again
-    (``trove_upgrade.resends``), so that a cast lost on the way, or never
-    made because this process died first, still reaches the agent. When
-    the message cannot be sent (the messaging server stays unreachable
-    through ``[DEFAULT] rpc_send_retries``, or the version cap is below
-    what the agent API can send) the upgrade moves on to FAILED with the
-    reason, and DispatchFailed is raised. One that RabbitMQ returned (no
+    which reads the instance's keys too, then it is cast; until its agent
+    claims it, it is cast again (``trove_upgrade.resends``), so that a
+    cast lost on the way, or never made because this process died first,
+    still reaches the agent. When the message cannot be sent (the
+    messaging server stays unreachable through ``[DEFAULT]
+    rpc_send_retries``, or the version cap is below what the agent API can
+    send, or its keys cannot be read) the upgrade moves on to FAILED with
+    the reason, and DispatchFailed is raised. One that RabbitMQ returned (no
     queue of the agent yet) stays SENT, with that reason recorded.
 
     An upgrade of an instance Trove reports busy is recorded PENDING and
@@ -104,11 +106,13 @@ def create_upgrade(context, values):
             % values['instance_id'])
     if hold:
         return _create_held(context, values, hold)
-    upgrade = db_upgrades.create_upgrade(context, values,
-                                         resend_at=resends.resend_at(1))
+    upgrade, key_rows = db_upgrades.create_sent_upgrade(
+        context, values, resends.resend_at(1))
     notifications.notify_upgrade(context, notifications.CREATE, upgrade)
     try:
-        _send(context, agent_api, upgrade)
+        instance_id = upgrade['instance_id']
+        agent_api.upgrade_with_keys(context, upgrade, sealing_keys.keyrings_of(
+            [instance_id], key_rows)[instance_id])
     except Exception as e:
         if not resends.returned(e):
             reason = record_unsent(context, upgrade, e, 'api',

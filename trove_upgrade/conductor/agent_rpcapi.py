@@ -125,6 +125,17 @@ class AgentAPI:
             sealing_keys.keyring(context, instance_id),
             rpc_interface.AGENT.message('upgrade', locals()))
 
+    def upgrade_with_keys(self, context, upgrade, keys):
+        """:meth:`upgrade` of ``upgrade`` (a dict of its fields).
+
+        Sealed with ``keys``, the instance's keyring (``sealing_keys``)
+        that the caller read already; raises as :meth:`upgrade` does.
+        """
+        self._cast_upgrade(
+            context, self.version_cap(context), keys,
+            rpc_interface.AGENT.message(
+                'upgrade', dict(upgrade, upgrade_id=upgrade['id'])))
+
     def upgrade_many(self, context, upgrades, threads=1):
         """:meth:`upgrade` for each of ``upgrades``, dicts of their fields.
 

@@ -83,13 +83,18 @@ def get_instance_keys_of(context, instance_ids):
     Returns ``{instance_id: [keys, newest first]}``; instances without
     keys are left out.
     """
-    found = {}
     with common.context_manager.reader.connection.using(
             context) as connection:
-        rows = connection.execute(_READ_KEYS_OF, {
-            'b_ids': sorted(instance_ids), 'b_now': timeutils.utcnow()})
-        for row in rows:
-            found.setdefault(row.instance_id, []).append(_key_dict(row))
+        return read_keys_of(connection, instance_ids)
+
+
+def read_keys_of(connection, instance_ids):
+    """:func:`get_instance_keys_of` in the caller's transaction."""
+    found = {}
+    rows = connection.execute(_READ_KEYS_OF, {
+        'b_ids': sorted(instance_ids), 'b_now': timeutils.utcnow()})
+    for row in rows:
+        found.setdefault(row.instance_id, []).append(_key_dict(row))
     return found
 
 

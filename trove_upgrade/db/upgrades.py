@@ -29,6 +29,7 @@ from oslo_utils import uuidutils
 import sqlalchemy as sa
 
 from trove_upgrade.db import common
+from trove_upgrade.db import instance_keys
 from trove_upgrade.db import models
 from trove_upgrade import exception
 from trove_upgrade import states
@@ -114,16 +115,43 @@ def _upgrade_with_events(session, upgrade_id, with_events):
 
 
 @common.retry_on_deadlock
-def create_upgrade(context, values, resend_at=None):
-    """Record a new upgrade and its first event, atomically.
+def create_upgrade(context, values):
+    """Record a new upgrade, PENDING, and its first event, atomically."""
+    upgrade, events = _new_upgrade(context, values, None)
+    with common.context_manager.writer.connection.using(
+            context) as connection:
+        _insert_upgrade(connection, upgrade, events)
+    return upgrade
 
-    PENDING; or, with ``resend_at``, SENT as well, with both events, for
-    a caller that casts it as soon as this returns: its first send is
-    recorded with it, in the same transaction, and the upgrade is cast
+
+@common.retry_on_deadlock
+def create_sent_upgrade(context, values, resend_at):
+    """Record a new upgrade SENT, for a caller that casts it at once.
+
+    Its PENDING and SENT events are recorded with it, in one transaction:
+    its first send is recorded before the cast, and the upgrade is cast
     again at ``resend_at`` until its agent claims it
     (``trove_upgrade.resends``), so that a caller that dies before its
-    cast leaves nothing undelivered.
+    cast leaves nothing undelivered. The instance's unexpired keys, to
+    seal that cast with, are read in the same transaction rather than in
+    one of their own.
+
+    :returns: ``(upgrade, keys)``, ``keys`` as
+        ``instance_keys.get_instance_keys_of`` gives them.
     """
+    upgrade, events = _new_upgrade(context, values, resend_at)
+    with common.context_manager.writer.connection.using(
+            context) as connection:
+        # Written first: on SQLite a transaction that read before its
+        # first write can be refused the write lock by a concurrent one.
+        _insert_upgrade(connection, upgrade, events)
+        keys = instance_keys.read_keys_of(connection,
+                                          [upgrade['instance_id']])
+    return upgrade, keys
+
+
+def _new_upgrade(context, values, resend_at):
+    """The checked row of a new upgrade and those of its events."""
     common.check_keys('upgrade field', values,
                       _UPGRADE_REQUIRED | _UPGRADE_OPTIONAL, _UPGRADE_REQUIRED)
     common.check_strings(models.Upgrade, values,
@@ -164,14 +192,15 @@ def create_upgrade(context, values, resend_at=None):
                        send_count=1)
         events.append(event_row(context, upgrade['id'], now, 'api',
                                 states.PENDING, states.SENT))
+    return upgrade, events
+
+
+def _insert_upgrade(connection, upgrade, events):
     # Prebuilt INSERTs on a plain connection: the ORM's unit of work, and
     # building the statements, cost the API more CPU than executing them.
-    with common.context_manager.writer.connection.using(
-            context) as connection:
-        connection.execute(_INSERT_UPGRADE, upgrade)
-        for event in events:
-            connection.execute(_INSERT_EVENT, event)
-    return upgrade
+    connection.execute(_INSERT_UPGRADE, upgrade)
+    for event in events:
+        connection.execute(_INSERT_EVENT, event)
 
 
 def get_upgrade(context, upgrade_id, with_events=False):

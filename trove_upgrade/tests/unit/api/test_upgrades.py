@@ -93,7 +93,7 @@ class TestCreateUpgrade(base.APITestCase):
 
     def test_dispatch_failure_is_503_and_recorded_failed(self):
         with mock.patch.object(
-                agent_rpcapi.AgentAPI, 'upgrade',
+                agent_rpcapi.AgentAPI, 'upgrade_with_keys',
                 side_effect=messaging.MessageDeliveryFailure('bus down')):
             resp = self.request('POST', self.mgmt + '/upgrades',
                                 base.upgrade_body())

@@ -12,6 +12,7 @@
 
 """What the control plane does with an upgrade: create, cancel, time out."""
 
+import base64
 import datetime
 
 import fixtures
@@ -22,6 +23,8 @@ from trove_upgrade import context
 from trove_upgrade.db import upgrades as db_upgrades
 from trove_upgrade import exception
 from trove_upgrade import rpc_interface
+from trove_upgrade import sealing
+from trove_upgrade import sealing_keys
 from trove_upgrade import states
 from trove_upgrade.tests import base
 from trove_upgrade.tests.fixtures import database
@@ -192,6 +195,50 @@ class TestCreate(UpgradesTestCase):
         self.assertEqual(
             (states.SENT, 1, now + datetime.timedelta(seconds=7)),
             (upgrade['status'], upgrade['send_count'], upgrade['resend_at']))
+
+
+class TestCreateSealed(UpgradesTestCase):
+    """The keys the API seals with are read with the upgrade it records."""
+
+    def setUp(self):
+        super().setUp()
+        self.agent = self.useFixture(rpc_fixture.RecordingServer(
+            messaging.Target(topic=rpc_interface.agent_topic(INSTANCE),
+                             server='guest'),
+            [rpc_fixture.AgentEndpoint('1.1')]))
+
+    def opened_with(self, keys, message):
+        args = dict(message.args)
+        sealing.open_sealed(keys, args.pop('sealed'), 'upgrade',
+                            sealing.TO_AGENT, args, 60,
+                            sealing.MemoryReplayCache())
+
+    def test_sealed_with_the_newest_key_after_a_rotation(self):
+        sealing_keys.add_key(self.context, INSTANCE)
+        upgrades.create_upgrade(self.context, VALUES)
+        new = sealing_keys.add_key(self.context, INSTANCE, grace=0)
+        upgrades.create_upgrade(self.context, VALUES)
+        first, second = self.agent.wait_for(2)
+        self.assertEqual(('1.1', '1.1'), (first.version, second.version))
+        keyring = sealing_keys.keyring(self.context, INSTANCE)
+        self.assertEqual([new['key_id']],
+                         [key_id for key_id, _material in keyring.keys])
+        # The replaced key is gone: only the newest opens the second.
+        self.opened_with(keyring, second)
+        self.assertRaises(sealing.SealError, self.opened_with, keyring,
+                          first)
+
+    def test_unreadable_keys_record_failed(self):
+        key = base64.b64encode(sealing.generate_key()).decode()
+        path = self.create_tempfiles([('master', key)])[0]
+        self.flags(group='conductor', instance_key_master_key_file=path)
+        sealing_keys.add_key(self.context, INSTANCE)
+        self.flags(group='conductor', instance_key_master_key_file=None)
+        e = self.assertRaises(exception.DispatchFailed,
+                              upgrades.create_upgrade, self.context, VALUES)
+        self.assertIn('InstanceKeyError', str(e))
+        [upgrade] = db_upgrades.list_upgrades(self.context)
+        self.assertEqual(states.FAILED, upgrade['status'])
 
 
 class TestCancel(UpgradesTestCase):

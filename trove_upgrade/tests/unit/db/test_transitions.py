@@ -17,6 +17,7 @@ import datetime
 from oslo_utils import uuidutils
 
 from trove_upgrade.db import common as db_common
+from trove_upgrade.db import instance_keys as db_keys
 from trove_upgrade.db import upgrades as db_upgrades
 from trove_upgrade import exception
 from trove_upgrade import states
@@ -338,8 +339,9 @@ class TestCreateSent(db_base.DbTestCase):
 
     def test_recorded_sent_with_both_events_in_order(self):
         resend_at = T0 + datetime.timedelta(seconds=10)
-        upgrade = db_upgrades.create_upgrade(
-            self.context, self._values(), resend_at=resend_at)
+        upgrade, keys = db_upgrades.create_sent_upgrade(
+            self.context, self._values(), resend_at)
+        self.assertEqual({}, keys)
         self.assertEqual(db_upgrades.get_upgrade(self.context,
                                                  upgrade['id']), upgrade)
         self.assertEqual((states.SENT, None, resend_at, 1, T0),
@@ -359,7 +361,25 @@ class TestCreateSent(db_base.DbTestCase):
                          self._events(upgrade))
 
     def test_invalid_values_record_nothing(self):
-        self.assertRaises(exception.Invalid, db_upgrades.create_upgrade,
-                          self.context, self._values(location=''),
-                          resend_at=T0)
+        self.assertRaises(exception.Invalid, db_upgrades.create_sent_upgrade,
+                          self.context, self._values(location=''), T0)
         self.assertEqual([], db_upgrades.list_upgrades(self.context))
+
+    def test_gives_the_instances_unexpired_keys_newest_first(self):
+        def add(instance_id, key_id, expire_others_at=None):
+            db_keys.add_instance_key(self.context, instance_id, key_id,
+                                     'bWF0ZXJpYWw=', False,
+                                     expire_others_at=expire_others_at)
+        add(INSTANCE, 'expired')
+        self._advance()
+        add(INSTANCE, 'older', expire_others_at=T0)
+        self._advance()
+        add(INSTANCE, 'newest')
+        add(uuidutils.generate_uuid(), 'another instance\'s')
+        _upgrade, keys = db_upgrades.create_sent_upgrade(
+            self.context, self._values(), T0)
+        self.assertEqual(['newest', 'older'],
+                         [k['key_id'] for k in keys[INSTANCE]])
+        self.assertEqual([INSTANCE], list(keys))
+        self.assertEqual(db_keys.get_instance_keys_of(self.context,
+                                                      [INSTANCE]), keys)
