@@ -47,7 +47,11 @@ def agent_topic(instance_id):
 
 
 class Interface:
-    """The methods of one RPC API: ``{name: (kind, argument names)}``."""
+    """The methods of one RPC API: ``{name: (kinds, argument names)}``.
+
+    ``kinds`` is ``'call'``, ``'cast'`` or a tuple of both, the default
+    first.
+    """
 
     def __init__(self, name, methods):
         self.name = name
@@ -55,9 +59,17 @@ class Interface:
         # The endpoint functions checked so far, by method name.
         self.served = {}
 
+    def kinds(self, method):
+        """How a ``method`` message may go: ``'call'``, ``'cast'`` or both.
+
+        The first is the one a client sends unless it chooses the other.
+        """
+        kinds = self.methods[method][0]
+        return kinds if isinstance(kinds, tuple) else (kinds,)
+
     def kind(self, method):
-        """``'call'`` or ``'cast'``."""
-        return self.methods[method][0]
+        """How a ``method`` message goes by default: the first of its kinds."""
+        return self.kinds(method)[0]
 
     def arguments(self, method):
         """The names of the arguments a ``method`` message carries."""
@@ -113,11 +125,13 @@ AGENT = Interface('agent', {
                          'allow_downgrade')),
 })
 
-# The conductor's API: agents send, the conductors serve.
+# The conductor's API: agents send, the conductors serve. Progress reports
+# may go by cast (``agent.outbox``): the conductor records them the same
+# way and the answer nobody waits for is dropped.
 CONDUCTOR = Interface('conductor', {
     'register_agent': ('call', _AGENT_FIELDS),
     'heartbeat': ('cast', _AGENT_FIELDS),
     'start_upgrade': ('call', ('instance_id', 'upgrade_id', 'from_version')),
     'report_upgrade_state': ('call', ('instance_id',) + REPORT_FIELDS),
-    'report_upgrade_states': ('call', ('instance_id', 'reports')),
+    'report_upgrade_states': (('call', 'cast'), ('instance_id', 'reports')),
 })

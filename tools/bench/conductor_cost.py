@@ -21,8 +21,8 @@ threads, sealed with each instance's key as ``[conductor] require_sealed``
 ``rollout_scale.py``: the CPU of one raw oslo.messaging cast to a bound
 queue, and the CPU a bare oslo.messaging RPC server (a process of its own,
 one endpoint that answers at once, the conductor's executor) spends on
-each call it answers: what any call costs before the conductor's own work.
-It prints:
+each call it answers and on each cast it consumes: what any call or cast
+costs before the conductor's own work. It prints:
 
 * CPU per heartbeat that brings nothing new (not written, see
   ``[conductor] heartbeat_write_interval``), per such heartbeat once the
@@ -38,10 +38,12 @@ It prints:
   which records DOWNLOADING, then the three stage reports after it and
   the final SUCCESS through the agent's own outbox (``agent.outbox``).
   Twice: with each report flushed on its own, as when the stages are at
-  least ``[agent] report_interval`` apart (five calls), and with the
-  four waiting in one flush, as when the stages come faster or the
-  reports waited out an outage (two calls).
-  Half of ``--upgrades`` each. Beside each, as many raw calls.
+  least ``[agent] report_interval`` apart (the claim's call, each stage
+  cast with the stages before it, the final report's call), and with
+  the four waiting in one flush, as when the stages come faster or the
+  reports waited out an outage (two calls). Half of ``--upgrades``
+  each. The calls and casts are counted as they are sent; beside each
+  lifecycle, as many raw calls answered and raw casts consumed.
 
     python tools/bench/conductor_cost.py [--agents 2000] [--upgrades 500]
         [--threads 8] [--connection URL]
@@ -54,11 +56,13 @@ Nothing is asserted: it prints figures. All traffic stays on loopback.
 import trove_upgrade.cmd  # noqa: F401
 
 import argparse
+import collections
 import concurrent.futures
 import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 
@@ -76,6 +80,7 @@ from trove_upgrade import context as tu_context
 from trove_upgrade.db import common as db_common
 from trove_upgrade.db import upgrades as db_upgrades
 from trove_upgrade import rpc
+from trove_upgrade import rpc_interface
 from trove_upgrade import sealing_keys
 from trove_upgrade import states
 from trove_upgrade.tests.functional.rollouts import fleet as fleet_fixture
@@ -122,7 +127,25 @@ def _measure(pid, apis, ctxt, topic, pool, function, items):
     return rollout_scale._cpu_seconds(pid) - before
 
 
-def _lifecycle(apis, ctxt, workdir, together):
+class _Counted:
+    """Counts the calls and casts ``ConductorAPI`` objects send."""
+
+    def __init__(self):
+        self.sent = collections.Counter()
+        self._lock = threading.Lock()
+
+    def watch(self, api):
+        send = api._send
+
+        def counted(context, method, values, version=None, kind=None):
+            with self._lock:
+                self.sent[kind or rpc_interface.CONDUCTOR.kind(method)] += 1
+            return send(context, method, values, version=version, kind=kind)
+        api._send = counted
+        return api
+
+
+def _lifecycle(apis, ctxt, workdir, together, counted):
     """One upgrade's messages: the claim, then the reports by outbox.
 
     ``together``: the reports wait in the outbox for one flush, rather
@@ -130,11 +153,12 @@ def _lifecycle(apis, ctxt, workdir, together):
     """
     def lifecycle(pair):
         instance_id, upgrade_id = pair
-        api = apis[instance_id]
+        api = counted.watch(apis[instance_id])
         api.start_upgrade(ctxt, instance_id, upgrade_id, 'v1.0.0')
         journal = journal_mod.UpgradeJournal(
             os.path.join(workdir, 'agent-%s' % upgrade_id))
-        outbox = outbox_mod.Outbox(journal, api, ctxt, instance_id)
+        outbox = outbox_mod.Outbox(journal, api, ctxt, instance_id,
+                                   CONF.agent.report_confirm_interval)
         for state in STAGES:
             with journal.update() as data:
                 journal.add_report(data, upgrade_id, state, None, 'v1.0.0',
@@ -142,6 +166,8 @@ def _lifecycle(apis, ctxt, workdir, together):
             if not together:
                 outbox.flush()
         outbox.flush()
+        # Restored: the registration and heartbeats are not counted.
+        del api._send
     return lifecycle
 
 
@@ -176,15 +202,22 @@ def _run_conductor(pid, topic, args, ctxt, apis, upgrade_ids,
         for name, together, pairs in (
                 ('lifecycle', False, upgrade_ids[:half]),
                 ('lifecycle_together', True, upgrade_ids[half:])):
+            counted = _Counted()
             result[name] = _measure(
                 pid, apis, ctxt, topic, pool,
-                _lifecycle(apis, ctxt, workdir, together),
+                _lifecycle(apis, ctxt, workdir, together, counted),
                 pairs) / len(pairs)
+            result[name + '_sent'] = {
+                kind: sent / len(pairs)
+                for kind, sent in counted.sent.items()}
     return result
 
 
 class _Answer(object):
-    """The bare RPC server's endpoint: answers a report at once."""
+    """The bare RPC server's endpoint: answers a report at once.
+
+    A cast of it is consumed and its answer dropped.
+    """
 
     target = messaging.Target(version='1.0')
 
@@ -207,7 +240,12 @@ def _serve_raw(exchange, topic):
 
 
 def bench_raw_calls(exchange, total, threads):
-    """CPU seconds a bare RPC server spends per call it answers."""
+    """CPU seconds a bare RPC server spends per call and per cast.
+
+    Per call it answers, then per cast it consumes (the casts taken by
+    its executor threads, then one call that follows them through the
+    queue, whose CPU is shared by the casts).
+    """
     topic = 'trove_upgrade_bench_raw_calls'
     server = subprocess.Popen(
         [sys.executable, __file__, '--serve-raw', exchange, topic],
@@ -219,11 +257,11 @@ def bench_raw_calls(exchange, total, threads):
                                         version='1.0'), timeout=1)
         ctxt = tu_context.get_admin_context().to_dict()
 
-        def call(_index=None):
-            client.call(ctxt, 'report', instance_id=str(uuid.uuid4()),
-                        upgrade_id=str(uuid.uuid4()), state='INSTALLING',
-                        detail=None, from_version='v1.0.0',
-                        to_version='v2.0.0')
+        def call(_index=None, kind='call'):
+            getattr(client, kind)(
+                ctxt, 'report', instance_id=str(uuid.uuid4()),
+                upgrade_id=str(uuid.uuid4()), state='INSTALLING',
+                detail=None, from_version='v1.0.0', to_version='v2.0.0')
 
         for _ in range(60):
             try:
@@ -236,6 +274,13 @@ def bench_raw_calls(exchange, total, threads):
             before = rollout_scale._cpu_seconds(server.pid)
             _each(pool, call, range(total))
             cpu = rollout_scale._cpu_seconds(server.pid) - before
+            before = rollout_scale._cpu_seconds(server.pid)
+            _each(pool, lambda _i: call(kind='cast'), range(total))
+            while not _queue_empty(topic):
+                time.sleep(0.05)
+            call()
+            time.sleep(0.3)
+            cast_cpu = rollout_scale._cpu_seconds(server.pid) - before
     finally:
         server.stdin.close()
         server.wait(30)
@@ -243,7 +288,7 @@ def bench_raw_calls(exchange, total, threads):
             for queue in (topic, '%s.bench' % topic):
                 conn.channel().queue_delete(queue)
         transport.cleanup()
-    return cpu / total
+    return cpu / total, cast_cpu / total
 
 
 def _agents(admin, count):
@@ -324,8 +369,8 @@ def main():
             try:
                 _rate, raw_cast = rollout_scale.bench_raw_casts(
                     exchange, args.raw_casts)
-                raw_call = bench_raw_calls(exchange, args.raw_calls,
-                                           args.threads)
+                raw_call, raw_consumed = bench_raw_calls(
+                    exchange, args.raw_calls, args.threads)
                 conductor = fleet.start_conductor()
                 CONF.set_override('topic', topic, group='conductor')
                 rpc.cleanup()
@@ -341,10 +386,10 @@ def main():
         db_common.get_engine().dispose()
         if drop is not None:
             drop()
-    _report(args, connection, ours, raw_cast, raw_call)
+    _report(args, connection, ours, raw_cast, raw_call, raw_consumed)
 
 
-def _report(args, connection, ours, raw_cast, raw_call):
+def _report(args, connection, ours, raw_cast, raw_call, raw_consumed):
     interval = CONF.agent.heartbeat_interval
     write_every = max(1.0, heartbeats.write_interval() / interval)
     # Per agent and heartbeat interval: one heartbeat, written (with a
@@ -373,15 +418,19 @@ def _report(args, connection, ours, raw_cast, raw_call):
           '(target >= 20,000)' % (interval / per_beat))
     print('  server CPU per raw oslo.messaging call answered '
           '(reference): %.3f ms' % (raw_call * ms))
-    for name, how, calls in (
-            ('lifecycle', 'each report alone', 1 + len(STAGES)),
-            ('lifecycle_together', 'its reports in one flush', 2)):
+    print('  server CPU per raw oslo.messaging cast consumed '
+          '(reference): %.3f ms' % (raw_consumed * ms))
+    for name, how in (('lifecycle', 'each report alone'),
+                      ('lifecycle_together', 'its reports in one flush')):
+        calls = ours[name + '_sent'].get('call', 0)
+        casts = ours[name + '_sent'].get('cast', 0)
+        raw = calls * raw_call + casts * raw_consumed
         print('  conductor CPU per upgrade lifecycle (claim, %d stages, '
-              'final), %s: %.2f ms (target <= 8 ms); %d raw calls: %.2f '
-              'ms, so %.2f ms per call beyond a raw one'
-              % (len(STAGES) - 1, how, ours[name] * ms, calls,
-                 calls * raw_call * ms,
-                 (ours[name] / calls - raw_call) * ms))
+              'final), %s: %.2f ms (target <= 8 ms); %.1f calls + %.1f '
+              'casts, as many raw: %.2f ms, so %.2f ms per message beyond '
+              'a raw one'
+              % (len(STAGES) - 1, how, ours[name] * ms, calls, casts,
+                 raw * ms, (ours[name] - raw) / (calls + casts) * ms))
 
 
 if __name__ == '__main__':

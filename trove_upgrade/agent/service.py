@@ -20,7 +20,8 @@ Threads, each with one job:
   left, then runs queued upgrades one at a time when the guest is
   running, and keeps the guest agent running in between. It is the only
   thread that starts or stops the guest agent;
-* a timer resending the journal's outbox until the conductor has it;
+* a timer sending the journal's outbox until the conductor confirms it
+  (``agent.outbox``: progress by cast, the final report by call);
 * a timer registering, then heartbeating, to the conductor.
 
 Only one agent may own an install root: a second one exits at start.
@@ -197,8 +198,9 @@ class AgentService(service.Service):
     def start(self):
         super().start()
         self.conductor_api = conductor_rpcapi.ConductorAPI(self.keyring)
-        self.outbox = outbox_mod.Outbox(self.journal, self.conductor_api,
-                                        self.context, self.instance_id)
+        self.outbox = outbox_mod.Outbox(
+            self.journal, self.conductor_api, self.context, self.instance_id,
+            self.conf.agent.report_confirm_interval)
         self.manager = manager_mod.AgentManager(
             self.conf, self.journal, self.pipeline, self.state_provider,
             self.conductor_api, self.context, keyring=self.keyring)

@@ -28,6 +28,8 @@ more, which changes nothing: registrations and heartbeats are upserts and
 claims and reports of a state already recorded are ignored.
 """
 
+import threading
+
 from oslo_log import log as logging
 import oslo_messaging as messaging
 from oslo_utils import uuidutils
@@ -48,6 +50,9 @@ CONF = conf.CONF
 LOG = logging.getLogger(__name__)
 
 RPC_API_VERSION = '1.2'
+
+# Locks that serialize the reports of one instance (by hash of its id).
+_REPORT_LOCKS = 64
 
 
 def _check_instance_id(instance_id):
@@ -106,6 +111,8 @@ class ConductorManager:
             CONF.conductor.instance_key_cache_time)
         self.heartbeats = heartbeats.HeartbeatWrites()
         self.upgrades = db_upgrades.UpgradeMemory()
+        self._report_locks = [threading.Lock()
+                              for _ in range(_REPORT_LOCKS)]
 
     def _authenticate(self, context, method, values):
         """Refuse a message not sealed as its instance requires.
@@ -219,9 +226,17 @@ class ConductorManager:
 
         One seal covers them all. Each is recorded as
         ``report_upgrade_state`` records it, and answered with its outcome.
+        Also cast by the agents' outboxes, each message with the reports
+        before it again (``agent.outbox``): the messages of one instance
+        are recorded one at a time, so that the later ones find the
+        earlier reports in ``self.upgrades`` and answer them without the
+        database, rather than racing them to the same compare-and-swap
+        on several threads and losing.
         """
         _check_reports(reports)
         self._authenticate(context, 'report_upgrade_states', locals())
-        return [upgrades.record_report(context, instance_id,
-                                       memory=self.upgrades, **report)
-                for report in reports]
+        lock = self._report_locks[hash(instance_id) % _REPORT_LOCKS]
+        with lock:
+            return [upgrades.record_report(context, instance_id,
+                                           memory=self.upgrades, **report)
+                    for report in reports]

@@ -120,6 +120,19 @@ agent_opts = [
                       'with nothing to resend only reads the journal; a '
                       'short interval brings the reports of an outage to '
                       'the conductor soon after the broker is back.'),
+    cfg.FloatOpt('report_confirm_interval',
+                 default=30.0,
+                 min=1,
+                 help='Seconds the reports of progress (the stages before '
+                      'the final state) sent to the conductor by cast may '
+                      'stay unconfirmed. Each report goes by cast with '
+                      'every report not yet confirmed, and the final one '
+                      'by call, whose answer confirms them all; reports '
+                      'last cast this long ago are sent by call then. '
+                      'Longer spares the conductor calls during long '
+                      'stages; shorter brings sooner a stage whose cast '
+                      'was lost (a conductor that died while handling it) '
+                      'to the conductor.'),
     cfg.FloatOpt('deferred_check_interval',
                  default=10.0,
                  min=0.1,

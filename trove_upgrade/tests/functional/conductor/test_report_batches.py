@@ -10,13 +10,15 @@
 #    License for the specific language governing permissions and limitations
 #    under the License.
 
-"""An agent's outbox to a real conductor, its reports together (1.2).
+"""An agent's outbox to a real conductor: progress by cast (1.2).
 
 The agent's own ``Outbox`` and journal, the real ``ConductorAPI``, the
 real RabbitMQ and a real ``trove-upgrade-conductor`` on PostgreSQL (and
-SQLite): the reports waiting in the outbox are recorded in order, and an
-agent capped below 1.2 (a conductor that predates it) sends them one call
-each and gets them recorded just the same.
+SQLite): each report of progress flushed alone goes by cast with those
+before it, and is recorded, the final one by call, which confirms them
+all; the reports waiting in the outbox go together and are recorded in
+order; an agent capped below 1.2 (a conductor that predates it) sends
+them one call each and gets them recorded just the same.
 """
 
 import os
@@ -29,6 +31,8 @@ from trove_upgrade.conductor import rpcapi
 from trove_upgrade import states
 from trove_upgrade.tests.fixtures import database
 from trove_upgrade.tests.functional.conductor import test_conductor_process
+
+CONFIRM_INTERVAL = 30.0
 
 REPORTS = ((states.VERIFYING, None), (states.INSTALLING, None),
            (states.INSTALLING, None), (states.RESTARTING, None),
@@ -44,17 +48,20 @@ class _ReportBatches:
         self.journal = journal_mod.UpgradeJournal(
             os.path.join(self.tmp, 'agent'))
 
-    def outbox(self):
+    def add_reports(self, reports):
+        with self.journal.update() as data:
+            for state, detail in reports:
+                self.journal.add_report(data, self.upgrade['id'], state,
+                                        detail, 'v1.0.0', 'v2.0.0')
+
+    def outbox(self, reports=REPORTS):
         api = rpcapi.ConductorAPI()
         self.assertTrue(api.start_upgrade(
             self.agent_context, self.instance_id, self.upgrade['id'],
             'v1.0.0')['proceed'])
-        with self.journal.update() as data:
-            for state, detail in REPORTS:
-                self.journal.add_report(data, self.upgrade['id'], state,
-                                        detail, 'v1.0.0', 'v2.0.0')
+        self.add_reports(reports)
         outbox = outbox_mod.Outbox(self.journal, api, self.agent_context,
-                                   self.instance_id)
+                                   self.instance_id, CONFIRM_INTERVAL)
         # Watched, not replaced: what goes on the wire, one entry a call.
         self.sent = self.useFixture(fixtures.MockPatchObject(
             api, '_send', wraps=api._send)).mock
@@ -62,6 +69,9 @@ class _ReportBatches:
 
     def methods_sent(self):
         return [c.args[1] for c in self.sent.call_args_list]
+
+    def kinds_sent(self):
+        return [c.kwargs.get('kind', 'call') for c in self.sent.call_args_list]
 
     def assertRecordedInOrder(self):
         self.assertEqual(
@@ -75,6 +85,26 @@ class _ReportBatches:
             [(f, t) for s, f, t, _r in self.history(self.upgrade['id'])
              if s == 'agent'])
         self.assertEqual([], self.journal.read()['outbox'])
+
+    def test_progress_alone_is_cast_and_the_final_call_confirms_it(self):
+        api, outbox = self.outbox(reports=())
+        for report in REPORTS[:-1]:
+            self.add_reports([report])
+            self.assertEqual(0, outbox.flush())
+        # Recorded from the casts alone, and still kept, marked cast.
+        test_conductor_process.wait_until(
+            lambda: self.status(self.upgrade['id']) == states.RESTARTING,
+            'the casts to be recorded')
+        self.assertEqual(
+            [states.VERIFYING, states.INSTALLING, states.INSTALLING,
+             states.RESTARTING],
+            [r['to_state'] for r in self.journal.read()['outbox']
+             if outbox_mod.CAST_AT in r])
+        self.add_reports(REPORTS[-1:])
+        self.assertEqual(len(REPORTS), outbox.flush())
+        self.assertRecordedInOrder()
+        self.assertEqual(['report_upgrade_states'] * 5, self.methods_sent())
+        self.assertEqual(['cast'] * 4 + ['call'], self.kinds_sent())
 
     def test_waiting_reports_go_together_and_are_recorded_in_order(self):
         api, outbox = self.outbox()

@@ -130,6 +130,37 @@ class TestConductorAPI(base.TestCase):
         self.assertEqual({'instance_id': INSTANCE,
                           'reports': self.reports(upgrade)}, message.args)
 
+    def test_reports_cast_are_recorded_in_order(self):
+        upgrade = self.create_upgrade()
+        self.api.start_upgrade(self.context, INSTANCE, upgrade['id'], 'v1')
+        self.assertIsNone(self.api.cast_upgrade_states(
+            self.context, INSTANCE, self.reports(upgrade)))
+        _claim, message = self.server.wait_for(2)
+        self.assertEqual(('report_upgrade_states', '1.2'),
+                         (message.method, message.version))
+        self.assertEqual({'instance_id': INSTANCE,
+                          'reports': self.reports(upgrade)}, message.args)
+        self.assertEqual(
+            [states.PENDING, states.DOWNLOADING, states.VERIFYING,
+             states.INSTALLING],
+            [e['to_state'] for e in db_upgrades.get_upgrade(
+                self.context, upgrade['id'], with_events=True)['events']])
+
+    def test_no_cast_of_reports_below_1_2(self):
+        self.flags(group='upgrade_levels', conductor='1.1')
+        api = rpcapi.ConductorAPI()
+        upgrade = self.create_upgrade()
+        self.assertRaises(messaging.RPCVersionCapError,
+                          api.cast_upgrade_states, self.context, INSTANCE,
+                          self.reports(upgrade))
+
+    def test_a_method_is_not_sent_as_a_kind_it_is_not(self):
+        e = self.assertRaises(ValueError, self.api._send, self.context,
+                              'start_upgrade',
+                              {'instance_id': INSTANCE, 'upgrade_id': 'u',
+                               'from_version': None}, kind='cast')
+        self.assertIn('start_upgrade is not sent by cast', str(e))
+
     def test_below_1_2_each_report_is_a_call_of_its_own(self):
         # The RPC-compat path: a conductor that predates 1.2.
         self.flags(group='upgrade_levels', conductor='1.1')

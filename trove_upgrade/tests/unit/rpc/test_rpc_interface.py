@@ -81,7 +81,10 @@ class TestDeclarations(base.TestCase):
     def test_kinds_are_call_or_cast(self):
         for interface, _, _ in APIS:
             for method in interface.methods:
-                self.assertIn(interface.kind(method), ('call', 'cast'))
+                kinds = interface.kinds(method)
+                self.assertTrue(kinds, method)
+                self.assertLessEqual(set(kinds), {'call', 'cast'}, method)
+                self.assertEqual(kinds[0], interface.kind(method))
 
 
 class TestInterface(base.TestCase):
@@ -90,6 +93,15 @@ class TestInterface(base.TestCase):
         super().setUp()
         self.interface = rpc_interface.Interface('test', {
             'ping': ('call', ('instance_id', 'count'))})
+
+    def test_a_method_sent_either_way_defaults_to_the_first_kind(self):
+        interface = rpc_interface.Interface('test', {
+            'ping': (('call', 'cast'), ('instance_id',)),
+            'pong': ('cast', ('instance_id',))})
+        self.assertEqual(('call', 'cast'), interface.kinds('ping'))
+        self.assertEqual('call', interface.kind('ping'))
+        self.assertEqual(('cast',), interface.kinds('pong'))
+        self.assertEqual('cast', interface.kind('pong'))
 
     def test_endpoint_with_the_declared_arguments_is_accepted(self):
         def ping(self, context, instance_id, count, sealed=None):
