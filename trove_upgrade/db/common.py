@@ -51,6 +51,30 @@ def _use_utf8mb4(engine):
     engine.dispose()
 
 
+def _sqlite_file_in_wal_mode(engine):
+    """Write an SQLite file database through a write-ahead log.
+
+    In SQLite's default rollback-journal mode every commit creates, syncs
+    twice and deletes a journal file, which cost the API more system CPU
+    per upgrade than its statements. In WAL mode a commit appends to the
+    log and syncs it once (``synchronous=FULL`` keeps every commit
+    durable), and readers no longer wait for a writer. The mode is the
+    file's own, so every process that opens it shares it.
+    """
+    if engine.dialect.name != 'sqlite' or engine.url.database in (
+            None, '', ':memory:'):
+        return
+
+    @sa.event.listens_for(engine, 'connect')
+    def _set_wal(dbapi_connection, connection_record):
+        cursor = dbapi_connection.cursor()
+        cursor.execute('PRAGMA journal_mode=WAL')
+        cursor.execute('PRAGMA synchronous=FULL')
+        cursor.close()
+
+    engine.dispose()
+
+
 def _pool_sqlite_file(engine):
     """Keep an SQLite file database's connections in a pool.
 
@@ -78,11 +102,13 @@ def new_facade(**options):
 
     It reads ``[database]`` of the global CONF when first used, unless
     ``options`` (enginefacade's configure arguments) say otherwise. Foreign
-    keys are enforced on SQLite too, whose file databases get a pool.
+    keys are enforced on SQLite too, whose file databases get a pool and
+    a write-ahead log.
     """
     facade = enginefacade.transaction_context()
     facade.configure(sqlite_fk=True, **options)
     facade.append_on_engine_create(_use_utf8mb4)
+    facade.append_on_engine_create(_sqlite_file_in_wal_mode)
     facade.append_on_engine_create(_pool_sqlite_file)
     return facade
 

@@ -57,6 +57,15 @@ class TestSQLiteFilePool(base.TestCase):
             thread.join()
         self.assertEqual([(1, True)] * 3, results)
 
+    def test_the_file_is_written_through_a_synced_write_ahead_log(self):
+        with db_common.context_manager.writer.connection.using(
+                self.context) as connection:
+            mode = connection.exec_driver_sql('PRAGMA journal_mode').scalar()
+            # 2 is FULL: every commit synced, as in the default mode.
+            synchronous = connection.exec_driver_sql(
+                'PRAGMA synchronous').scalar()
+        self.assertEqual(('wal', 2), (mode, synchronous))
+
     def test_a_rolled_back_transaction_leaves_none_open(self):
         def fail():
             with db_common.context_manager.writer.connection.using(
