@@ -131,10 +131,8 @@ class AgentAPI:
         Sealed with ``keys``, the instance's keyring (``sealing_keys``)
         that the caller read already; raises as :meth:`upgrade` does.
         """
-        self._cast_upgrade(
-            context, self.version_cap(context), keys,
-            rpc_interface.AGENT.message(
-                'upgrade', dict(upgrade, upgrade_id=upgrade['id'])))
+        self._cast_upgrade_of(context, self.version_cap(context), upgrade,
+                              keys)
 
     def upgrade_many(self, context, upgrades, threads=1):
         """:meth:`upgrade` for each of ``upgrades``, dicts of their fields.
@@ -154,11 +152,9 @@ class AgentAPI:
             return {u['id']: e for u in upgrades}
 
         def send(upgrade):
-            kwargs = rpc_interface.AGENT.message(
-                'upgrade', dict(upgrade, upgrade_id=upgrade['id']))
             try:
-                self._cast_upgrade(context, version_cap,
-                                   keys[upgrade['instance_id']], kwargs)
+                self._cast_upgrade_of(context, version_cap, upgrade,
+                                      keys[upgrade['instance_id']])
             # Whatever stopped the cast, this upgrade was not sent.
             except Exception as e:
                 return upgrade['id'], e
@@ -180,6 +176,12 @@ class AgentAPI:
                             for outcome in done]
         return {upgrade_id: error for upgrade_id, error in outcomes
                 if error is not None}
+
+    def _cast_upgrade_of(self, context, version_cap, upgrade, keys):
+        """Cast ``upgrade``, a dict of its fields, sealed with ``keys``."""
+        self._cast_upgrade(
+            context, version_cap, keys, rpc_interface.AGENT.message(
+                'upgrade', dict(upgrade, upgrade_id=upgrade['id'])))
 
     def _cast_upgrade(self, context, version_cap, keys, kwargs):
         # One prepared context per cast: a second prepare() cost the
