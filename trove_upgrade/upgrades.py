@@ -360,6 +360,53 @@ def record_report(context, instance_id, upgrade_id, to_state, detail,
     :returns: ``{'recorded': bool, 'status': the recorded status or None,
         'reason': None, DUPLICATE, STALE, ILLEGAL or REJECTED}``
     """
+    [answer] = record_reports(context, instance_id, [{
+        'upgrade_id': upgrade_id, 'to_state': to_state, 'detail': detail,
+        'from_version': from_version, 'to_version': to_version}],
+        source=source, memory=memory)
+    return answer
+
+
+def record_reports(context, instance_id, reports, source='agent',
+                   memory=None):
+    """Record reports in order; answer each as ``record_report`` does.
+
+    ``reports`` are dicts of ``record_report``'s arguments. Each run of
+    reports of one upgrade is recorded in one transaction
+    (``db.upgrades.transition_upgrade_chain``), each report decided from
+    the state the ones before it left, so that an agent's message of
+    several reports costs one transaction, not one per report.
+    """
+    answers = [None] * len(reports)
+    run = []
+
+    def record_run():
+        moves = [(reports[i]['to_state'], _described(reports[i]),
+                  _version_values(reports[i]['from_version'])) for i in run]
+        upgrade_id = reports[run[0]]['upgrade_id']
+        outcomes = db_upgrades.transition_upgrade_chain(
+            context, upgrade_id, moves, source, instance_id=instance_id,
+            memory=memory)
+        for index, outcome in zip(run, outcomes):
+            answers[index] = _answer(context, instance_id, upgrade_id,
+                                     reports[index]['to_state'], outcome)
+        del run[:]
+
+    for index, report in enumerate(reports):
+        answers[index] = _refusal(instance_id, report)
+        if answers[index] is not None:
+            continue
+        if run and reports[run[0]]['upgrade_id'] != report['upgrade_id']:
+            record_run()
+        run.append(index)
+    if run:
+        record_run()
+    return answers
+
+
+def _refusal(instance_id, report):
+    """The answer to a report no upgrade can take, or None."""
+    upgrade_id, to_state = report['upgrade_id'], report['to_state']
     if not uuidutils.is_uuid_like(upgrade_id):
         return _refuse_malformed_id(instance_id, upgrade_id, {
             'recorded': False, 'status': None, 'reason': REJECTED})
@@ -371,32 +418,39 @@ def record_report(context, instance_id, upgrade_id, to_state, detail,
                      'state': package_exc.quoted(to_state),
                      'id': upgrade_id})
         return {'recorded': False, 'status': None, 'reason': REJECTED}
+    return None
 
+
+def _described(report):
+    """The event's detail: a function of the upgrade as recorded."""
     def described(upgrade):
+        to_version = report['to_version']
         if to_version and to_version != upgrade['instance_version']:
             return '%s (the agent reports version %s, not %s)' % (
-                detail or to_state, to_version, upgrade['instance_version'])
-        return detail
+                report['detail'] or report['to_state'], to_version,
+                upgrade['instance_version'])
+        return report['detail']
+    return described
 
-    try:
-        changed, upgrade = db_upgrades.transition_upgrade(
-            context, upgrade_id, to_state, source, detail=described,
-            values=_version_values(from_version), instance_id=instance_id,
-            memory=memory)
-    except (exception.UpgradeNotFound,
-            exception.UpgradeOfAnotherInstance) as e:
-        _log_foreign(instance_id, upgrade_id, e)
+
+def _answer(context, instance_id, upgrade_id, to_state, outcome):
+    """Log, announce and answer one report's outcome."""
+    if isinstance(outcome, (exception.UpgradeNotFound,
+                            exception.UpgradeOfAnotherInstance)):
+        _log_foreign(instance_id, upgrade_id, outcome)
         return {'recorded': False, 'status': None, 'reason': REJECTED}
-    except exception.InvalidStateTransition as e:
+    if isinstance(outcome, exception.InvalidStateTransition):
         LOG.warning('Ignored report of instance %(instance)s: %(error)s',
-                    {'instance': instance_id, 'error': e})
-        return {'recorded': False, 'status': e.kwargs['from_state'],
+                    {'instance': instance_id, 'error': outcome})
+        return {'recorded': False, 'status': outcome.kwargs['from_state'],
                 'reason': ILLEGAL}
-    except exception.Invalid as e:
+    if isinstance(outcome, exception.Invalid):
         LOG.warning('Ignored report of instance %(instance)s about upgrade '
                     '%(id)s: %(error)s',
-                    {'instance': instance_id, 'id': upgrade_id, 'error': e})
+                    {'instance': instance_id, 'id': upgrade_id,
+                     'error': outcome})
         return {'recorded': False, 'status': None, 'reason': REJECTED}
+    changed, upgrade = outcome
     if (to_state == upgrade['status'] == states.DEFERRED
             and upgrade['resend_at'] is not None):
         # The agent has it queued: casting it again would change nothing.

@@ -64,7 +64,7 @@ def _check_instance_id(instance_id):
 def _check_reports(reports):
     """Refuse a ``report_upgrade_states`` list that is not one.
 
-    The values themselves are ``upgrades.record_report``'s to judge; here
+    The values themselves are ``upgrades.record_reports``' to judge; here
     only that each report is a dict of the declared fields, with strings
     where ids and states go, so that none can break the loop over them.
     """
@@ -225,7 +225,8 @@ class ConductorManager:
         """Several state reports, recorded in order (1.2).
 
         One seal covers them all. Each is recorded as
-        ``report_upgrade_state`` records it, and answered with its outcome.
+        ``report_upgrade_state`` records it, and answered with its outcome;
+        those of one upgrade in one transaction.
         Also cast by the agents' outboxes, each message with the reports
         before it again (``agent.outbox``): the messages of one instance
         are recorded one at a time, so that the later ones find the
@@ -237,6 +238,5 @@ class ConductorManager:
         self._authenticate(context, 'report_upgrade_states', locals())
         lock = self._report_locks[hash(instance_id) % _REPORT_LOCKS]
         with lock:
-            return [upgrades.record_report(context, instance_id,
-                                           memory=self.upgrades, **report)
-                    for report in reports]
+            return upgrades.record_reports(context, instance_id, reports,
+                                           memory=self.upgrades)

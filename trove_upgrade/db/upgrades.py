@@ -20,6 +20,7 @@ snapshot would keep showing it the old status in the same one) and finds
 its report to be a duplicate.
 """
 
+import collections
 import threading
 
 import cachetools
@@ -322,31 +323,59 @@ class UpgradeMemory:
             self._upgrades[upgrade['id']] = dict(upgrade)
 
 
-def _known_outcome(known, to_state, instance_id):
-    """``(False, upgrade)`` when ``known`` shows the move is not news.
+class Move(collections.namedtuple('Move', 'to_state detail values')):
+    """One move of a chain: its state, detail and other column values.
 
-    None when the database must decide: a move that ``known`` refuses
-    may be legal from the state the upgrade has reached since.
+    The detail may be a function of the upgrade, as for
+    ``transition_upgrade``.
     """
-    try:
-        if not _decide(known, to_state, None, instance_id):
-            return False, known
-    except exception.InvalidStateTransition:
-        return None
-    return None
+
+
+def _plan(upgrade, moves, allowed_from, instance_id, now):
+    """Decide each of ``moves`` in turn, each from where the last left it.
+
+    Returns ``(outcomes, events, upgrade)``: per move ``(changed,
+    upgrade)`` or the InvalidStateTransition or UpgradeOfAnotherInstance
+    it meets, or the Invalid its detail is (a refused move changes nothing
+    and the next is decided from the same state, as when the moves come
+    one at a time); the events of the moves that are news; the upgrade
+    after them all.
+    """
+    outcomes, events = [], []
+    for move in moves:
+        detail = move.detail
+        try:
+            news = _decide(upgrade, move.to_state, allowed_from, instance_id)
+            if news and callable(detail):
+                detail = common.bounded_detail(detail(upgrade))
+        except (exception.Invalid, exception.InvalidStateTransition,
+                exception.UpgradeOfAnotherInstance) as e:
+            outcomes.append(e)
+            continue
+        if news:
+            events.append((upgrade['status'], move.to_state, detail))
+            upgrade = dict(upgrade, status=move.to_state,
+                           status_detail=detail, updated_at=now,
+                           **move.values)
+            if move.to_state in states.FINAL_STATES:
+                upgrade['finished_at'] = now
+        outcomes.append((news, dict(upgrade)))
+    return outcomes, events, upgrade
 
 
 @common.retry_on_deadlock
-def _transition_once(context, upgrade_id, to_state, source, detail,
-                     allowed_from, values, instance_id, known=None):
-    """Read, decide and compare-and-swap in one transaction.
+def _transition_once(context, upgrade_id, moves, source, allowed_from,
+                     instance_id, known=None):
+    """Read, decide and compare-and-swap a chain in one transaction.
 
-    Returns ``(changed, upgrade)``, or None when another writer changed
-    the status between the read and the UPDATE; the caller then tries
-    again in a new transaction, whose first read sees that writer's
-    change (on MySQL too, whose repeatable-read snapshot would hide it
-    from this one). With ``known`` (the upgrade as last seen, for a move
-    ``known`` allows) the read is skipped.
+    Returns ``_plan``'s outcomes and the upgrade after them, or None when
+    another writer changed the status between the read and the UPDATE;
+    the caller then tries again in a new transaction, whose first read
+    sees that writer's change (on MySQL too, whose repeatable-read
+    snapshot would hide it from this one). With ``known`` (the upgrade as
+    last seen, from which the moves are legal) the read is skipped. One
+    UPDATE takes the upgrade from its status to the chain's last, and one
+    INSERT records every event of the chain.
     """
     with common.context_manager.writer.connection.using(
             context) as connection:
@@ -354,25 +383,109 @@ def _transition_once(context, upgrade_id, to_state, source, detail,
             # As _take_sqlite_write_lock does for a session.
             connection.execute(_SQLITE_LOCK, {'b_id': upgrade_id})
         upgrade = known or _read_upgrade(connection, upgrade_id)
-        if not _decide(upgrade, to_state, allowed_from, instance_id):
-            return False, upgrade
-        if callable(detail):
-            detail = common.bounded_detail(detail(upgrade))
         now = timeutils.utcnow()
-        columns = dict(values, status=to_state, status_detail=detail,
-                       updated_at=now)
-        if to_state in states.FINAL_STATES:
-            columns['finished_at'] = now
+        outcomes, events, moved = _plan(upgrade, moves, allowed_from,
+                                        instance_id, now)
+        if not events:
+            return outcomes, moved
+        columns = {name: moved[name] for name in _moved_columns(moves)}
         params = {'b_' + name: value for name, value in columns.items()}
         params.update(b_id=upgrade_id, b_from=upgrade['status'])
         result = connection.execute(_compare_and_swap(columns), params)
         if result.rowcount != 1:
             return None
-        connection.execute(_INSERT_EVENT, event_row(
-            context, upgrade_id, now, source, upgrade['status'], to_state,
-            detail))
-        upgrade.update(columns)
-        return True, upgrade
+        connection.execute(_INSERT_EVENT, [
+            event_row(context, upgrade_id, now, source, from_state,
+                      to_state, detail)
+            for from_state, to_state, detail in events])
+        return outcomes, moved
+
+
+def _moved_columns(moves):
+    names = {'status', 'status_detail', 'updated_at'}
+    for move in moves:
+        names.update(move.values)
+        if move.to_state in states.FINAL_STATES:
+            names.add('finished_at')
+    return names
+
+
+def _checked_move(to_state, detail, values):
+    """The move, or the Invalid that refuses it before any database."""
+    try:
+        _check_state(to_state)
+        values = values or {}
+        common.check_keys('upgrade column', values, _TRANSITION_VALUES)
+        common.check_strings(models.Upgrade, values,
+                             _TRANSITION_STRINGS.intersection(values))
+        if not callable(detail):
+            detail = common.bounded_detail(detail)
+    except exception.Invalid as e:
+        return e
+    return Move(to_state, detail, values)
+
+
+def transition_upgrade_chain(context, upgrade_id, moves, source,
+                             instance_id=None, memory=None):
+    """Several moves of one upgrade, in order, in one transaction.
+
+    ``moves`` are ``(to_state, detail, values)`` as ``transition_upgrade``
+    takes them. Returns one outcome per move: ``(changed, upgrade)``, or
+    the exception ``transition_upgrade`` would raise for that move alone
+    (Invalid, InvalidStateTransition, UpgradeNotFound,
+    UpgradeOfAnotherInstance); each move is decided from the state the
+    moves before it left, and a refused one changes nothing. So it records
+    what the same moves one ``transition_upgrade`` each would record, with
+    one transaction for them all, which is what an agent's message of
+    several reports costs the conductor.
+
+    With ``memory``, moves it shows to be duplicates or stale need no
+    database, and the upgrade as recorded or read is remembered in it.
+    """
+    checked = [_checked_move(*move) for move in moves]
+    valid = [move for move in checked if isinstance(move, Move)]
+    if valid:
+        if source is None:
+            raise exception.Invalid(reason='an event needs a source')
+        common.check_strings(models.UpgradeEvent, {'source': source},
+                             ['source'])
+        try:
+            outcomes = iter(_record_chain(context, upgrade_id, valid, source,
+                                          None, instance_id, memory))
+        except exception.UpgradeNotFound as e:
+            outcomes = iter([e] * len(valid))
+    return [next(outcomes) if isinstance(move, Move) else move
+            for move in checked]
+
+
+def _record_chain(context, upgrade_id, moves, source, allowed_from,
+                  instance_id, memory):
+    known = None
+    if memory is not None and allowed_from is None:
+        known = memory.get(upgrade_id)
+        if known is not None:
+            outcomes, events, _moved = _plan(known, moves, None, instance_id,
+                                             None)
+            if all(isinstance(outcome, tuple) for outcome in outcomes):
+                if not events:
+                    return outcomes
+            else:
+                # Refused from what is remembered, which may be legal from
+                # the state the upgrade has reached since.
+                known = None
+    # Each lost race means another writer moved the status forward; the
+    # state machine has no cycle, so this loop ends.
+    while True:
+        outcome = _transition_once(context, upgrade_id, moves, source,
+                                   allowed_from, instance_id, known)
+        known = None
+        if outcome is not None:
+            outcomes, moved = outcome
+            if memory is not None:
+                memory.remember(moved)
+            return outcomes
+        LOG.debug('Upgrade %s changed while moving it to %s; retrying.',
+                  upgrade_id, moves[-1].to_state)
 
 
 def transition_upgrade(context, upgrade_id, to_state, source, detail=None,
@@ -400,38 +513,17 @@ def transition_upgrade(context, upgrade_id, to_state, source, detail=None,
     it knows of the upgrade spares the read, or the whole transaction;
     the upgrade as recorded or read is remembered in it.
     """
-    _check_state(to_state)
+    move = _checked_move(to_state, detail, values)
+    if not isinstance(move, Move):
+        raise move
     if source is None:
         raise exception.Invalid(reason='an event needs a source')
     common.check_strings(models.UpgradeEvent, {'source': source}, ['source'])
-    values = values or {}
-    common.check_keys('upgrade column', values, _TRANSITION_VALUES)
-    common.check_strings(models.Upgrade, values,
-                         _TRANSITION_STRINGS.intersection(values))
-    if not callable(detail):
-        detail = common.bounded_detail(detail)
-    known = None
-    if memory is not None and allowed_from is None:
-        known = memory.get(upgrade_id)
-        if known is not None:
-            outcome = _known_outcome(known, to_state, instance_id)
-            if outcome is not None:
-                return outcome
-            if not states.is_legal(known['status'], to_state):
-                known = None
-    # Each lost race means another writer moved the status forward; the
-    # state machine has no cycle, so this loop ends.
-    while True:
-        outcome = _transition_once(context, upgrade_id, to_state, source,
-                                   detail, allowed_from, values, instance_id,
-                                   known)
-        known = None
-        if outcome is not None:
-            if memory is not None:
-                memory.remember(outcome[1])
-            return outcome
-        LOG.debug('Upgrade %s changed while moving it to %s; retrying.',
-                  upgrade_id, to_state)
+    [outcome] = _record_chain(context, upgrade_id, [move], source,
+                              allowed_from, instance_id, memory)
+    if isinstance(outcome, Exception):
+        raise outcome
+    return outcome
 
 
 def timeout_upgrades(context, created_before):

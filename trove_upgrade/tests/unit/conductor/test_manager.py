@@ -378,6 +378,26 @@ class TestReportBatches(ClaimedTestCase):
                           states.SUCCESS], self.states_recorded())
         self.assertEqual('trove_upgrade.upgrade.end', self.event_types()[-1])
 
+    def test_the_reports_of_one_upgrade_are_one_transaction(self):
+        other_id = self.new_upgrade()['id']
+        self.manager.start_upgrade(self.context, INSTANCE, other_id,
+                                   'v1.0.0')
+        reports = self.batch((states.VERIFYING, None),
+                             (states.INSTALLING, None))
+        reports.insert(1, dict(reports[0], upgrade_id=other_id))
+        reports.append(dict(reports[-1], to_state=states.SUCCESS))
+        with mock.patch.object(db_upgrades, '_transition_once',
+                               wraps=db_upgrades._transition_once) as once:
+            outcomes = self.manager.report_upgrade_states(
+                self.context, INSTANCE, reports)
+        self.assertEqual([True] * 4, [o['recorded'] for o in outcomes])
+        # This upgrade's first report, the other's, then this one's two.
+        self.assertEqual([self.upgrade_id, other_id, self.upgrade_id],
+                         [c.args[1] for c in once.call_args_list])
+        self.assertEqual(states.SUCCESS,
+                         self.upgrade(self.upgrade_id)['status'])
+        self.assertEqual(states.VERIFYING, self.upgrade(other_id)['status'])
+
     def test_a_bad_report_changes_only_itself(self):
         outcomes = self.manager.report_upgrade_states(
             self.context, INSTANCE, self.batch(

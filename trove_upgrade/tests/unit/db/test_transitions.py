@@ -329,6 +329,122 @@ class TestTransitionUpgrade(db_base.DbTestCase):
         self.assertEqual(db_common.MAX_DETAIL, len(cut[1]['status_detail']))
 
 
+class TestTransitionChain(TestTransitionUpgrade):
+    """Several moves of one upgrade in one transaction."""
+
+    def _chain(self, upgrade, *moves, **kw):
+        return db_upgrades.transition_upgrade_chain(
+            self.context, upgrade['id'], moves, 'agent', **kw)
+
+    def _details(self, upgrade):
+        return [e['detail'] for e in db_upgrades.get_upgrade(
+            self.context, upgrade['id'], with_events=True)['events']]
+
+    def test_records_each_move_in_order_with_its_event(self):
+        upgrade = self._create()
+        self._transition(upgrade, states.DOWNLOADING)
+        self._advance(2)
+        outcomes = self._chain(
+            upgrade, (states.VERIFYING, 'verified', None),
+            (states.INSTALLING, None, {'from_version': '1.0'}),
+            (states.SUCCESS, 'healthy', None))
+        self.assertEqual([(True, states.VERIFYING), (True, states.INSTALLING),
+                          (True, states.SUCCESS)],
+                         [(c, u['status']) for c, u in outcomes])
+        self.assertEqual('verified', outcomes[0][1]['status_detail'])
+        self.assertIsNone(outcomes[0][1]['from_version'])
+        self.assertEqual('1.0', outcomes[1][1]['from_version'])
+        self.assertIsNone(outcomes[1][1]['finished_at'])
+        stored = db_upgrades.get_upgrade(self.context, upgrade['id'])
+        self.assertEqual(outcomes[-1][1], stored)
+        self.assertEqual(T0 + datetime.timedelta(seconds=2),
+                         stored['finished_at'])
+        self.assertEqual([(None, states.PENDING),
+                          (states.PENDING, states.DOWNLOADING),
+                          (states.DOWNLOADING, states.VERIFYING),
+                          (states.VERIFYING, states.INSTALLING),
+                          (states.INSTALLING, states.SUCCESS)],
+                         self._events(upgrade))
+        self.assertEqual([None, None, 'verified', None, 'healthy'],
+                         self._details(upgrade))
+
+    def test_a_refused_move_leaves_the_next_to_be_decided(self):
+        upgrade = self._create()
+        self._transition(upgrade, states.DOWNLOADING)
+        outcomes = self._chain(
+            upgrade, (states.VERIFYING, None, None),
+            (states.CANCELLED, None, None),
+            ('NOT-A-STATE', None, None),
+            (states.INSTALLING, None, {'no_such_column': 1}),
+            (states.VERIFYING, None, None),
+            (states.DOWNLOADING, None, None),
+            (states.INSTALLING, None, None))
+        self.assertEqual((True, states.VERIFYING),
+                         (outcomes[0][0], outcomes[0][1]['status']))
+        self.assertIsInstance(outcomes[1], exception.InvalidStateTransition)
+        self.assertEqual(states.VERIFYING, outcomes[1].kwargs['from_state'])
+        self.assertIsInstance(outcomes[2], exception.Invalid)
+        self.assertIsInstance(outcomes[3], exception.Invalid)
+        self.assertEqual([False, False, True],
+                         [o[0] for o in outcomes[4:]])
+        self.assertEqual([states.VERIFYING, states.VERIFYING,
+                          states.INSTALLING],
+                         [o[1]['status'] for o in outcomes[4:]])
+        self.assertEqual([(states.DOWNLOADING, states.VERIFYING),
+                          (states.VERIFYING, states.INSTALLING)],
+                         self._events(upgrade)[2:])
+
+    def test_nothing_new_writes_nothing(self):
+        upgrade = self._create()
+        self._transition(upgrade, states.INSTALLING)
+        self._advance(5)
+        outcomes = self._chain(upgrade, (states.VERIFYING, None, None),
+                               (states.INSTALLING, 'again', None))
+        self.assertEqual([False, False], [o[0] for o in outcomes])
+        stored = db_upgrades.get_upgrade(self.context, upgrade['id'])
+        self.assertEqual(T0, stored['updated_at'])
+        self.assertEqual(2, len(self._events(upgrade)))
+
+    def test_unknown_upgrade_or_another_instance_refuses_every_move(self):
+        moves = ((states.VERIFYING, None, None), ('BAD', None, None))
+        outcomes = self._chain({'id': uuidutils.generate_uuid()}, *moves)
+        self.assertIsInstance(outcomes[0], exception.UpgradeNotFound)
+        self.assertIsInstance(outcomes[1], exception.Invalid)
+        upgrade = self._create()
+        outcomes = self._chain(upgrade, *moves, instance_id=OTHER_INSTANCE)
+        self.assertIsInstance(outcomes[0],
+                              exception.UpgradeOfAnotherInstance)
+        self.assertEqual([(None, states.PENDING)], self._events(upgrade))
+
+    def test_a_detail_that_cannot_be_stored_refuses_its_move_only(self):
+        upgrade = self._create()
+        outcomes = self._chain(upgrade, (states.SENT, lambda u: 3, None),
+                               (states.DOWNLOADING, lambda u: 'claimed',
+                                None))
+        self.assertIsInstance(outcomes[0], exception.Invalid)
+        self.assertEqual('claimed', outcomes[1][1]['status_detail'])
+        self.assertEqual([(None, states.PENDING),
+                          (states.PENDING, states.DOWNLOADING)],
+                         self._events(upgrade))
+
+    def test_another_writer_between_read_and_update_is_retried(self):
+        upgrade = self._create()
+        self._transition(upgrade, states.DOWNLOADING)
+        memory = db_upgrades.UpgradeMemory()
+        memory.remember(db_upgrades.get_upgrade(self.context, upgrade['id']))
+        # Another conductor records VERIFYING: what is remembered is old.
+        self._transition(upgrade, states.VERIFYING)
+        outcomes = self._chain(upgrade, (states.VERIFYING, None, None),
+                               (states.INSTALLING, None, None),
+                               memory=memory)
+        self.assertEqual([False, True], [o[0] for o in outcomes])
+        self.assertEqual(states.INSTALLING, memory.get(upgrade['id'])[
+            'status'])
+        self.assertEqual([(states.DOWNLOADING, states.VERIFYING),
+                          (states.VERIFYING, states.INSTALLING)],
+                         self._events(upgrade)[2:])
+
+
 class TestCreateSent(db_base.DbTestCase):
     """An upgrade recorded with its first send, for the API's cast."""
 
