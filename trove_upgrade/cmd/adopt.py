@@ -63,7 +63,7 @@ def main(argv=None):
         owner = agent_service.AgentService._own_install_root(
             agent.install_root, wait=0)
     except (agent_service.AgentConfigError, journal_mod.JournalError,
-            OSError) as e:
+            OSError, cfg.Error) as e:
         print('%s: error: %s' % (PROG, e), file=sys.stderr)
         return 2
     try:

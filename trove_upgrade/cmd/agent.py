@@ -20,6 +20,7 @@ conductor. Reads ``--config-file`` and ``--config-dir`` like every service.
 
 import sys
 
+from oslo_config import cfg
 from oslo_log import log as logging
 from oslo_service import service
 
@@ -37,7 +38,13 @@ def main(argv=None):
          prog='trove-upgrade-agent',
          version=version.version_info.version_string())
     logging.setup(CONF, 'trove-upgrade-agent')
-    CONF.log_opt_values(LOG, logging.DEBUG)
+    try:
+        # Reads every value now, so that one that cannot work stops the
+        # service here, named, rather than with a traceback later.
+        CONF.log_opt_values(LOG, logging.DEBUG)
+    except cfg.Error as e:
+        LOG.error('trove-upgrade-agent cannot start: %s', e)
+        return 2
     try:
         agent = agent_service.AgentService(CONF)
     except (exception.TroveUpgradeException, OSError) as e:

@@ -19,6 +19,7 @@ oslo.service's launcher, which stops it cleanly on SIGTERM.
 
 import sys
 
+from oslo_config import cfg
 from oslo_log import log as logging
 from oslo_service import service
 
@@ -35,7 +36,13 @@ def main(argv=None):
          prog='trove-upgrade-conductor',
          version=version.version_info.version_string())
     logging.setup(CONF, 'trove-upgrade-conductor')
-    CONF.log_opt_values(LOG, logging.DEBUG)
+    try:
+        # Reads every value now, so that one that cannot work stops the
+        # service here, named, rather than with a traceback later.
+        CONF.log_opt_values(LOG, logging.DEBUG)
+    except cfg.Error as e:
+        LOG.error('trove-upgrade-conductor cannot start: %s', e)
+        return 2
     launcher = service.launch(CONF, conductor_service.ConductorService())
     return launcher.wait()
 

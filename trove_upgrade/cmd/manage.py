@@ -169,4 +169,7 @@ def main(argv=None):
     except exception.TroveUpgradeException as exc:
         print('Error: %s' % exc, file=sys.stderr)
         return 1
+    except cfg.Error as exc:
+        print('Configuration error: %s' % exc, file=sys.stderr)
+        return 1
     return 0

@@ -1,0 +1,60 @@
+#    Licensed under the Apache License, Version 2.0 (the "License"); you may
+#    not use this file except in compliance with the License. You may obtain
+#    a copy of the License at
+#
+#         http://www.apache.org/licenses/LICENSE-2.0
+#
+#    Unless required by applicable law or agreed to in writing, software
+#    distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+#    WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+#    License for the specific language governing permissions and limitations
+#    under the License.
+
+"""A console command given an option value that cannot work.
+
+oslo.config converts a value only when it is first read; read late, a
+bad one ended the process with a traceback. Each command now stops at
+start with the option named and a non-zero status.
+"""
+
+import os
+import subprocess
+import sys
+
+import fixtures
+import testtools
+
+BIN = os.path.dirname(sys.executable)
+
+
+class TestBadOptionValue(testtools.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.config = self.useFixture(fixtures.TempDir()).join('bad.conf')
+
+    def run_with(self, command, section, option, value, *args):
+        with open(self.config, 'w') as f:
+            f.write('[database]\nconnection = sqlite://\n'
+                    '[%s]\n%s = %s\n' % (section, option, value))
+        done = subprocess.run(
+            [os.path.join(BIN, command), '--config-file', self.config]
+            + list(args), capture_output=True, text=True, timeout=60,
+            stdin=subprocess.DEVNULL)
+        output = done.stdout + done.stderr
+        self.assertNotEqual(0, done.returncode, output)
+        self.assertIn(option, output)
+        self.assertIn(value, output)
+        self.assertNotIn('Traceback', output)
+
+    def test_conductor(self):
+        self.run_with('trove-upgrade-conductor', 'conductor',
+                      'heartbeat_write_interval', 'often')
+
+    def test_agent(self):
+        self.run_with('trove-upgrade-agent', 'agent', 'heartbeat_interval',
+                      '-5x')
+
+    def test_manage(self):
+        self.run_with('trove-upgrade-manage', 'database', 'max_retries',
+                      'zz', 'db', 'sync')
