@@ -140,11 +140,20 @@ class Router:
 
     @util.wsgify
     def __call__(self, req):
+        try:
+            path = req.path_info
+        except UnicodeDecodeError:
+            raise webob.exc.HTTPBadRequest(
+                'The URL path is not UTF-8 once percent-decoded.')
         match = self._map.match(environ=req.environ)
         if match is None:
-            raise webob.exc.HTTPNotFound(
-                'No resource at %s.' % req.path_info)
+            raise webob.exc.HTTPNotFound('No resource at %s.' % path)
         action = match.pop('action')
+        # Routes matches the WSGI path, bytes as latin-1 (PEP 3333); the
+        # ids in it are UTF-8, as the path was just found to be.
+        match = {name: value.encode('latin-1').decode('utf-8')
+                 if isinstance(value, str) else value
+                 for name, value in match.items()}
         req.environ['wsgiorg.routing_args'] = ((), match)
         req.environ[util.CONF_KEY] = self.conf
         req.environ[util.HEALTHCHECK_KEY] = self._healthcheck

@@ -164,6 +164,26 @@ class TestMalformedQueries(base.APITestCase):
                     self.request('GET', self.mgmt + path + query), 400,
                     'The query string is not UTF-8 once percent-decoded.')
 
+    def test_path_not_utf8(self):
+        # Once a 500: the path was decoded where it was first needed.
+        for method, path in (('GET', '/upgrades/%FF'), ('GET', '/nothing%C3'),
+                             ('DELETE', '/rollouts/%C3%28'),
+                             ('PUT', '/upgrades%FF')):
+            self.assertError(
+                self.request(method, self.mgmt + path), 400,
+                'The URL path is not UTF-8 once percent-decoded.')
+
+    def test_ids_in_the_path_are_utf8(self):
+        # Once matched as latin-1: "Upgrade \u00c3\u00a9 ..." for "é".
+        for path, detail in (
+                ('/upgrades/%C3%A9t%C3%A9', 'Upgrade \u00e9t\u00e9 could '
+                                            'not be found.'),
+                ('/rollouts/%C3%A9', 'Rollout \u00e9 could not be found.'),
+                ('/agents/%E2%82%AC', 'No agent is registered for instance '
+                                      '\u20ac.')):
+            self.assertError(self.request('GET', self.mgmt + path), 404,
+                             detail)
+
     def test_limit_of_other_digits(self):
         # Digits to str.isdigit(), not to int(), or not ASCII.
         for limit in ('%C2%B2', '%EF%BC%91', '%D9%A1'):
