@@ -47,12 +47,28 @@ _KEPT_ERROR_HEADERS = frozenset(['allow', 'location', 'retry-after',
                                  'www-authenticate'])
 
 
+MAX_ERROR_DETAIL = 1024
+
+
+def _bounded(detail):
+    """``detail`` with its middle cut when it is long.
+
+    Details quote the request (an id of megabytes); the head and the end,
+    which says where in the body the error is, are kept.
+    """
+    if len(detail) <= MAX_ERROR_DETAIL:
+        return detail
+    note = ' ... (%d characters cut) ... ' % (len(detail) - MAX_ERROR_DETAIL)
+    keep = (MAX_ERROR_DETAIL - len(note)) // 2
+    return detail[:keep] + note + detail[-keep:]
+
+
 def error_response(status, detail, environ, headers=None):
     """The JSON error response for ``status`` with a specific ``detail``."""
     body = {'errors': [{
         'status': status,
         'title': http.HTTPStatus(status).phrase,
-        'detail': str(detail),
+        'detail': _bounded(str(detail)),
         'request_id': environ.get(request_id.ENV_REQUEST_ID),
     }]}
     return json_response(body, status=status, headers=headers)

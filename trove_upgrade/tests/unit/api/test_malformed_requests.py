@@ -173,6 +173,13 @@ class TestMalformedQueries(base.APITestCase):
                 self.request(method, self.mgmt + path), 400,
                 'The URL path is not UTF-8 once percent-decoded.')
 
+    def test_an_error_quoting_a_huge_path_is_bounded(self):
+        error = self.assertError(
+            self.request('GET', self.mgmt + '/upgrades/' + 'a' * 100000),
+            404, 'characters cut)')
+        self.assertLessEqual(len(error['detail']), 1024)
+        self.assertTrue(error['detail'].endswith('a could not be found.'))
+
     def test_ids_in_the_path_are_utf8(self):
         # Once matched as latin-1: "Upgrade \u00c3\u00a9 ..." for "é".
         for path, detail in (
