@@ -21,16 +21,10 @@ heartbeats as an agent does, through ``ConductorAPI``, and reads what
 import datetime
 import time
 
-import fixtures
 from oslo_utils import timeutils
-from oslo_utils import uuidutils
-import sqlalchemy as sa
 
 from trove_upgrade.conductor import rpcapi
-from trove_upgrade import conf
 from trove_upgrade.db import agents as db_agents
-from trove_upgrade.db import common as db_common
-from trove_upgrade.db import migration
 from trove_upgrade.tests.fixtures import database
 from trove_upgrade.tests.functional.conductor import test_conductor_process
 
@@ -39,34 +33,6 @@ DOWN_TIME = 6
 WRITE_INTERVAL = 2
 AGENT = dict(agent_version='2026.2.0', guest_version='v1.0.0',
              rpc_api_version='1.1', labels={'group': 'blue'}, host='guest')
-
-
-class MariaDBDatabase(fixtures.Fixture):
-    """A new, migrated MariaDB database of openstack_citest, dropped after."""
-
-    def _setUp(self):
-        name = 'trove_upgrade_%s' % uuidutils.generate_uuid(dashed=False)
-        server = 'mysql+pymysql://openstack_citest:openstack_citest@127.0.0.1'
-        admin = sa.create_engine(server + '/', isolation_level='AUTOCOMMIT')
-        self.addCleanup(admin.dispose)
-        with admin.connect() as connection:
-            connection.execute(sa.text('CREATE DATABASE %s' % name))
-        self.addCleanup(self._drop, admin, name)
-        self.url = '%s/%s' % (server, name)
-        engine = sa.create_engine(self.url)
-        self.addCleanup(engine.dispose)
-        migration.upgrade('head', engine=engine)
-        conf.CONF.set_override('connection', self.url, group='database')
-        self.addCleanup(conf.CONF.clear_override, 'connection',
-                        group='database')
-        facade = db_common.new_facade(connection=self.url)
-        self.addCleanup(db_common.context_manager.patch_factory(facade))
-        self.addCleanup(facade.dispose_pool)
-
-    @staticmethod
-    def _drop(admin, name):
-        with admin.connect() as connection:
-            connection.execute(sa.text('DROP DATABASE IF EXISTS %s' % name))
 
 
 class _HeartbeatWrites:
@@ -121,5 +87,5 @@ class TestHeartbeatWritesMariaDB(
         _HeartbeatWrites, test_conductor_process.ConductorProcessTestCase):
 
     def setUp(self):
-        self.database_fixture = MariaDBDatabase
+        self.database_fixture = database.MariaDBDatabase
         super().setUp()

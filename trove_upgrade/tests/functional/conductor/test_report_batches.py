@@ -135,3 +135,11 @@ class TestReportBatchesPostgreSQL(
     def setUp(self):
         self.database_fixture = database.PostgresqlDatabase
         super().setUp()
+
+
+class TestReportBatchesMariaDB(
+        _ReportBatches, test_conductor_process.ConductorProcessTestCase):
+
+    def setUp(self):
+        self.database_fixture = database.MariaDBDatabase
+        super().setUp()
