@@ -44,6 +44,15 @@ api_opts = [
                min=1024,
                help='Request bodies larger than this many bytes are '
                     'refused with 413 before they are parsed.'),
+    cfg.IntOpt('client_socket_timeout',
+               default=60,
+               min=1,
+               help='Seconds a client connection to trove-upgrade-api may '
+                    'stay silent, waiting for its next request on a '
+                    'kept-alive connection or in the middle of sending a '
+                    'request or receiving a response, before the server '
+                    'closes it. The WSGI servers that serve '
+                    'trove_upgrade.wsgi.api have settings of their own.'),
 ]
 
 

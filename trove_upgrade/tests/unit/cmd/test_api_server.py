@@ -1,0 +1,270 @@
+#    Licensed under the Apache License, Version 2.0 (the "License"); you may
+#    not use this file except in compliance with the License. You may obtain
+#    a copy of the License at
+#
+#         http://www.apache.org/licenses/LICENSE-2.0
+#
+#    Unless required by applicable law or agreed to in writing, software
+#    distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+#    WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+#    License for the specific language governing permissions and limitations
+#    under the License.
+
+"""trove-upgrade-api's HTTP/1.1 server, on a real socket on loopback.
+
+Each test serves a small WSGI application with ``make_server`` in a
+thread of its own and talks to it with raw sockets or http.client.
+"""
+
+import http.client
+import socket
+import threading
+
+import fixtures
+
+from trove_upgrade.cmd import api
+from trove_upgrade.tests import base
+
+# Generous bounds so that a server that hangs fails the test, not the run.
+WAIT = 30
+
+
+def _app(environ, start_response):
+    """Echo the request body; /stream answers without Content-Length."""
+    path = environ['PATH_INFO']
+    if path == '/unread':
+        body = b'not read'
+    else:
+        length = int(environ.get('CONTENT_LENGTH') or 0)
+        body = environ['wsgi.input'].read(length)
+    if path == '/fail':
+        raise RuntimeError('the application failed')
+    elif path == '/stream':
+        start_response('200 OK', [('Content-Type', 'text/plain')])
+        return iter([b'one ', b'two'])
+    elif path == '/block':
+        environ['test.entered'].set()
+        environ['test.release'].wait(WAIT)
+        body = b'finished'
+    start_response('200 OK', [('Content-Type', 'text/plain'),
+                              ('Content-Length', str(len(body)))])
+    return [body]
+
+
+class TestServer(base.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.entered = threading.Event()
+        self.release = threading.Event()
+        self.addCleanup(self.release.set)
+
+    def serve(self, client_timeout=None):
+        def application(environ, start_response):
+            environ['test.entered'] = self.entered
+            environ['test.release'] = self.release
+            return _app(environ, start_response)
+
+        self.threads_before = set(threading.enumerate())
+        self.server = api.make_server('127.0.0.1', 0, application,
+                                      client_timeout=client_timeout)
+        self.port = self.server.server_address[1]
+        self.serving = threading.Thread(target=self.server.serve_forever,
+                                        kwargs={'poll_interval': 0.05})
+        self.serving.start()
+        self.addCleanup(self.stop)
+
+    def stop(self):
+        if self.serving.is_alive():
+            self.server.shutdown()
+            self.server.server_close()
+            self.serving.join(WAIT)
+
+    def connect(self):
+        sock = socket.create_connection(('127.0.0.1', self.port),
+                                        timeout=WAIT)
+        self.addCleanup(sock.close)
+        return sock
+
+    def http(self):
+        conn = http.client.HTTPConnection('127.0.0.1', self.port,
+                                          timeout=WAIT)
+        self.addCleanup(conn.close)
+        return conn
+
+    def receive_all(self, sock):
+        """Everything the server sends until it closes the connection."""
+        data = b''
+        while True:
+            chunk = sock.recv(65536)
+            if not chunk:
+                return data
+            data += chunk
+
+    def test_requests_share_one_connection(self):
+        self.serve()
+        conn = self.http()
+        sockets = []
+        for body in (b'first', b'second'):
+            conn.request('POST', '/', body=body)
+            resp = conn.getresponse()
+            self.assertEqual(200, resp.status)
+            self.assertEqual(body, resp.read())
+            self.assertIsNone(resp.getheader('Connection'))
+            sockets.append(conn.sock)
+        self.assertIs(sockets[0], sockets[1])
+
+    def test_unread_body_closes_the_connection(self):
+        self.serve()
+        sock = self.connect()
+        # The body looks like a request: it must not be taken for one.
+        smuggled = b'GET /smuggled HTTP/1.1\r\nHost: x\r\n\r\n'
+        sock.sendall(b'POST /unread HTTP/1.1\r\nHost: x\r\n'
+                     b'Content-Length: %d\r\n\r\n' % len(smuggled)
+                     + smuggled)
+        reply = self.receive_all(sock)
+        self.assertEqual(1, reply.count(b'HTTP/1.1 '), reply)
+        self.assertIn(b'\r\nConnection: close\r\n', reply)
+        self.assertTrue(reply.endswith(b'not read'), reply)
+
+    def test_chunked_request_is_refused(self):
+        self.serve()
+        sock = self.connect()
+        sock.sendall(b'POST / HTTP/1.1\r\nHost: x\r\n'
+                     b'Transfer-Encoding: chunked\r\n\r\n'
+                     b'5\r\nhello\r\n0\r\n\r\n')
+        reply = self.receive_all(sock)
+        self.assertTrue(reply.startswith(b'HTTP/1.1 411 '), reply)
+        self.assertEqual(1, reply.count(b'HTTP/1.1 '), reply)
+
+    def test_bad_content_length_is_refused(self):
+        self.serve()
+        for lengths in ([b'-1'], [b'x'], [b'2', b'3']):
+            sock = self.connect()
+            sock.sendall(b'POST / HTTP/1.1\r\nHost: x\r\n'
+                         + b''.join(b'Content-Length: %s\r\n' % n
+                                    for n in lengths)
+                         + b'\r\nabc')
+            reply = self.receive_all(sock)
+            self.assertTrue(reply.startswith(b'HTTP/1.1 400 '), reply)
+
+    def test_request_line_and_headers_are_bounded(self):
+        self.serve()
+        sock = self.connect()
+        sock.sendall(b'GET /' + b'x' * 70000 + b' HTTP/1.1\r\n\r\n')
+        self.assertTrue(
+            self.receive_all(sock).startswith(b'HTTP/1.1 414 '))
+        # The standard library's bound, which python-swiftclient raises.
+        too_many = http.client._MAXHEADERS + 1
+        for headers in (b'X-Long: ' + b'x' * 70000 + b'\r\n',
+                        b''.join(b'X-H%d: v\r\n' % i
+                                 for i in range(too_many))):
+            sock = self.connect()
+            sock.sendall(b'GET / HTTP/1.1\r\n' + headers + b'\r\n')
+            self.assertTrue(
+                self.receive_all(sock).startswith(b'HTTP/1.1 431 '))
+
+    def test_response_without_length_closes(self):
+        self.serve()
+        sock = self.connect()
+        sock.sendall(b'GET /stream HTTP/1.1\r\nHost: x\r\n\r\n')
+        reply = self.receive_all(sock)
+        self.assertIn(b'\r\nConnection: close\r\n', reply)
+        self.assertTrue(reply.endswith(b'\r\n\r\none two'), reply)
+
+    def quiet_tracebacks(self):
+        self.useFixture(fixtures.MonkeyPatch(
+            'wsgiref.handlers.BaseHandler.log_exception',
+            lambda self, exc_info: None))
+
+    def test_application_error_answers_500_and_closes(self):
+        self.serve()
+        self.quiet_tracebacks()
+        sock = self.connect()
+        sock.sendall(b'GET /fail HTTP/1.1\r\nHost: x\r\n\r\n'
+                     b'GET / HTTP/1.1\r\nHost: x\r\n\r\n')
+        reply = self.receive_all(sock)
+        self.assertTrue(reply.startswith(b'HTTP/1.1 500 '), reply)
+        self.assertEqual(1, reply.count(b'HTTP/1.1 '), reply)
+
+    def test_http_1_0_and_connection_close_are_not_kept(self):
+        self.serve()
+        for request in (b'GET / HTTP/1.0\r\n\r\n',
+                        b'GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n',
+                        b'GET / HTTP/1.1\r\nConnection: close\r\n\r\n'):
+            sock = self.connect()
+            sock.sendall(request)
+            reply = self.receive_all(sock)
+            self.assertIn(b' 200 OK\r\n', reply)
+            self.assertIn(b'\r\nConnection: close\r\n', reply)
+
+    def test_expect_100_continue(self):
+        self.serve()
+        sock = self.connect()
+        sock.sendall(b'POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\n'
+                     b'Expect: 100-continue\r\n\r\n')
+        self.assertEqual(b'HTTP/1.1 100 Continue\r\n\r\n',
+                         sock.recv(len(b'HTTP/1.1 100 Continue\r\n\r\n')))
+        sock.sendall(b'body')
+        sock.shutdown(socket.SHUT_WR)
+        self.assertTrue(self.receive_all(sock).endswith(b'\r\n\r\nbody'))
+
+    def test_silent_client_is_disconnected(self):
+        self.serve(client_timeout=0.2)
+        self.quiet_tracebacks()
+        idle = self.connect()
+        # Half a request, then nothing.
+        partial = self.connect()
+        partial.sendall(b'POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 9\r\n'
+                        b'\r\nabc')
+        # Kept alive after one request, then nothing.
+        kept = self.connect()
+        kept.sendall(b'GET / HTTP/1.1\r\nHost: x\r\n\r\n')
+        self.assertEqual(b'', self.receive_all(idle))
+        self.assertTrue(self.receive_all(kept).startswith(b'HTTP/1.1 200 '))
+        # The application got a short body and failed; the server closed.
+        self.assertNotIn(b' 200 OK', self.receive_all(partial))
+
+    def test_half_closed_client_gets_its_answer(self):
+        self.serve()
+        sock = self.connect()
+        sock.sendall(b'POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n'
+                     b'\r\nhi')
+        sock.shutdown(socket.SHUT_WR)
+        reply = self.receive_all(sock)
+        self.assertTrue(reply.startswith(b'HTTP/1.1 200 '), reply)
+        self.assertTrue(reply.endswith(b'\r\n\r\nhi'), reply)
+
+    def test_stopping_closes_idle_connections_and_finishes_requests(self):
+        # No client timeout: only stopping can end the idle connection.
+        self.serve()
+        idle = self.http()
+        idle.request('GET', '/')
+        self.assertEqual(200, idle.getresponse().status)
+        busy = self.connect()
+        busy.sendall(b'GET /block HTTP/1.1\r\nHost: x\r\n\r\n')
+        self.assertTrue(self.entered.wait(WAIT))
+        stopping = threading.Thread(target=self.stop)
+        stopping.start()
+        self.assertEqual(b'', idle.sock.recv(1))
+        self.release.set()
+        reply = self.receive_all(busy)
+        stopping.join(WAIT)
+        self.assertFalse(stopping.is_alive())
+        self.assertTrue(reply.startswith(b'HTTP/1.1 200 '), reply)
+        self.assertIn(b'\r\nConnection: close\r\n', reply)
+        self.assertTrue(reply.endswith(b'finished'), reply)
+
+    def test_no_thread_outlives_the_server(self):
+        self.serve(client_timeout=5)
+        for _ in range(5):
+            conn = http.client.HTTPConnection('127.0.0.1', self.port,
+                                              timeout=WAIT)
+            conn.request('GET', '/')
+            conn.getresponse().read()
+            conn.close()
+        kept = self.http()
+        kept.request('GET', '/')
+        kept.getresponse().read()
+        self.stop()
+        self.assertEqual(self.threads_before, set(threading.enumerate()))
