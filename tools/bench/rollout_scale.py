@@ -60,7 +60,7 @@ Before anything is timed, a rollout over a few agents of their own opens
 the reconciler's send connections, as the raw casts open theirs first.
 
     python tools/bench/rollout_scale.py [--agents 2000]
-        [--max-in-flight 200] [--processes 3] [--send-threads 1]
+        [--max-in-flight 200] [--processes 3] [--send-threads 8]
         [--connection URL]
 
 Nothing is asserted: it prints figures. All traffic stays on loopback.
@@ -288,10 +288,9 @@ def main():
     parser.add_argument('--processes', type=int, default=3)
     parser.add_argument('--rollout-interval', type=float, default=1.0,
                         help="the conductor's [conductor] rollout_interval")
-    parser.add_argument('--send-threads', type=int,
-                        default=conf.CONF.conductor.rollout_send_threads,
+    parser.add_argument('--send-threads', type=int, default=8,
                         help="the conductor's [conductor] "
-                             "rollout_send_threads (default: its default)")
+                             "rollout_send_threads")
     parser.add_argument('--conductor-threads', type=int, default=64,
                         help="the conductor's [DEFAULT] "
                              "executor_thread_pool_size")

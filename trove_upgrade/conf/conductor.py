@@ -91,17 +91,14 @@ conductor_opts = [
                     'upgrade its agent has not claimed (see '
                     'resend_interval).'),
     cfg.IntOpt('rollout_send_threads',
-               default=1,
+               default=8,
                min=1,
                help='Threads with which the rollout reconciler casts a '
                     'batch of upgrades. Each cast waits for RabbitMQ to '
                     'confirm it, which takes longest when the agents the '
                     'batch reached are answering at once; several threads '
-                    'wait together, so a batch goes out sooner, but each '
-                    'cast then costs the reconciler more CPU, from the '
-                    "threads' contention for the interpreter. Each uses its "
-                    'own connection from the [DEFAULT] rpc_conn_pool_size '
-                    'pool.'),
+                    'wait together. Each uses its own connection from the '
+                    '[DEFAULT] rpc_conn_pool_size pool.'),
     cfg.IntOpt('rollout_lease_time',
                default=60,
                min=1,
