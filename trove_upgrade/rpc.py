@@ -82,6 +82,21 @@ def _register_global_only_opts(conf):
 set_defaults()
 
 
+class SerializedContext(dict):
+    """A request context as :class:`RequestContextSerializer` sends it.
+
+    Given to a send in place of the context, it is sent as it is: a caller
+    that sends many messages with one context (``AgentAPI.upgrade_many``)
+    serializes it once instead of once per message.
+    """
+
+
+def serialized_context(context):
+    """``context`` as every message sends it, for many sends of it."""
+    return SerializedContext(
+        RequestContextSerializer().serialize_context(context))
+
+
 class RequestContextSerializer(messaging.Serializer):
     """Send the request context with each message, rebuild it on arrival.
 
@@ -102,6 +117,8 @@ class RequestContextSerializer(messaging.Serializer):
         return self._base.deserialize_entity(context, entity)
 
     def serialize_context(self, context):
+        if isinstance(context, SerializedContext):
+            return context
         values = context.to_dict()
         values.pop('auth_token', None)
         return values

@@ -150,10 +150,12 @@ class AgentAPI:
                 context, {u['instance_id'] for u in upgrades})
         except Exception as e:
             return {u['id']: e for u in upgrades}
+        # Serialized once for the batch rather than once per cast.
+        wire_context = rpc.serialized_context(context)
 
         def send(upgrade):
             try:
-                self._cast_upgrade_of(context, version_cap, upgrade,
+                self._cast_upgrade_of(wire_context, version_cap, upgrade,
                                       keys[upgrade['instance_id']])
             # Whatever stopped the cast, this upgrade was not sent.
             except Exception as e:
@@ -178,7 +180,11 @@ class AgentAPI:
                 if error is not None}
 
     def _cast_upgrade_of(self, context, version_cap, upgrade, keys):
-        """Cast ``upgrade``, a dict of its fields, sealed with ``keys``."""
+        """Cast ``upgrade``, a dict of its fields, sealed with ``keys``.
+
+        ``context`` is the request context or ``rpc.serialized_context``
+        of it.
+        """
         self._cast_upgrade(
             context, version_cap, keys, rpc_interface.AGENT.message(
                 'upgrade', dict(upgrade, upgrade_id=upgrade['id'])))

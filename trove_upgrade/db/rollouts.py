@@ -238,8 +238,10 @@ def list_rollout_dispatches(context, rollout_id):
     Ordered by instance and attempt.
     """
     dispatch = models.RolloutDispatch
+    # Plain rows from the session's connection, as the selection's: a
+    # reconcile pass reads every attempt of the rollout.
     with common.context_manager.reader.using(context) as session:
-        rows = session.execute(
+        rows = session.connection().execute(
             sa.select(dispatch.instance_id, dispatch.attempt,
                       dispatch.canary, dispatch.upgrade_id,
                       models.Upgrade.status, models.Upgrade.created_at,

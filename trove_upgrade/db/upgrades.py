@@ -611,6 +611,6 @@ def mark_upgrades_sent(context, upgrade_ids, source, resend_at=None,
 def list_busy_instances(context):
     """Instances with an upgrade in a non-final state, from anyone."""
     with common.context_manager.reader.using(context) as session:
-        return set(session.scalars(
+        return set(session.connection().scalars(
             sa.select(models.Upgrade.instance_id).distinct()
             .where(models.Upgrade.status.not_in(states.FINAL_STATES))))

@@ -129,6 +129,11 @@ class TestUpgradeMany(base.TestCase):
         self.assertEqual(('1.0', 'u-1'), (plain.version,
                                           plain.args['upgrade_id']))
         self.assertNotIn('sealed', plain.args)
+        # The context, serialized once for the batch, reaches each agent.
+        for message in (sealed, plain):
+            self.assertEqual(self.context.request_id,
+                             message.context['request_id'])
+            self.assertTrue(message.context['is_admin'])
 
     def test_one_refused_does_not_stop_the_others(self):
         self.flags(group='upgrade_levels', agent='1.0')

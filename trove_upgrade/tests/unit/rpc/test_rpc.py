@@ -92,6 +92,25 @@ class TestRPC(base.TestCase):
                              ctxt, serializer.serialize_entity(
                                  ctxt, {'a': [1]})))
 
+    def test_a_serialized_context_is_sent_as_it_would_be(self):
+        server = self.useFixture(rpc_fixture.RecordingServer(
+            messaging.Target(topic='echo', server='h'), [EchoEndpoint()]))
+        ctxt = context.RequestContext(user_id='u', project_id='p',
+                                      auth_token='secret-token')
+        serialized = rpc.serialized_context(ctxt)
+        self.assertEqual(
+            rpc.RequestContextSerializer().serialize_context(ctxt),
+            serialized)
+        self.assertIs(
+            serialized,
+            rpc.RequestContextSerializer().serialize_context(serialized))
+        client = rpc.get_rpc_client(messaging.Target(topic='echo'))
+        client.cast(serialized, 'echo', value=1)
+        client.cast(ctxt, 'echo', value=2)
+        first, second = server.wait_for(2)
+        self.assertEqual(second.context, first.context)
+        self.assertNotIn('auth_token', first.context)
+
     def test_version_cap_refuses_newer_messages(self):
         client = rpc.get_rpc_client(messaging.Target(topic='echo'),
                                     version_cap='1.0')
