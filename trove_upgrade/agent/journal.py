@@ -22,9 +22,9 @@ the conductor has not received yet.
 A write goes to a temporary file that is fsynced, renamed over the journal
 with ``os.replace`` and followed by an fsync of the directory, so a crash
 leaves either the old journal or the new one, never a mix; a write that
-fails (a full disk) removes its temporary file and leaves the old one. Every reader and
-writer holds ``InstallRootLock``, the exclusive ``fcntl`` lock that also
-guards the installs and the ``current`` symlink.
+fails (a full disk) removes its temporary file and leaves the old one.
+Every reader and writer holds ``InstallRootLock``, the exclusive ``fcntl``
+lock that also guards the installs and the ``current`` symlink.
 """
 
 import contextlib
