@@ -15,7 +15,7 @@
 from oslo_log import log as logging
 
 from trove_upgrade.api import util
-from trove_upgrade.db import common as db_common
+from trove_upgrade.db import errors as db_errors
 
 LOG = logging.getLogger(__name__)
 
@@ -33,7 +33,7 @@ class FaultWrapper:
     def __call__(self, environ, start_response):
         try:
             return self.application(environ, start_response)
-        except db_common.UNAVAILABLE_ERRORS as e:
+        except db_errors.UNAVAILABLE_ERRORS as e:
             LOG.error('The database failed serving %(method)s %(path)s: '
                       '%(error)s',
                       {'method': environ.get('REQUEST_METHOD'),

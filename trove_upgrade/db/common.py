@@ -22,7 +22,6 @@ object (and no lazy load) escapes this package.
 import json
 
 from oslo_db import api as oslo_db_api
-from oslo_db import exception as db_exc
 from oslo_db.sqlalchemy import enginefacade
 from oslo_db.sqlalchemy import utils as sqlalchemyutils
 from oslo_utils import timeutils
@@ -126,14 +125,6 @@ _CUT_MARK = ' [cut]'
 
 
 # Writes that MySQL or PostgreSQL chose as a deadlock victim are retried.
-# What a database that is down, refuses connections or dropped one
-# mid-transaction raises: oslo.db wraps the errors it recognises, and lets
-# others through as SQLAlchemy's (PostgreSQL's "database is not currently
-# accepting connections" at connect, for one). A later transaction may
-# well succeed.
-UNAVAILABLE_ERRORS = (db_exc.DBConnectionError, sa.exc.OperationalError)
-
-
 retry_on_deadlock = oslo_db_api.wrap_db_retry(
     max_retries=5, retry_on_deadlock=True)
 
