@@ -368,14 +368,16 @@ def record_report(context, instance_id, upgrade_id, to_state, detail,
 
 
 def record_reports(context, instance_id, reports, source='agent',
-                   memory=None):
+                   memory=None, writer=None):
     """Record reports in order; answer each as ``record_report`` does.
 
     ``reports`` are dicts of ``record_report``'s arguments. Each run of
     reports of one upgrade is recorded in one transaction
     (``db.upgrades.transition_upgrade_chain``), each report decided from
     the state the ones before it left, so that an agent's message of
-    several reports costs one transaction, not one per report.
+    several reports costs one transaction, not one per report. With
+    ``writer`` (``conductor.report_writer``) that transaction may hold
+    other agents' reports too.
     """
     answers = [None] * len(reports)
     run = []
@@ -386,7 +388,7 @@ def record_reports(context, instance_id, reports, source='agent',
         upgrade_id = reports[run[0]]['upgrade_id']
         outcomes = db_upgrades.transition_upgrade_chain(
             context, upgrade_id, moves, source, instance_id=instance_id,
-            memory=memory)
+            memory=memory, writer=writer)
         for index, outcome in zip(run, outcomes):
             answers[index] = _answer(context, instance_id, upgrade_id,
                                      reports[index]['to_state'], outcome)
