@@ -308,14 +308,16 @@ def _version_values(from_version):
 
 
 def claim_upgrade(context, instance_id, upgrade_id, from_version,
-                  memory=None):
+                  memory=None, writer=None):
     """The agent's claim before it starts an upgrade's work.
 
     Moves the upgrade to DOWNLOADING unless it was cancelled, ended or
     claimed by another instance's agent meanwhile. A repeated claim (the
     agent retrying a call whose answer it lost) is granted again. The
     claimed upgrade is remembered in ``memory`` (see
-    ``db.upgrades.UpgradeMemory``) for the reports that follow.
+    ``db.upgrades.UpgradeMemory``) for the reports that follow. With
+    ``writer`` (``conductor.report_writer``) its transaction may hold other
+    agents' claims and reports too.
 
     :returns: ``{'proceed': bool, 'status': str or None, 'reason': str or
         None}``
@@ -330,7 +332,7 @@ def claim_upgrade(context, instance_id, upgrade_id, from_version,
             context, upgrade_id, states.DOWNLOADING, 'agent',
             allowed_from=CLAIMABLE_STATES,
             values=_version_values(from_version), instance_id=instance_id,
-            memory=memory)
+            memory=memory, writer=writer)
     except (exception.UpgradeNotFound,
             exception.UpgradeOfAnotherInstance) as e:
         _log_foreign(instance_id, upgrade_id, e)

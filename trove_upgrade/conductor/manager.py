@@ -205,7 +205,8 @@ class ConductorManager:
         """An agent's claim of an upgrade; see ``upgrades.claim_upgrade``."""
         self._authenticate(context, 'start_upgrade', locals())
         return upgrades.claim_upgrade(context, instance_id, upgrade_id,
-                                      from_version, memory=self.upgrades)
+                                      from_version, memory=self.upgrades,
+                                      writer=self.reports)
 
     @messaging.expected_exceptions(exception.Invalid,
                                    exception.MessageNotAuthenticated)

@@ -364,10 +364,12 @@ def _plan(upgrade, moves, allowed_from, instance_id, now):
 
 
 class Chain(collections.namedtuple(
-        'Chain', 'context upgrade_id moves source instance_id known')):
+        'Chain', 'context upgrade_id moves source allowed_from instance_id '
+        'known')):
     """One agent's moves of one upgrade, for ``transition_chains_once``.
 
-    ``known`` is the upgrade as last seen, or None to read it.
+    ``allowed_from`` is ``transition_upgrade``'s (a claim's states), or
+    None; ``known`` is the upgrade as last seen, or None to read it.
     """
 
 
@@ -379,8 +381,8 @@ def transition_chain_once(chain):
     tried again.
     """
     return _transition_once(chain.context, chain.upgrade_id, chain.moves,
-                            chain.source, None, chain.instance_id,
-                            chain.known)
+                            chain.source, chain.allowed_from,
+                            chain.instance_id, chain.known)
 
 
 def transition_chains_once(context, chains):
@@ -411,8 +413,8 @@ def transition_chains_once(context, chains):
             try:
                 attempt = _attempt(connection, chain.context,
                                    chain.upgrade_id, chain.moves,
-                                   chain.source, None, chain.instance_id,
-                                   chain.known)
+                                   chain.source, chain.allowed_from,
+                                   chain.instance_id, chain.known)
             except exception.UpgradeNotFound as e:
                 results[index] = e
                 continue
@@ -556,9 +558,10 @@ def _record_chain(context, upgrade_id, moves, source, allowed_from,
     # Each lost race means another writer moved the status forward; the
     # state machine has no cycle, so this loop ends.
     while True:
-        if writer is not None and allowed_from is None:
+        if writer is not None:
             outcome = writer.transition(Chain(context, upgrade_id, moves,
-                                              source, instance_id, known))
+                                              source, allowed_from,
+                                              instance_id, known))
             writer = None
         else:
             outcome = _transition_once(context, upgrade_id, moves, source,
@@ -575,7 +578,7 @@ def _record_chain(context, upgrade_id, moves, source, allowed_from,
 
 def transition_upgrade(context, upgrade_id, to_state, source, detail=None,
                        allowed_from=None, values=None, instance_id=None,
-                       memory=None):
+                       memory=None, writer=None):
     """Move an upgrade to ``to_state`` and record the event, race-safely.
 
     Returns ``(changed, upgrade)``. A duplicate or stale report changes
@@ -596,7 +599,9 @@ def transition_upgrade(context, upgrade_id, to_state, source, detail=None,
 
     With ``memory`` (an ``UpgradeMemory``) and no ``allowed_from``, what
     it knows of the upgrade spares the read, or the whole transaction;
-    the upgrade as recorded or read is remembered in it.
+    the upgrade as recorded or read is remembered in it. With ``writer``
+    the first try goes to its group commit, as for
+    ``transition_upgrade_chain``.
     """
     move = _checked_move(to_state, detail, values)
     if not isinstance(move, Move):
@@ -605,7 +610,7 @@ def transition_upgrade(context, upgrade_id, to_state, source, detail=None,
         raise exception.Invalid(reason='an event needs a source')
     common.check_strings(models.UpgradeEvent, {'source': source}, ['source'])
     [outcome] = _record_chain(context, upgrade_id, [move], source,
-                              allowed_from, instance_id, memory)
+                              allowed_from, instance_id, memory, writer)
     if isinstance(outcome, Exception):
         raise outcome
     return outcome

@@ -40,11 +40,11 @@ class TestReportWriter(db_base.DbTestCase):
             self.context, upgrade['id'], states.DOWNLOADING, 'agent')
         return upgrade
 
-    def _chain(self, upgrade, *to_states, known=None):
+    def _chain(self, upgrade, *to_states, known=None, allowed_from=None):
         return db_upgrades.Chain(
             self.context, upgrade['id'],
             [db_upgrades.Move(state, None, {}) for state in to_states],
-            'agent', upgrade['instance_id'], known)
+            'agent', allowed_from, upgrade['instance_id'], known)
 
     def _submit(self, chains):
         """Queue ``chains`` from a thread each; return their results.
@@ -149,6 +149,25 @@ class TestReportWriter(db_base.DbTestCase):
             self.assertEqual(states.VERIFYING, results[index][1]['status'])
             self.assertEqual(states.VERIFYING, self._status(upgrades[index]))
         self.assertEqual(states.DOWNLOADING, self._status(upgrades[1]))
+
+    def test_a_refused_claim_in_a_batch_refuses_only_itself(self):
+        claimable = self._create(instance_id=uuidutils.generate_uuid())
+        cancelled = self._create(instance_id=uuidutils.generate_uuid())
+        db_upgrades.transition_upgrade(self.context, cancelled['id'],
+                                       states.CANCELLED, 'api')
+        reported = self._claimed()
+        results = self._submit([
+            self._chain(claimable, states.DOWNLOADING,
+                        allowed_from=states.CANCELLABLE_STATES),
+            self._chain(cancelled, states.DOWNLOADING,
+                        allowed_from=states.CANCELLABLE_STATES),
+            self._chain(reported, states.VERIFYING)])
+        self.assertEqual(states.DOWNLOADING, results[0][1]['status'])
+        [refusal] = results[1][0]
+        self.assertIsInstance(refusal, exception.InvalidStateTransition)
+        self.assertEqual(states.CANCELLED, self._status(cancelled))
+        self.assertEqual(states.DOWNLOADING, self._status(claimable))
+        self.assertEqual(states.VERIFYING, self._status(reported))
 
     def test_without_the_thread_each_chain_is_written_by_its_sender(self):
         upgrade = self._claimed()
