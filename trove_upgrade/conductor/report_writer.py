@@ -10,17 +10,17 @@
 #    License for the specific language governing permissions and limitations
 #    under the License.
 
-"""Group commit of the agents' reports: one transaction for several.
+"""Group commit of agents' claims and reports: one transaction for several.
 
-Each agent report that is news costs the conductor a transaction, and
-most of that transaction's CPU is not its two statements but the
-connection checkout, its ping and the commit. When several agents report
-at once (a rollout's fleet does), one thread writes the chains that
-arrived while it wrote the last batch in one transaction
+Each claim, and each agent report that is news, costs the conductor a
+transaction, and most of that transaction's CPU is not its statements but
+the connection checkout, its ping and the commit. When several agents
+report at once (a rollout's fleet does), one thread writes the chains
+that arrived while it wrote the last batch in one transaction
 (``db.upgrades.transition_chains_once``), which costs each a share of
 that overhead instead of all of it.
 
-The thread that received a report waits for its chain to be written, as
+The thread that received a message waits for its chain to be written, as
 it waited for its own transaction before: the answer of a call still
 means the report is recorded, and the reports of one instance are still
 recorded one message at a time. A chain that lost its race in the batch
