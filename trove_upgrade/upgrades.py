@@ -308,14 +308,16 @@ def _version_values(from_version):
 
 
 def claim_upgrade(context, instance_id, upgrade_id, from_version,
-                  memory=None):
+                  memory=None, writer=None):
     """The agent's claim before it starts an upgrade's work.
 
     Moves the upgrade to DOWNLOADING unless it was cancelled, ended or
     claimed by another instance's agent meanwhile. A repeated claim (the
     agent retrying a call whose answer it lost) is granted again. The
     claimed upgrade is remembered in ``memory`` (see
-    ``db.upgrades.UpgradeMemory``) for the reports that follow.
+    ``db.upgrades.UpgradeMemory``) for the reports that follow. With
+    ``writer`` (``conductor.report_writer``) its transaction may hold other
+    agents' claims and reports too.
 
     :returns: ``{'proceed': bool, 'status': str or None, 'reason': str or
         None}``
@@ -330,7 +332,7 @@ def claim_upgrade(context, instance_id, upgrade_id, from_version,
             context, upgrade_id, states.DOWNLOADING, 'agent',
             allowed_from=CLAIMABLE_STATES,
             values=_version_values(from_version), instance_id=instance_id,
-            memory=memory)
+            memory=memory, writer=writer)
     except (exception.UpgradeNotFound,
             exception.UpgradeOfAnotherInstance) as e:
         _log_foreign(instance_id, upgrade_id, e)
@@ -368,14 +370,16 @@ def record_report(context, instance_id, upgrade_id, to_state, detail,
 
 
 def record_reports(context, instance_id, reports, source='agent',
-                   memory=None):
+                   memory=None, writer=None):
     """Record reports in order; answer each as ``record_report`` does.
 
     ``reports`` are dicts of ``record_report``'s arguments. Each run of
     reports of one upgrade is recorded in one transaction
     (``db.upgrades.transition_upgrade_chain``), each report decided from
     the state the ones before it left, so that an agent's message of
-    several reports costs one transaction, not one per report.
+    several reports costs one transaction, not one per report. With
+    ``writer`` (``conductor.report_writer``) that transaction may hold
+    other agents' reports too.
     """
     answers = [None] * len(reports)
     run = []
@@ -386,7 +390,7 @@ def record_reports(context, instance_id, reports, source='agent',
         upgrade_id = reports[run[0]]['upgrade_id']
         outcomes = db_upgrades.transition_upgrade_chain(
             context, upgrade_id, moves, source, instance_id=instance_id,
-            memory=memory)
+            memory=memory, writer=writer)
         for index, outcome in zip(run, outcomes):
             answers[index] = _answer(context, instance_id, upgrade_id,
                                      reports[index]['to_state'], outcome)

@@ -35,6 +35,7 @@ import oslo_messaging as messaging
 from oslo_utils import uuidutils
 
 from trove_upgrade.conductor import heartbeats
+from trove_upgrade.conductor import report_writer
 from trove_upgrade import conf
 from trove_upgrade.db import agents as db_agents
 from trove_upgrade.db import upgrades as db_upgrades
@@ -111,6 +112,7 @@ class ConductorManager:
             CONF.conductor.instance_key_cache_time)
         self.heartbeats = heartbeats.HeartbeatWrites()
         self.upgrades = db_upgrades.UpgradeMemory()
+        self.reports = report_writer.ReportWriter()
         self._report_locks = [threading.Lock()
                               for _ in range(_REPORT_LOCKS)]
 
@@ -203,7 +205,8 @@ class ConductorManager:
         """An agent's claim of an upgrade; see ``upgrades.claim_upgrade``."""
         self._authenticate(context, 'start_upgrade', locals())
         return upgrades.claim_upgrade(context, instance_id, upgrade_id,
-                                      from_version, memory=self.upgrades)
+                                      from_version, memory=self.upgrades,
+                                      writer=self.reports)
 
     @messaging.expected_exceptions(exception.Invalid,
                                    exception.MessageNotAuthenticated)
@@ -232,11 +235,13 @@ class ConductorManager:
         are recorded one at a time, so that the later ones find the
         earlier reports in ``self.upgrades`` and answer them without the
         database, rather than racing them to the same compare-and-swap
-        on several threads and losing.
+        on several threads and losing. Several instances' reports that
+        arrive together share one transaction (``report_writer``).
         """
         _check_reports(reports)
         self._authenticate(context, 'report_upgrade_states', locals())
         lock = self._report_locks[hash(instance_id) % _REPORT_LOCKS]
         with lock:
             return upgrades.record_reports(context, instance_id, reports,
-                                           memory=self.upgrades)
+                                           memory=self.upgrades,
+                                           writer=self.reports)

@@ -52,6 +52,8 @@ class ConductorService(service.Service):
         self.reconciler = reconciler.start_process(self.host)
         target = messaging.Target(topic=conductor_rpcapi.topic(),
                                   server=self.host)
+        self.manager.reports.start()
+        self.tg.add_thread(self.manager.reports.run)
         self.rpcserver = rpc.get_rpc_server(target, [self.manager])
         self.rpcserver.start()
         self.tg.add_timer_args(CONF.conductor.periodic_interval,
@@ -91,6 +93,8 @@ class ConductorService(service.Service):
             except Exception:
                 LOG.exception('Could not write the last batch of '
                               'heartbeats.')
+        # After the server's threads: none waits for the writer any more.
+        self.manager.reports.stop()
         super().stop(graceful=graceful)
         rpc.cleanup()
         LOG.info('Conductor %s stopped.', self.host)

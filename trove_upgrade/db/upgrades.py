@@ -375,6 +375,94 @@ def _plan(upgrade, moves, allowed_from, instance_id, now):
     return outcomes, events, upgrade
 
 
+class Chain(collections.namedtuple(
+        'Chain', 'context upgrade_id moves source allowed_from instance_id '
+        'known')):
+    """One agent's moves of one upgrade, for ``transition_chains_once``.
+
+    ``allowed_from`` is ``transition_upgrade``'s (a claim's states), or
+    None; ``known`` is the upgrade as last seen, or None to read it.
+    """
+
+
+def transition_chain_once(chain):
+    """One try at ``chain`` in a transaction of its own.
+
+    As ``transition_chains_once`` answers for each chain: ``(outcomes,
+    upgrade)``, or None when a race was lost and the chain is to be
+    tried again.
+    """
+    return _transition_once(chain.context, chain.upgrade_id, chain.moves,
+                            chain.source, chain.allowed_from,
+                            chain.instance_id, chain.known)
+
+
+def transition_chains_once(context, chains):
+    """One try at several agents' chains, all in one transaction.
+
+    The group commit of the conductor's report writer: one connection
+    checkout, its ping and one commit for them all, and one INSERT of
+    every chain's events. Each chain is decided and compare-and-swapped
+    as ``transition_chain_once`` would, in the order of the upgrade ids,
+    so that two conductors' transactions lock their rows in the same
+    order. Returns per chain what ``transition_chain_once`` returns, or
+    the UpgradeNotFound its upgrade is. A chain whose race was lost
+    changes nothing here and is to be tried again on its own. Any error
+    of the transaction rolls back every chain and is raised: the caller
+    then tries each on its own, so that one chain cannot fail the others.
+    """
+    results = [None] * len(chains)
+    rows = []
+    with common.context_manager.writer.connection.using(
+            context) as connection:
+        if connection.dialect.name == 'sqlite':
+            for chain in chains:
+                connection.execute(_SQLITE_LOCK, {'b_id': chain.upgrade_id})
+        order = sorted(range(len(chains)),
+                       key=lambda index: chains[index].upgrade_id)
+        for index in order:
+            chain = chains[index]
+            try:
+                attempt = _attempt(connection, chain.context,
+                                   chain.upgrade_id, chain.moves,
+                                   chain.source, chain.allowed_from,
+                                   chain.instance_id, chain.known)
+            except exception.UpgradeNotFound as e:
+                results[index] = e
+                continue
+            if attempt is not None:
+                results[index] = attempt[:2]
+                rows.extend(attempt[2])
+        if rows:
+            connection.execute(_INSERT_EVENT, rows)
+    return results
+
+
+def _attempt(connection, context, upgrade_id, moves, source, allowed_from,
+             instance_id, known):
+    """Read, decide and compare-and-swap one chain on ``connection``.
+
+    Returns ``(outcomes, upgrade, event rows)``, or None when another
+    writer changed the status between the read and the UPDATE.
+    """
+    upgrade = known or _read_upgrade(connection, upgrade_id)
+    now = timeutils.utcnow()
+    outcomes, events, moved = _plan(upgrade, moves, allowed_from,
+                                    instance_id, now)
+    if not events:
+        return outcomes, moved, []
+    columns = {name: moved[name] for name in _moved_columns(moves)}
+    params = {'b_' + name: value for name, value in columns.items()}
+    params.update(b_id=upgrade_id, b_from=upgrade['status'])
+    result = connection.execute(_compare_and_swap(columns), params)
+    if result.rowcount != 1:
+        return None
+    return outcomes, moved, [
+        event_row(context, upgrade_id, now, source, from_state, to_state,
+                  detail)
+        for from_state, to_state, detail in events]
+
+
 @common.retry_on_deadlock
 def _transition_once(context, upgrade_id, moves, source, allowed_from,
                      instance_id, known=None):
@@ -394,22 +482,13 @@ def _transition_once(context, upgrade_id, moves, source, allowed_from,
         if connection.dialect.name == 'sqlite':
             # As _take_sqlite_write_lock does for a session.
             connection.execute(_SQLITE_LOCK, {'b_id': upgrade_id})
-        upgrade = known or _read_upgrade(connection, upgrade_id)
-        now = timeutils.utcnow()
-        outcomes, events, moved = _plan(upgrade, moves, allowed_from,
-                                        instance_id, now)
-        if not events:
-            return outcomes, moved
-        columns = {name: moved[name] for name in _moved_columns(moves)}
-        params = {'b_' + name: value for name, value in columns.items()}
-        params.update(b_id=upgrade_id, b_from=upgrade['status'])
-        result = connection.execute(_compare_and_swap(columns), params)
-        if result.rowcount != 1:
+        attempt = _attempt(connection, context, upgrade_id, moves, source,
+                           allowed_from, instance_id, known)
+        if attempt is None:
             return None
-        connection.execute(_INSERT_EVENT, [
-            event_row(context, upgrade_id, now, source, from_state,
-                      to_state, detail)
-            for from_state, to_state, detail in events])
+        outcomes, moved, rows = attempt
+        if rows:
+            connection.execute(_INSERT_EVENT, rows)
         return outcomes, moved
 
 
@@ -438,7 +517,7 @@ def _checked_move(to_state, detail, values):
 
 
 def transition_upgrade_chain(context, upgrade_id, moves, source,
-                             instance_id=None, memory=None):
+                             instance_id=None, memory=None, writer=None):
     """Several moves of one upgrade, in order, in one transaction.
 
     ``moves`` are ``(to_state, detail, values)`` as ``transition_upgrade``
@@ -453,6 +532,8 @@ def transition_upgrade_chain(context, upgrade_id, moves, source,
 
     With ``memory``, moves it shows to be duplicates or stale need no
     database, and the upgrade as recorded or read is remembered in it.
+    With ``writer`` (the conductor's ``ReportWriter``) the first try goes
+    to its group commit, with other agents' chains in one transaction.
     """
     checked = [_checked_move(*move) for move in moves]
     valid = [move for move in checked if isinstance(move, Move)]
@@ -463,7 +544,8 @@ def transition_upgrade_chain(context, upgrade_id, moves, source,
                              ['source'])
         try:
             outcomes = iter(_record_chain(context, upgrade_id, valid, source,
-                                          None, instance_id, memory))
+                                          None, instance_id, memory,
+                                          writer))
         except exception.UpgradeNotFound as e:
             outcomes = iter([e] * len(valid))
     return [next(outcomes) if isinstance(move, Move) else move
@@ -471,7 +553,7 @@ def transition_upgrade_chain(context, upgrade_id, moves, source,
 
 
 def _record_chain(context, upgrade_id, moves, source, allowed_from,
-                  instance_id, memory):
+                  instance_id, memory, writer=None):
     known = None
     if memory is not None and allowed_from is None:
         known = memory.get(upgrade_id)
@@ -488,8 +570,14 @@ def _record_chain(context, upgrade_id, moves, source, allowed_from,
     # Each lost race means another writer moved the status forward; the
     # state machine has no cycle, so this loop ends.
     while True:
-        outcome = _transition_once(context, upgrade_id, moves, source,
-                                   allowed_from, instance_id, known)
+        if writer is not None:
+            outcome = writer.transition(Chain(context, upgrade_id, moves,
+                                              source, allowed_from,
+                                              instance_id, known))
+            writer = None
+        else:
+            outcome = _transition_once(context, upgrade_id, moves, source,
+                                       allowed_from, instance_id, known)
         known = None
         if outcome is not None:
             outcomes, moved = outcome
@@ -502,7 +590,7 @@ def _record_chain(context, upgrade_id, moves, source, allowed_from,
 
 def transition_upgrade(context, upgrade_id, to_state, source, detail=None,
                        allowed_from=None, values=None, instance_id=None,
-                       memory=None):
+                       memory=None, writer=None):
     """Move an upgrade to ``to_state`` and record the event, race-safely.
 
     Returns ``(changed, upgrade)``. A duplicate or stale report changes
@@ -523,7 +611,9 @@ def transition_upgrade(context, upgrade_id, to_state, source, detail=None,
 
     With ``memory`` (an ``UpgradeMemory``) and no ``allowed_from``, what
     it knows of the upgrade spares the read, or the whole transaction;
-    the upgrade as recorded or read is remembered in it.
+    the upgrade as recorded or read is remembered in it. With ``writer``
+    the first try goes to its group commit, as for
+    ``transition_upgrade_chain``.
     """
     move = _checked_move(to_state, detail, values)
     if not isinstance(move, Move):
@@ -532,7 +622,7 @@ def transition_upgrade(context, upgrade_id, to_state, source, detail=None,
         raise exception.Invalid(reason='an event needs a source')
     common.check_strings(models.UpgradeEvent, {'source': source}, ['source'])
     [outcome] = _record_chain(context, upgrade_id, [move], source,
-                              allowed_from, instance_id, memory)
+                              allowed_from, instance_id, memory, writer)
     if isinstance(outcome, Exception):
         raise outcome
     return outcome

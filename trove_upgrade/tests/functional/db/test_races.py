@@ -23,11 +23,13 @@ there the threads run at once without the barrier.
 
 import datetime
 import threading
+import time
 from unittest import mock
 
 from oslo_utils import timeutils
 import sqlalchemy as sa
 
+from trove_upgrade.conductor import report_writer
 from trove_upgrade import context
 from trove_upgrade.db import agents as db_agents
 from trove_upgrade.db import common as db_common
@@ -302,6 +304,97 @@ class _RowLockTests:
             self._context(), held['id'])['status'])
 
 
+class _GroupCommitTests:
+    """The conductor's report writer: several chains in one transaction."""
+
+    def _claimed(self, count):
+        upgrades = []
+        for index in range(count):
+            upgrade = self._upgrade('4b1e8d5c-0000-4000-8000-%012d'
+                                    % (index + 1))
+            upgrades.append(db_upgrades.transition_upgrade(
+                self._context(), upgrade['id'], states.DOWNLOADING,
+                'agent')[1])
+        return upgrades
+
+    def _write_together(self, writer, chains):
+        """Report ``chains`` from a thread each, all in the writer's batch.
+
+        The writer runs once every chain is queued; returns each chain's
+        outcomes, or what it raised.
+        """
+        writer.start()
+        memory = db_upgrades.UpgradeMemory()
+
+        def report(upgrade, moves, known):
+            if known is not None:
+                memory.remember(known)
+            return lambda: db_upgrades.transition_upgrade_chain(
+                self._context(), upgrade['id'], moves, 'agent',
+                instance_id=upgrade['instance_id'], memory=memory,
+                writer=writer)
+
+        calls = [report(*chain) for chain in chains]
+        runner = threading.Thread(target=writer.run)
+        outcomes = [None] * len(calls)
+        threads = []
+        for index, call in enumerate(calls):
+            threads.append(threading.Thread(
+                target=lambda i=index, c=call: outcomes.__setitem__(i, c())))
+            threads[-1].start()
+            deadline = time.monotonic() + HANG_GUARD
+            while (writer._queue.qsize() <= index
+                   and time.monotonic() < deadline):
+                time.sleep(0.01)
+        runner.start()
+        for thread in threads:
+            thread.join(HANG_GUARD)
+        writer.stop()
+        runner.join(HANG_GUARD)
+        return outcomes, memory
+
+    def test_chains_of_several_upgrades_commit_together(self):
+        upgrades = self._claimed(3)
+        moves = [(states.VERIFYING, 'verified', None),
+                 (states.INSTALLING, None, {'from_version': '1.0.0'})]
+        writer = report_writer.ReportWriter()
+        with mock.patch.object(
+                db_upgrades, 'transition_chains_once',
+                wraps=db_upgrades.transition_chains_once) as batch:
+            outcomes, memory = self._write_together(
+                writer, [(u, moves, u) for u in upgrades])
+        self.assertEqual([3], [len(c.args[1]) for c in batch.call_args_list])
+        for upgrade, chain in zip(upgrades, outcomes):
+            self.assertEqual([True, True], [o[0] for o in chain])
+            stored = db_upgrades.get_upgrade(self._context(), upgrade['id'])
+            self.assertEqual(chain[-1][1], stored)
+            self.assertEqual(stored, memory.get(upgrade['id']))
+            self.assertEqual('1.0.0', stored['from_version'])
+            self.assertEqual(
+                [(states.DOWNLOADING, states.VERIFYING, 'verified'),
+                 (states.VERIFYING, states.INSTALLING, None)],
+                [(e['from_state'], e['to_state'], e['detail'])
+                 for e in self._events(upgrade['id'])[-2:]])
+
+    def test_a_lost_race_in_a_batch_fails_no_other_chain(self):
+        upgrades = self._claimed(3)
+        # Another conductor moved the second on since it was remembered.
+        db_upgrades.transition_upgrade(self._context(), upgrades[1]['id'],
+                                       states.VERIFYING, 'agent')
+        moves = [(states.VERIFYING, None, None),
+                 (states.INSTALLING, None, None)]
+        outcomes, _memory = self._write_together(
+            report_writer.ReportWriter(),
+            [(u, moves, u) for u in upgrades])
+        self.assertEqual([[True, True], [False, True], [True, True]],
+                         [[o[0] for o in chain] for chain in outcomes])
+        for upgrade in upgrades:
+            self.assertEqual(
+                [states.PENDING, states.DOWNLOADING, states.VERIFYING,
+                 states.INSTALLING],
+                [e['to_state'] for e in self._events(upgrade['id'])])
+
+
 class _Opportunistic(database.OpportunisticDBTestMixin):
 
     def setUp(self):
@@ -310,17 +403,17 @@ class _Opportunistic(database.OpportunisticDBTestMixin):
         self.useFixture(database.ServiceFacade())
 
 
-class TestRacesMySQL(_RaceTests, _RowLockTests, _Opportunistic,
-                     base.TestCase):
+class TestRacesMySQL(_RaceTests, _RowLockTests, _GroupCommitTests,
+                     _Opportunistic, base.TestCase):
     FIXTURE = database.MySQLOpportunisticFixture
 
 
-class TestRacesPostgreSQL(_RaceTests, _RowLockTests,
+class TestRacesPostgreSQL(_RaceTests, _RowLockTests, _GroupCommitTests,
                           _Opportunistic, base.TestCase):
     FIXTURE = database.PostgresqlOpportunisticFixture
 
 
-class TestRacesSQLiteFile(_RaceTests, base.TestCase):
+class TestRacesSQLiteFile(_RaceTests, _GroupCommitTests, base.TestCase):
     DECIDE_TOGETHER = False
 
     def setUp(self):

@@ -14,6 +14,7 @@
 
 import datetime
 import time
+from unittest import mock
 
 from oslo_utils import fixture as utils_fixture
 
@@ -75,3 +76,24 @@ class TestConductorService(base.TestCase):
         conductor.stop()
         self.assertIsNone(conductor.rpcserver)
         self.assertEqual([], conductor.tg.timers)
+
+    def test_reports_go_through_the_writer_thread_until_stopped(self):
+        conductor = self.start()
+        writer = conductor.manager.reports
+        upgrade = upgrades.create_upgrade(self.context, {
+            'instance_id': INSTANCE, 'instance_version': 'v2',
+            'strategy': 'swift', 'location': 'swift://c/o'})
+        api = rpcapi.ConductorAPI()
+        api.start_upgrade(self.context, INSTANCE, upgrade['id'], 'v1')
+        with mock.patch.object(writer, '_write',
+                               wraps=writer._write) as written:
+            [outcome] = api.report_upgrade_states(
+                self.context, INSTANCE, [{
+                    'upgrade_id': upgrade['id'], 'to_state': states.SUCCESS,
+                    'detail': None, 'from_version': 'v1',
+                    'to_version': 'v2'}])
+        self.assertTrue(outcome['recorded'])
+        self.assertEqual(1, written.call_count)
+        conductor.stop()
+        # Its thread ended with the stop.
+        self.assertEqual([], conductor.tg.threads)

@@ -1,0 +1,228 @@
+#    Licensed under the Apache License, Version 2.0 (the "License"); you may
+#    not use this file except in compliance with the License. You may obtain
+#    a copy of the License at
+#
+#         http://www.apache.org/licenses/LICENSE-2.0
+#
+#    Unless required by applicable law or agreed to in writing, software
+#    distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+#    WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+#    License for the specific language governing permissions and limitations
+#    under the License.
+
+import threading
+import time
+from unittest import mock
+
+from oslo_db import exception as db_exc
+from oslo_utils import uuidutils
+
+from trove_upgrade.conductor import report_writer
+from trove_upgrade.db import upgrades as db_upgrades
+from trove_upgrade import exception
+from trove_upgrade import states
+from trove_upgrade.tests.unit.db import base as db_base
+
+# Seconds a test waits for what must happen; only a broken run waits it out.
+HANG_GUARD = 30
+
+
+class TestReportWriter(db_base.DbTestCase):
+    """The writer on a real SQLite database, its threads real too."""
+
+    def setUp(self):
+        super().setUp()
+        self.writer = report_writer.ReportWriter(max_batch=3)
+
+    def _claimed(self):
+        upgrade = self._create(instance_id=uuidutils.generate_uuid())
+        _changed, upgrade = db_upgrades.transition_upgrade(
+            self.context, upgrade['id'], states.DOWNLOADING, 'agent')
+        return upgrade
+
+    def _chain(self, upgrade, *to_states, known=None, allowed_from=None):
+        return db_upgrades.Chain(
+            self.context, upgrade['id'],
+            [db_upgrades.Move(state, None, {}) for state in to_states],
+            'agent', allowed_from, upgrade['instance_id'], known)
+
+    def _submit(self, chains):
+        """Queue ``chains`` from a thread each; return their results.
+
+        The writer runs only once all are queued, so its batches are
+        known: ``max_batch`` chains each, in the order queued.
+        """
+        results = [None] * len(chains)
+
+        def submit(index):
+            try:
+                results[index] = self.writer.transition(chains[index])
+            except Exception as e:
+                results[index] = e
+
+        self.writer.start()
+        threads = []
+        for index in range(len(chains)):
+            threads.append(threading.Thread(target=submit, args=(index,)))
+            threads[-1].start()
+            deadline = time.monotonic() + HANG_GUARD
+            while (self.writer._queue.qsize() <= index
+                   and time.monotonic() < deadline):
+                time.sleep(0.01)
+        runner = threading.Thread(target=self.writer.run)
+        runner.start()
+        for thread in threads:
+            thread.join(HANG_GUARD)
+        self.writer.stop()
+        runner.join(HANG_GUARD)
+        self.assertFalse(runner.is_alive())
+        return results
+
+    def _status(self, upgrade):
+        return db_upgrades.get_upgrade(self.context, upgrade['id'])['status']
+
+    def _events(self, upgrade):
+        return [(e['from_state'], e['to_state'])
+                for e in db_upgrades.get_upgrade(
+                    self.context, upgrade['id'], with_events=True)['events']]
+
+    def test_concurrent_chains_share_a_transaction(self):
+        upgrades = [self._claimed() for _ in range(4)]
+        chains = [self._chain(u, states.VERIFYING, states.INSTALLING)
+                  for u in upgrades]
+        with mock.patch.object(
+                db_upgrades, 'transition_chains_once',
+                wraps=db_upgrades.transition_chains_once) as batch, \
+                mock.patch.object(
+                    db_upgrades, 'transition_chain_once',
+                    wraps=db_upgrades.transition_chain_once) as alone:
+            results = self._submit(chains)
+        # Three in one transaction, the fourth alone.
+        self.assertEqual([3], [len(c.args[1]) for c in batch.call_args_list])
+        self.assertEqual(1, alone.call_count)
+        for upgrade, (outcomes, moved) in zip(upgrades, results):
+            self.assertEqual([True, True], [o[0] for o in outcomes])
+            self.assertEqual(states.INSTALLING, moved['status'])
+            self.assertEqual(moved, db_upgrades.get_upgrade(
+                self.context, upgrade['id']))
+            self.assertEqual([(states.DOWNLOADING, states.VERIFYING),
+                              (states.VERIFYING, states.INSTALLING)],
+                             self._events(upgrade)[-2:])
+
+    def test_a_lost_race_is_answered_none_and_the_others_recorded(self):
+        first, second = self._claimed(), self._claimed()
+        stale = dict(second, status=states.SENT)
+        results = self._submit([
+            self._chain(first, states.VERIFYING),
+            self._chain(second, states.VERIFYING, known=stale)])
+        self.assertEqual(states.VERIFYING, results[0][1]['status'])
+        self.assertIsNone(results[1])
+        self.assertEqual(states.DOWNLOADING, self._status(second))
+
+    def test_an_unknown_upgrade_is_raised_to_its_sender_only(self):
+        upgrade = self._claimed()
+        results = self._submit([
+            self._chain({'id': uuidutils.generate_uuid(),
+                         'instance_id': upgrade['instance_id']},
+                        states.VERIFYING),
+            self._chain(upgrade, states.VERIFYING)])
+        self.assertIsInstance(results[0], exception.UpgradeNotFound)
+        self.assertEqual(states.VERIFYING, results[1][1]['status'])
+
+    def test_a_failed_batch_is_written_chain_by_chain(self):
+        upgrades = [self._claimed() for _ in range(3)]
+        chains = [self._chain(u, states.VERIFYING) for u in upgrades]
+        real = db_upgrades.transition_chain_once
+
+        def alone(chain):
+            if chain is chains[1]:
+                raise db_exc.DBError('this chain cannot be written')
+            return real(chain)
+
+        with mock.patch.object(db_upgrades, 'transition_chains_once',
+                               side_effect=db_exc.DBError('batch')), \
+                mock.patch.object(db_upgrades, 'transition_chain_once',
+                                  side_effect=alone):
+            results = self._submit(chains)
+        self.assertIsInstance(results[1], db_exc.DBError)
+        for index in (0, 2):
+            self.assertEqual(states.VERIFYING, results[index][1]['status'])
+            self.assertEqual(states.VERIFYING, self._status(upgrades[index]))
+        self.assertEqual(states.DOWNLOADING, self._status(upgrades[1]))
+
+    def test_a_refused_claim_in_a_batch_refuses_only_itself(self):
+        claimable = self._create(instance_id=uuidutils.generate_uuid())
+        cancelled = self._create(instance_id=uuidutils.generate_uuid())
+        db_upgrades.transition_upgrade(self.context, cancelled['id'],
+                                       states.CANCELLED, 'api')
+        reported = self._claimed()
+        results = self._submit([
+            self._chain(claimable, states.DOWNLOADING,
+                        allowed_from=states.CANCELLABLE_STATES),
+            self._chain(cancelled, states.DOWNLOADING,
+                        allowed_from=states.CANCELLABLE_STATES),
+            self._chain(reported, states.VERIFYING)])
+        self.assertEqual(states.DOWNLOADING, results[0][1]['status'])
+        [refusal] = results[1][0]
+        self.assertIsInstance(refusal, exception.InvalidStateTransition)
+        self.assertEqual(states.CANCELLED, self._status(cancelled))
+        self.assertEqual(states.DOWNLOADING, self._status(claimable))
+        self.assertEqual(states.VERIFYING, self._status(reported))
+
+    def test_without_the_thread_each_chain_is_written_by_its_sender(self):
+        upgrade = self._claimed()
+        outcomes, moved = self.writer.transition(
+            self._chain(upgrade, states.VERIFYING))
+        self.assertEqual(states.VERIFYING, moved['status'])
+        self.writer.start()
+        self.writer.stop()
+        outcomes, moved = self.writer.transition(
+            self._chain(moved, states.INSTALLING))
+        self.assertEqual([True], [o[0] for o in outcomes])
+        self.assertEqual(states.INSTALLING, self._status(upgrade))
+
+    def test_stop_writes_what_is_queued_first(self):
+        upgrades = [self._claimed() for _ in range(2)]
+        self.writer.start()
+        results = []
+        threads = [threading.Thread(target=lambda u=u: results.append(
+            self.writer.transition(self._chain(u, states.VERIFYING))))
+            for u in upgrades]
+        for thread in threads:
+            thread.start()
+        deadline = time.monotonic() + HANG_GUARD
+        while (self.writer._queue.qsize() < 2
+               and time.monotonic() < deadline):
+            time.sleep(0.01)
+        self.writer.stop()
+        self.writer.run()  # returns once the queue is written
+        for thread in threads:
+            thread.join(HANG_GUARD)
+        self.assertEqual(2, len(results))
+        self.assertEqual([states.VERIFYING] * 2,
+                         [self._status(u) for u in upgrades])
+
+
+class TestChainsThroughTheWriter(db_base.DbTestCase):
+    """``transition_upgrade_chain`` with a writer keeps its answers."""
+
+    def test_a_lost_race_in_the_batch_is_retried_alone(self):
+        upgrade = self._create()
+        db_upgrades.transition_upgrade(self.context, upgrade['id'],
+                                       states.DOWNLOADING, 'agent')
+        memory = db_upgrades.UpgradeMemory()
+        memory.remember(db_upgrades.get_upgrade(self.context, upgrade['id']))
+        # Another conductor records VERIFYING: what is remembered is old.
+        db_upgrades.transition_upgrade(self.context, upgrade['id'],
+                                       states.VERIFYING, 'agent')
+        writer = mock.Mock(wraps=report_writer.ReportWriter())
+        outcomes = db_upgrades.transition_upgrade_chain(
+            self.context, upgrade['id'],
+            [(states.VERIFYING, None, None), (states.INSTALLING, None, None)],
+            'agent', instance_id=db_base.INSTANCE, memory=memory,
+            writer=writer)
+        self.assertEqual([False, True], [o[0] for o in outcomes])
+        # The writer's try lost; the retry read the row on its own.
+        self.assertEqual(1, writer.transition.call_count)
+        self.assertEqual(states.INSTALLING,
+                         memory.get(upgrade['id'])['status'])
