@@ -119,6 +119,34 @@ class TestMalformedBodies(base.APITestCase):
         self.assertEqual('swift://c/\U0001F600',
                          resp.json['upgrade']['location'])
 
+    def test_a_nul_in_a_version_is_refused(self):
+        # Not a space to \\S: it reached PostgreSQL's queries (500).
+        selector = {'group': 'g'}
+        for method, path, body, where in (
+                ('POST', '/upgrades',
+                 base.upgrade_body(instance_version='1\x00'),
+                 '$.instance_version'),
+                ('POST', '/rollouts',
+                 {'rollout': {'name': 'r', 'instance_version': '\x00',
+                              'strategy': 'swift', 'location': 'swift://c/o',
+                              'selector': selector}},
+                 '$.rollout.instance_version'),
+                ('POST', '/packages',
+                 {'package': {'name': 'agent', 'version': '1\x00',
+                              'strategy': 'swift', 'location': 'swift://c/o'}},
+                 '$.package.version'),
+                ('POST', '/desired-versions',
+                 {'desired_version': {'name': 'd', 'package': 'agent',
+                                      'version': '\x00',
+                                      'selector': selector}},
+                 '$.desired_version.version'),
+                ('PATCH', '/desired-versions/%s' % _ID,
+                 {'desired_version': {'version': 'a\x00b'}},
+                 '$.desired_version.version')):
+            self.assertError(self.request(method, self.mgmt + path, body),
+                             400, '(at %s)' % where)
+        self.assertNothingKept()
+
 
 class TestTrailingNewlines(base.APITestCase):
     """A final newline once matched every pattern anchored with ``$``."""
@@ -190,6 +218,20 @@ class TestMalformedQueries(base.APITestCase):
                                       '\u20ac.')):
             self.assertError(self.request('GET', self.mgmt + path), 404,
                              detail)
+
+    def test_a_nul_in_a_query_is_refused(self):
+        # PostgreSQL cannot hold a NUL in a string: the filter was a 500.
+        for path, query in (('/upgrades', 'instance_version=1%00'),
+                            ('/agents', 'guest_version=%00'),
+                            ('/agents', 'state=a%00'),
+                            ('/rollouts', 'name=%00'),
+                            ('/packages', 'name=a%00b'),
+                            ('/desired-versions', 'name=%00'),
+                            ('/packages', '%00=1')):
+            self.assertError(
+                self.request('GET', self.mgmt + path + '?' + query), 400,
+                'Query parameter %r holds a NUL character.'
+                % query.split('=')[0].replace('%00', '\x00'))
 
     def test_limit_of_other_digits(self):
         # Digits to str.isdigit(), not to int(), or not ASCII.
