@@ -115,6 +115,10 @@ class InvalidRolloutState(Conflict):
                '%(action)s.')
 
 
+class MalformedMessage(Invalid):
+    msg_fmt = 'Malformed RPC message %(method)s: %(reason)s'
+
+
 class MessageNotAuthenticated(Forbidden):
     msg_fmt = ('Message %(method)s of instance %(instance_id)s refused: '
                '%(reason)s')

@@ -207,7 +207,8 @@ class AgentService(service.Service):
         target = messaging.Target(
             topic=rpc_interface.agent_topic(self.instance_id),
             server=self.host)
-        self.rpcserver = rpc.get_rpc_server(target, [self.manager])
+        self.rpcserver = rpc.get_rpc_server(target, [self.manager],
+                                            rpc_interface.AGENT)
         self.rpcserver.start()
         agent = self.conf.agent
         self.tg.add_thread(self._run)

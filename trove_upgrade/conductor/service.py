@@ -30,6 +30,7 @@ from trove_upgrade.conductor import rpcapi as conductor_rpcapi
 from trove_upgrade import conf
 from trove_upgrade import context as tu_context
 from trove_upgrade import rpc
+from trove_upgrade import rpc_interface
 from trove_upgrade import upgrades
 
 CONF = conf.CONF
@@ -52,7 +53,8 @@ class ConductorService(service.Service):
         self.reconciler = reconciler.start_process(self.host)
         target = messaging.Target(topic=conductor_rpcapi.topic(),
                                   server=self.host)
-        self.rpcserver = rpc.get_rpc_server(target, [self.manager])
+        self.rpcserver = rpc.get_rpc_server(target, [self.manager],
+                                            rpc_interface.CONDUCTOR)
         self.rpcserver.start()
         self.tg.add_timer_args(CONF.conductor.periodic_interval,
                                self.time_out_upgrades,
