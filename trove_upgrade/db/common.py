@@ -174,10 +174,15 @@ def check_strings(model, values, names):
 
 
 def _check_characters(name, value):
-    """Refuse a lone surrogate, which no database driver can encode.
+    """Refuse a lone surrogate, which no database driver can encode, and NUL.
 
-    JSON and the message bus carry one (``"\\ud800"``) as any character.
+    JSON and the message bus carry one (``"\\ud800"``) as any character;
+    PostgreSQL fails any statement with a NUL in a string (a DBError).
     """
+    if '\x00' in value:
+        raise exception.Invalid(
+            reason='%s holds a NUL character, which the database cannot '
+                   'store' % name)
     if not value.isascii():
         try:
             value.encode('utf-8')
@@ -192,6 +197,9 @@ def bounded_detail(detail):
         return None
     if not isinstance(detail, str):
         raise exception.Invalid(reason='detail must be a string')
+    # A NUL in an agent's output must not cost the state change it
+    # explains: it is replaced rather than refused.
+    detail = detail.replace('\x00', '\ufffd')
     _check_characters('detail', detail)
     if len(detail) <= MAX_DETAIL:
         return detail
