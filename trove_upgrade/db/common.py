@@ -170,10 +170,10 @@ def check_strings(model, values, names):
         if len(value) > length:
             raise exception.Invalid(reason='%s is longer than %d characters'
                                     % (name, length))
-        _check_characters(name, value)
+        check_characters(name, value)
 
 
-def _check_characters(name, value):
+def check_characters(name, value):
     """Refuse a lone surrogate, which no database driver can encode, and NUL.
 
     JSON and the message bus carry one (``"\\ud800"``) as any character;
@@ -200,7 +200,7 @@ def bounded_detail(detail):
     # A NUL in an agent's output must not cost the state change it
     # explains: it is replaced rather than refused.
     detail = detail.replace('\x00', '\ufffd')
-    _check_characters('detail', detail)
+    check_characters('detail', detail)
     if len(detail) <= MAX_DETAIL:
         return detail
     return detail[:MAX_DETAIL - len(_CUT_MARK)] + _CUT_MARK
