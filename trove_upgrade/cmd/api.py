@@ -44,6 +44,7 @@ import webob.exc
 
 from trove_upgrade.api import deploy
 from trove_upgrade.api import util
+from trove_upgrade import conf as tu_conf
 from trove_upgrade import wsgi
 
 LOG = logging.getLogger(__name__)
@@ -290,7 +291,8 @@ def _stop(signum, frame):
 
 
 def main(argv=None):
-    conf = wsgi.parse_config(sys.argv[1:] if argv is None else argv)
+    with tu_conf.readable_config('trove-upgrade-api'):
+        conf = wsgi.parse_config(sys.argv[1:] if argv is None else argv)
     server = make_server(conf.api.bind_host, conf.api.bind_port,
                          deploy.loadapp(conf),
                          client_timeout=conf.api.client_socket_timeout)

@@ -32,9 +32,11 @@ LOG = logging.getLogger(__name__)
 
 
 def main(argv=None):
-    CONF(sys.argv[1:] if argv is None else argv, project='trove-upgrade',
-         prog='trove-upgrade-conductor',
-         version=version.version_info.version_string())
+    with conf.readable_config('trove-upgrade-conductor'):
+        CONF(sys.argv[1:] if argv is None else argv,
+             project='trove-upgrade',
+             prog='trove-upgrade-conductor',
+             version=version.version_info.version_string())
     logging.setup(CONF, 'trove-upgrade-conductor')
     try:
         # Reads every value now, so that one that cannot work stops the

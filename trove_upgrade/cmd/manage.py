@@ -155,9 +155,11 @@ command_opt = cfg.SubCommandOpt('command', title='Commands',
 def main(argv=None):
     if command_opt.dest not in CONF:
         CONF.register_cli_opt(command_opt)
-    CONF(sys.argv[1:] if argv is None else argv, project='trove-upgrade',
-         prog='trove-upgrade-manage',
-         version=version.version_info.version_string())
+    with conf.readable_config('trove-upgrade-manage'):
+        CONF(sys.argv[1:] if argv is None else argv,
+             project='trove-upgrade',
+             prog='trove-upgrade-manage',
+             version=version.version_info.version_string())
     try:
         CONF.command.func()
     except db_exc.DBError as exc:

@@ -58,3 +58,34 @@ class TestBadOptionValue(testtools.TestCase):
     def test_manage(self):
         self.run_with('trove-upgrade-manage', 'database', 'max_retries',
                       'zz', 'db', 'sync')
+
+
+class TestUnreadableConfigFile(testtools.TestCase):
+    """A configuration file that cannot be read or parsed: one line.
+
+    oslo.config raised from the parse, before logging: each command ended
+    with a traceback.
+    """
+
+    COMMANDS = (('trove-upgrade-api',), ('trove-upgrade-conductor',),
+                ('trove-upgrade-agent',), ('trove-upgrade-manage', 'db',
+                                           'version'),
+                ('trove-upgrade-adopt',),
+                ('trove-upgrade-status', 'upgrade', 'check'))
+
+    def test_every_command(self):
+        config = self.useFixture(fixtures.TempDir()).join('not-ini.conf')
+        with open(config, 'w') as f:
+            f.write('no section header\n')
+        for command, *args in self.COMMANDS:
+            done = subprocess.run(
+                [os.path.join(BIN, command), '--config-file', config] + args,
+                capture_output=True, text=True, timeout=60,
+                stdin=subprocess.DEVNULL)
+            output = done.stdout + done.stderr
+            self.assertNotEqual(0, done.returncode, output)
+            self.assertNotIn('Traceback', output)
+            [line] = output.splitlines()
+            self.assertTrue(line.startswith(
+                '%s: cannot read its configuration: Failed to parse %s'
+                % (command, config)), output)
