@@ -39,12 +39,14 @@ import sys
 import threading
 from wsgiref import simple_server
 
+from oslo_config import cfg
 from oslo_log import log as logging
 import webob.exc
 
 from trove_upgrade.api import deploy
 from trove_upgrade.api import util
 from trove_upgrade import conf as tu_conf
+from trove_upgrade import exception
 from trove_upgrade import wsgi
 
 LOG = logging.getLogger(__name__)
@@ -293,9 +295,23 @@ def _stop(signum, frame):
 def main(argv=None):
     with tu_conf.readable_config('trove-upgrade-api'):
         conf = wsgi.parse_config(sys.argv[1:] if argv is None else argv)
-    server = make_server(conf.api.bind_host, conf.api.bind_port,
-                         deploy.loadapp(conf),
-                         client_timeout=conf.api.client_socket_timeout)
+    try:
+        server = make_server(conf.api.bind_host, conf.api.bind_port,
+                             deploy.loadapp(conf),
+                             client_timeout=conf.api.client_socket_timeout)
+    except (cfg.Error, exception.TroveUpgradeException, OSError,
+            ValueError) as e:
+        # An option value, the policy file (oslo.policy's ValueError), the
+        # address: named in one line rather than a traceback.
+        reason = str(e)
+    else:
+        return _serve(server, conf)
+    # Out of the except: oslo.log would repeat the exception.
+    LOG.error('trove-upgrade-api cannot start: %s', reason)
+    return 2
+
+
+def _serve(server, conf):
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)
     host, port = server.server_address[:2]

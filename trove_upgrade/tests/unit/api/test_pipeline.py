@@ -219,4 +219,5 @@ class TestLoadApp(base.APITestCase):
         with open(policy_file, 'w') as f:
             f.write('"trove_upgrade:agents:list": [unclosed\n')
         self.flags(group='oslo_policy', policy_file=policy_file)
-        self.assertRaises(ValueError, deploy.loadapp, self.conf)
+        self.assertRaises(exception.InvalidPolicyFile, deploy.loadapp,
+                          self.conf)
