@@ -129,6 +129,26 @@ retry_on_deadlock = oslo_db_api.wrap_db_retry(
     max_retries=5, retry_on_deadlock=True)
 
 
+def check_connection_url(url):
+    """Refuse a ``[database] connection`` that no query could ever use.
+
+    A URL SQLAlchemy cannot parse, or whose dialect or driver is not
+    installed, failed every query with a traceback for as long as the
+    service ran; the services check it at start instead. The URL itself
+    is not quoted: it may hold a password.
+    """
+    try:
+        sa.engine.make_url(url).get_dialect().import_dbapi()
+    except (sa.exc.NoSuchModuleError, ImportError) as e:
+        # NoSuchModuleError first: it is an ArgumentError too.
+        raise exception.Invalid(
+            reason='[database] connection names a database driver that is '
+                   'not installed: %s' % e) from None
+    except sa.exc.ArgumentError:
+        raise exception.Invalid(
+            reason='[database] connection is not a database URL') from None
+
+
 def get_engine():
     """The writer engine, for the migrations and the manage command."""
     return context_manager.writer.get_engine()

@@ -69,6 +69,15 @@ class TestBadOptionValue(testtools.TestCase):
         self.assertNamed('trove-upgrade-conductor', 'conductor',
                          'heartbeat_write_interval', 'often')
 
+    def test_conductor_database_driver(self):
+        # It ran on, each periodic task failing with a traceback.
+        output = self.run_with('trove-upgrade-conductor', 'database',
+                               'connection', 'nosuchdb://h/d')
+        self.assertIn('cannot start: Invalid input: [database] connection '
+                      'names a database driver that is not installed: '
+                      "Can't load plugin: sqlalchemy.dialects:nosuchdb",
+                      output)
+
     def test_agent(self):
         self.assertNamed('trove-upgrade-agent', 'agent', 'heartbeat_interval',
                          '-5x')
