@@ -233,6 +233,31 @@ class TestMalformedQueries(base.APITestCase):
                 'Query parameter %r holds a NUL character.'
                 % query.split('=')[0].replace('%00', '\x00'))
 
+    def test_an_accept_header_refusing_json_is_406(self):
+        # It was answered with JSON regardless, after doing the work.
+        for accept in ('text/html', 'application/json;q=0',
+                       'text/html, application/xml;q=0.9'):
+            headers = {'Accept': accept}
+            self.assertError(
+                self.request('POST', self.mgmt + '/upgrades',
+                             base.upgrade_body(), headers=headers), 406,
+                'This API answers only application/json, which the Accept '
+                'header %r refuses.' % accept)
+            self.assertError(self.request('GET', self.mgmt + '/agents',
+                                          headers=headers), 406, accept)
+            self.assertError(self.request('GET', '/', headers=headers), 406,
+                             accept)
+        self.assertNothingRecorded()
+        for accept in ('*/*', 'application/*', ';;;q=x',
+                       'text/html;q=0.9, application/json'):
+            resp = self.request('GET', self.mgmt + '/agents',
+                                headers={'Accept': accept})
+            self.assertEqual(200, resp.status_int, accept)
+        # The health check answers HTML or text as asked.
+        resp = self.request('GET', '/healthcheck',
+                            headers={'Accept': 'text/html'})
+        self.assertEqual(200, resp.status_int, resp.text)
+
     def test_limit_of_other_digits(self):
         # Digits to str.isdigit(), not to int(), or not ASCII.
         for limit in ('%C2%B2', '%EF%BC%91', '%D9%A1'):
