@@ -21,9 +21,10 @@ the conductor has not received yet.
 
 A write goes to a temporary file that is fsynced, renamed over the journal
 with ``os.replace`` and followed by an fsync of the directory, so a crash
-leaves either the old journal or the new one, never a mix. Every reader and
-writer holds ``InstallRootLock``, the exclusive ``fcntl`` lock that also
-guards the installs and the ``current`` symlink.
+leaves either the old journal or the new one, never a mix; a write that
+fails (a full disk) removes its temporary file and leaves the old one.
+Every reader and writer holds ``InstallRootLock``, the exclusive ``fcntl``
+lock that also guards the installs and the ``current`` symlink.
 """
 
 import contextlib
@@ -36,6 +37,7 @@ import threading
 from trove_upgrade import exception
 
 JOURNAL_NAME = 'journal.json'
+TMP_SUFFIX = '.tmp'
 LOCK_NAME = '.lock'
 FORMAT = 1
 
@@ -152,12 +154,20 @@ class UpgradeJournal:
             # dicts keep insertion order: forget the oldest ids first.
             for key in list(processed)[:len(processed) - PROCESSED_LIMIT]:
                 del processed[key]
-        tmp = '%s.tmp-%d' % (self.path, os.getpid())
-        with open(tmp, 'w', encoding='utf-8') as f:
-            json.dump(data, f, indent=1, sort_keys=True)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)
+        # One name for every writer, who all hold the lock: what a killed
+        # writer left is overwritten by the next write, not kept for ever.
+        tmp = self.path + TMP_SUFFIX
+        try:
+            with open(tmp, 'w', encoding='utf-8') as f:
+                json.dump(data, f, indent=1, sort_keys=True)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, self.path)
+        except BaseException:
+            # A full disk: give back the space the partial copy took.
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
         fsync_dir(self.root)
 
     # Helpers used by the pipeline and the manager, each one transaction.

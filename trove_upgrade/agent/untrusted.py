@@ -27,6 +27,7 @@ happens, the step ends in :class:`StepFailed` with a bounded reason.
 child itself and for unit tests that inject fakes.
 """
 
+import contextlib
 import ctypes
 import json
 import os
@@ -201,19 +202,38 @@ def _read_result(path, step, returncode):
             isinstance(result.get('ok'), dict)
             or isinstance(result.get('failed'), str)):
         raise StepFailed('the %s step ended without a result (exit status '
-                         '%s)' % (step, returncode))
+                         '%s)%s' % (step, returncode, _full_disk(path)))
     if 'failed' in result:
         raise StepFailed(result['failed'])
     return result['ok']
 
 
+def _full_disk(path):
+    """Why a child left no result at ``path``, when its disk is full.
+
+    A download that fills the work directory's file system leaves the
+    child no room for its answer; the reason recorded says so.
+    """
+    try:
+        full = os.statvfs(os.path.dirname(path)).f_bavail == 0
+    except OSError:
+        return ''
+    return ': no space is left on the file system of its work directory' \
+        if full else ''
+
+
 def _write_result(path, result):
     tmp = path + '.tmp'
-    with open(tmp, 'w') as f:
-        json.dump(result, f)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, 'w') as f:
+            json.dump(result, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 def _die_with_parent(parent):
@@ -257,8 +277,16 @@ def main():
         result = {'failed': str(e)}
     except Exception as e:
         result = {'failed': describe(e)}
-    _write_result(request['result'], result)
-    return 0
+    try:
+        _write_result(request['result'], result)
+        return 0
+    except OSError as e:
+        error = e
+    # Out of the except block: one line, no traceback of a full disk.
+    LOG.error('The %(step)s step cannot write its result %(path)s: '
+              '%(error)s', {'step': request['step'],
+                            'path': request['result'], 'error': error})
+    return 1
 
 
 if __name__ == '__main__':

@@ -15,12 +15,17 @@
 from oslo_log import log as logging
 
 from trove_upgrade.api import util
+from trove_upgrade.db import errors as db_errors
 
 LOG = logging.getLogger(__name__)
 
 
 class FaultWrapper:
-    """Turn an unexpected exception into a 500 JSON error and log it."""
+    """Turn an unexpected exception into a 500 JSON error and log it.
+
+    A database that cannot be used right now is no bug of the request: it
+    gets a 503, which clients retry, and one log line without a traceback.
+    """
 
     def __init__(self, application):
         self.application = application
@@ -28,6 +33,17 @@ class FaultWrapper:
     def __call__(self, environ, start_response):
         try:
             return self.application(environ, start_response)
+        except db_errors.UNAVAILABLE_ERRORS as e:
+            LOG.error('The database failed serving %(method)s %(path)s: '
+                      '%(error)s',
+                      {'method': environ.get('REQUEST_METHOD'),
+                       'path': environ.get('PATH_INFO'),
+                       'error': (str(e).splitlines() or [repr(e)])[0]})
+            response = util.error_response(
+                503, 'The database is unavailable. Try again later; the '
+                     'request id identifies the error in the service log.',
+                environ)
+            return response(environ, start_response)
         except Exception:
             LOG.exception('Unexpected error serving %(method)s %(path)s',
                           {'method': environ.get('REQUEST_METHOD'),

@@ -17,7 +17,9 @@ process, with its lease owner name and agent RPC client. Like a rollout,
 a desired version is acted on only by the conductor holding its lease;
 its upgrades are recorded, in one transaction with their dispatches, only
 while that lease is still held and the desired version still ACTIVE at
-the same version, then cast, then marked SENT.
+the same version, then cast, then marked SENT; they count as sent from
+that record, so a conductor killed before the cast leaves upgrades that
+are cast again ``[conductor] resend_interval`` seconds later.
 """
 
 import datetime
@@ -30,6 +32,7 @@ from trove_upgrade.db import desired_versions as db
 from trove_upgrade import desired_versions
 from trove_upgrade import exception
 from trove_upgrade import notifications
+from trove_upgrade import resends
 from trove_upgrade import rollouts
 from trove_upgrade import upgrades
 
@@ -87,7 +90,8 @@ def reconcile(context, desired, owner, agent_api):
         return
     targets = [(instance_id, view.rounds[instance_id], attempt, canary)
                for instance_id, attempt, canary in plan.dispatch]
-    created = db.create_upgrades(context, desired, package, targets, owner)
+    created = db.create_upgrades(context, desired, package, targets, owner,
+                                 resend_at=resends.resend_at(1))
     for upgrade in created:
         notifications.notify_upgrade(context, notifications.CREATE, upgrade)
     failed = agent_api.upgrade_many(

@@ -24,9 +24,10 @@ rollout only while it holds the rollout's lease (``[conductor]
 rollout_lease_time``); every dispatch is recorded, in one transaction with
 its upgrade, under a unique (rollout, instance, attempt) and only while
 the lease is still this conductor's and the rollout still RUNNING. The
-upgrade is cast after that commit: a conductor killed in between leaves a
-PENDING upgrade its agent never got, which the rollout's
-``agent_deadline`` times out, as any silent agent's.
+upgrade is cast after that commit, and counts as sent from it: a conductor
+killed in between leaves a PENDING upgrade its agent never got, which a
+later pass casts again ``[conductor] resend_interval`` seconds on
+(``resends.send_unclaimed_upgrades``).
 """
 
 import datetime
@@ -146,7 +147,8 @@ class Reconciler:
         """
         started = time.monotonic(), time.process_time()
         created = db_rollouts.create_rollout_upgrades(
-            context, rollout, targets, self.owner)
+            context, rollout, targets, self.owner,
+            resend_at=resends.resend_at(1))
         for upgrade in created:
             notifications.notify_upgrade(context, notifications.CREATE,
                                          upgrade)

@@ -217,7 +217,7 @@ def owner_tag(dv_id):
 
 
 @common.retry_on_deadlock
-def _create_upgrades(context, desired, package, targets, owner):
+def _create_upgrades(context, desired, package, targets, owner, resend_at):
     now = timeutils.utcnow()
     upgrades, events, dispatches = [], [], []
     for instance_id, round_, attempt, canary in targets:
@@ -232,7 +232,7 @@ def _create_upgrades(context, desired, package, targets, owner):
             'status_detail': None, 'project_id': context.project_id,
             'user_id': context.user_id, 'request_id': context.request_id,
             'rollout_id': None, 'created_at': now, 'updated_at': now,
-            'finished_at': None})
+            'finished_at': None, **db_upgrades.first_send(resend_at)})
         events.append(db_upgrades.event_row(
             context, upgrade_id, now, 'conductor', None, states.PENDING))
         dispatches.append({
@@ -259,16 +259,19 @@ def _create_upgrades(context, desired, package, targets, owner):
     return upgrades
 
 
-def create_upgrades(context, desired, package, targets, owner):
+def create_upgrades(context, desired, package, targets, owner,
+                    resend_at=None):
     """Record the upgrades a desired version dispatches, with dispatches.
 
     ``targets`` are ``(instance_id, round, attempt, canary)``; nothing is
     recorded unless the desired version is still ACTIVE at that version
     and ``owner`` holds its lease. An attempt recorded already (another
-    conductor) is left out.
+    conductor) is left out. With ``resend_at`` each counts as sent once
+    already (see ``db.upgrades.first_send``).
     """
     try:
-        return _create_upgrades(context, desired, package, targets, owner)
+        return _create_upgrades(context, desired, package, targets, owner,
+                                resend_at)
     except db_exc.DBDuplicateEntry:
         if len(targets) == 1:
             LOG.info('Attempt %s of desired version %s was dispatched '
@@ -277,7 +280,7 @@ def create_upgrades(context, desired, package, targets, owner):
     created = []
     for target in targets:
         created.extend(create_upgrades(context, desired, package, [target],
-                                       owner))
+                                       owner, resend_at))
     return created
 
 

@@ -255,7 +255,7 @@ def list_rollout_dispatches(context, rollout_id):
             for r in rows]
 
 
-def _rollout_upgrade_rows(context, rollout, targets, now):
+def _rollout_upgrade_rows(context, rollout, targets, now, resend_at):
     """Rows of the upgrades, their first events and their dispatches."""
     upgrades, events, dispatches = [], [], []
     for instance_id, attempt, canary in targets:
@@ -269,7 +269,8 @@ def _rollout_upgrade_rows(context, rollout, targets, now):
             'status_detail': None, 'project_id': context.project_id,
             'user_id': context.user_id, 'request_id': context.request_id,
             'rollout_id': rollout['id'], 'created_at': now,
-            'updated_at': now, 'finished_at': None})
+            'updated_at': now, 'finished_at': None,
+            **db_upgrades.first_send(resend_at)})
         events.append(db_upgrades.event_row(
             context, upgrade_id, now, 'conductor', None, states.PENDING))
         dispatches.append({
@@ -280,10 +281,10 @@ def _rollout_upgrade_rows(context, rollout, targets, now):
 
 
 @common.retry_on_deadlock
-def _create_rollout_upgrades(context, rollout, targets, owner):
+def _create_rollout_upgrades(context, rollout, targets, owner, resend_at):
     now = timeutils.utcnow()
     upgrades, events, dispatches = _rollout_upgrade_rows(
-        context, rollout, targets, now)
+        context, rollout, targets, now, resend_at)
     with common.context_manager.writer.using(context) as session:
         # First statement, so SQLite takes the write lock here: from now
         # on nobody pauses, aborts or takes over the rollout until commit.
@@ -307,7 +308,8 @@ def _create_rollout_upgrades(context, rollout, targets, owner):
     return upgrades
 
 
-def create_rollout_upgrades(context, rollout, targets, owner):
+def create_rollout_upgrades(context, rollout, targets, owner,
+                            resend_at=None):
     """Record the upgrades a rollout dispatches, each with its dispatch.
 
     ``targets`` are ``(instance_id, attempt, canary)``. Nothing is recorded
@@ -315,11 +317,12 @@ def create_rollout_upgrades(context, rollout, targets, owner):
     lease. All are recorded in one transaction; when one attempt was
     recorded already (by another conductor), they are recorded one at a
     time and that one is left out. Returns the upgrades recorded, PENDING,
-    tagged with the rollout's id.
+    tagged with the rollout's id. With ``resend_at`` each counts as sent
+    once already (see ``db.upgrades.first_send``).
     """
     try:
         return _create_rollout_upgrades(context, rollout, targets,
-                                        owner) or []
+                                        owner, resend_at) or []
     except db_exc.DBDuplicateEntry:
         if len(targets) == 1:
             LOG.info('Attempt %(attempt)d of rollout %(rollout)s at '
@@ -330,7 +333,7 @@ def create_rollout_upgrades(context, rollout, targets, owner):
     created = []
     for target in targets:
         created.extend(create_rollout_upgrades(context, rollout, [target],
-                                               owner))
+                                               owner, resend_at))
     return created
 
 

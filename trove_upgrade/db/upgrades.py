@@ -151,6 +151,18 @@ def create_sent_upgrade(context, values, resend_at):
     return upgrade, keys
 
 
+def first_send(resend_at):
+    """The send columns of an upgrade recorded before the conductor casts it.
+
+    With ``resend_at`` it counts as sent once, so a conductor killed
+    between the record and the cast leaves an upgrade the reconcilers cast
+    again at ``resend_at``, not one that only its deadline ends.
+    """
+    if resend_at is None:
+        return {'resend_at': None, 'send_count': 0}
+    return {'resend_at': resend_at, 'send_count': 1}
+
+
 def _new_upgrade(context, values, resend_at):
     """The checked row of a new upgrade and those of its events."""
     common.check_keys('upgrade field', values,

@@ -48,14 +48,17 @@ class _ServedAPI(base.TestCase):
         self.dir = self.useFixture(fixtures.TempDir()).path
         self.log_file = os.path.join(self.dir, 'server.log')
         self.config = os.path.join(self.dir, 'trove-upgrade.conf')
+        self.write_config()
+        subprocess.run([os.path.join(BIN, 'trove-upgrade-manage'),
+                        '--config-file', self.config, 'db', 'sync'],
+                       check=True, capture_output=True)
+
+    def write_config(self):
         with open(self.config, 'w') as f:
             f.write('[DEFAULT]\nstate_path = %s\ntransport_url = fake:/\n'
                     '[api]\nauth_strategy = noauth2\nbind_host = 127.0.0.1\n'
                     'bind_port = 0\n'
                     '[conductor]\nrequire_sealed = false\n' % self.dir)
-        subprocess.run([os.path.join(BIN, 'trove-upgrade-manage'),
-                        '--config-file', self.config, 'db', 'sync'],
-                       check=True, capture_output=True)
 
     def start(self, args, env=None):
         log = open(self.log_file, 'w')

@@ -27,7 +27,7 @@ import sqlalchemy as sa
 import webob
 
 from trove_upgrade.api import deploy
-from trove_upgrade.cmd import api as cmd_api
+from trove_upgrade.api import server as api_server
 from trove_upgrade import conf
 from trove_upgrade.db import models
 from trove_upgrade import rpc
@@ -153,7 +153,7 @@ class TestKeystoneAuth(base.TestCase):
         self.assertNothingRecorded()
 
     def test_clients_find_the_api_in_the_catalog(self):
-        server = cmd_api.make_server('127.0.0.1', 0, self.app)
+        server = api_server.make_server('127.0.0.1', 0, self.app)
         thread = threading.Thread(target=server.serve_forever)
         thread.start()
         self.addCleanup(thread.join)

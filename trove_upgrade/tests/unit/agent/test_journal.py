@@ -12,9 +12,11 @@
 
 """The journal survives crashes and excludes other processes."""
 
+import errno
 import json
 import multiprocessing
 import os
+from unittest import mock
 
 import fixtures
 
@@ -72,6 +74,37 @@ class TestUpgradeJournal(base.TestCase):
 
         self.assertRaises(RuntimeError, fail)
         self.assertEqual('1.0.0', self.journal.read()['last_known_good'])
+
+    def test_write_failing_midway_leaves_the_old_journal_and_no_copy(self):
+        with self.journal.update() as data:
+            data['last_known_good'] = '1.0.0'
+        real_fsync = os.fsync
+
+        def disk_full(fd):
+            if os.path.isfile(self.journal.path + journal.TMP_SUFFIX):
+                raise OSError(errno.ENOSPC, 'No space left on device')
+            real_fsync(fd)
+
+        def update():
+            with self.journal.update() as data:
+                data['last_known_good'] = '2.0.0'
+
+        with mock.patch.object(os, 'fsync', disk_full):
+            e = self.assertRaises(OSError, update)
+        self.assertEqual(errno.ENOSPC, e.errno)
+        self.assertEqual(['.lock', 'journal.json'],
+                         sorted(os.listdir(self.root)))
+        self.assertEqual('1.0.0', self.journal.read()['last_known_good'])
+        update()
+        self.assertEqual('2.0.0', self.journal.read()['last_known_good'])
+
+    def test_copy_left_by_a_killed_writer_is_replaced(self):
+        with open(self.journal.path + journal.TMP_SUFFIX, 'w') as f:
+            f.write('{"format": 1, "que')
+        with self.journal.update() as data:
+            data['last_known_good'] = '1.0.0'
+        self.assertEqual(['.lock', 'journal.json'],
+                         sorted(os.listdir(self.root)))
 
     def test_read_returns_a_copy(self):
         data = self.journal.read()

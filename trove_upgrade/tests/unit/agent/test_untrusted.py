@@ -12,10 +12,12 @@
 
 """The child-process runner of the untrusted steps, with real processes."""
 
+import errno
 import os
 import subprocess
 import sys
 import time
+from unittest import mock
 
 import fixtures
 
@@ -88,6 +90,23 @@ class TestChildProcessSteps(base.TestCase):
         error = self.assertRaises(untrusted.StepFailed, self.run_child,
                                   'import os; os._exit(3)')
         self.assertIn('without a result (exit status 3)', str(error))
+
+    def test_child_without_room_for_its_result_says_the_disk_is_full(self):
+        with mock.patch.object(os, 'statvfs',
+                               return_value=mock.Mock(f_bavail=0)):
+            error = self.assertRaises(untrusted.StepFailed, self.run_child,
+                                      'import os; os._exit(1)')
+        self.assertEqual('the download step ended without a result (exit '
+                         'status 1): no space is left on the file system of '
+                         'its work directory', str(error))
+
+    def test_result_not_written_leaves_no_partial_copy(self):
+        path = os.path.join(self.work, 'download' + untrusted.RESULT_SUFFIX)
+        with mock.patch.object(os, 'fsync', side_effect=OSError(
+                errno.ENOSPC, 'No space left on device')):
+            self.assertRaises(OSError, untrusted._write_result, path,
+                              {'ok': {}})
+        self.assertEqual([], os.listdir(self.work))
 
     def test_hanging_child_and_its_helpers_are_killed(self):
         pid_file = os.path.join(self.work, 'helper.pid')

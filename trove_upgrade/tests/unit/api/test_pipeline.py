@@ -16,7 +16,9 @@ from unittest import mock
 
 import fixtures
 from oslo_config import cfg
+from oslo_db import exception as db_exc
 from oslo_utils import uuidutils
+import sqlalchemy as sa
 
 from trove_upgrade.api import deploy
 from trove_upgrade.db import upgrades as db_upgrades
@@ -194,6 +196,28 @@ class TestFaultWrapper(base.APITestCase):
         self.assertIn('secret detail', logger.output)
         self.assertIn('Traceback', logger.output)
         self.assertTrue(error['request_id'].startswith('req-'))
+
+    def _assert_unavailable(self, error):
+        logger = self.useFixture(fixtures.FakeLogger(
+            name='trove_upgrade.api.fault_wrap'))
+        with mock.patch.object(db_upgrades, 'list_upgrades',
+                               side_effect=error):
+            resp = self.request('GET', self.mgmt + '/upgrades')
+        self.assertError(resp, 503, 'The database is unavailable.')
+        self.assertNotIn('secret-host', resp.text)
+        self.assertIn('GET %s/upgrades: ' % self.mgmt, logger.output)
+        self.assertIn('secret-host refused\n', logger.output)
+        self.assertNotIn('Traceback', logger.output)
+
+    def test_lost_database_connection_is_503(self):
+        # Only its first line is logged.
+        self._assert_unavailable(db_exc.DBConnectionError(
+            '(psycopg2.OperationalError) secret-host refused\nmore'))
+
+    def test_database_refusing_connections_is_503(self):
+        # oslo.db leaves a failed connect of PostgreSQL unwrapped.
+        self._assert_unavailable(sa.exc.OperationalError(
+            None, None, Exception('secret-host refused')))
 
 
 class TestLoadApp(base.APITestCase):

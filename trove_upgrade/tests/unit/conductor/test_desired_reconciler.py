@@ -15,6 +15,7 @@
 import datetime
 from unittest import mock
 
+from oslo_utils import timeutils
 from oslo_utils import uuidutils
 
 from trove_upgrade.conductor import desired_reconciler
@@ -25,6 +26,7 @@ from trove_upgrade.db import packages as package_db
 from trove_upgrade.db import upgrades as db_upgrades
 from trove_upgrade import desired_versions
 from trove_upgrade import package_registry
+from trove_upgrade import resends
 from trove_upgrade import states
 from trove_upgrade.tests import base
 from trove_upgrade.tests.fixtures import database
@@ -83,6 +85,25 @@ class TestDesiredReconciler(base.TestCase):
         self.reconcile()
         self.assertEqual([False, False],
                          [d['canary'] for d in self.dispatches()[1:]])
+
+    def test_upgrade_of_a_conductor_killed_before_its_cast_is_sent(self):
+        class Killed(BaseException):
+            """kill -9 of the conductor, as far as the pass can tell."""
+
+        self.agent_api.upgrade_many.side_effect = Killed
+        self.assertRaises(Killed, self.reconcile)
+        canary, = self.dispatches()
+        self.assertEqual(states.PENDING, canary['status'])
+        self.agent_api.upgrade_many.side_effect = None
+        due = timeutils.utcnow() + datetime.timedelta(
+            seconds=self.conf.conductor.resend_interval + 1)
+        with mock.patch.object(timeutils, 'utcnow', return_value=due):
+            self.assertEqual([canary['upgrade_id']],
+                             resends.send_unclaimed_upgrades(
+                                 self.ctx, self.agent_api))
+        taken, = self.agent_api.upgrade_many.call_args.args[1]
+        self.assertEqual((canary['upgrade_id'], 2),
+                         (taken['id'], taken['send_count']))
 
     def test_failed_canary_pauses_with_an_event(self):
         self.reconcile()

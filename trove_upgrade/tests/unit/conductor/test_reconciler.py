@@ -24,6 +24,7 @@ from trove_upgrade import context
 from trove_upgrade.db import agents as db_agents
 from trove_upgrade.db import rollouts as db_rollouts
 from trove_upgrade.db import upgrades as db_upgrades
+from trove_upgrade import resends
 from trove_upgrade import rollout_states as rs
 from trove_upgrade import rollouts
 from trove_upgrade import states
@@ -168,6 +169,32 @@ class TestReconciler(base.TestCase):
         dispatches = db_rollouts.list_rollout_dispatches(self.ctx,
                                                          rollout['id'])
         self.assertEqual([1, 2], [d['attempt'] for d in dispatches])
+
+    def test_upgrade_of_a_conductor_killed_before_its_cast_is_sent(self):
+        rollout = self.create(max_in_flight=1)
+
+        class Killed(BaseException):
+            """kill -9 of the conductor, as far as the pass can tell."""
+
+        with mock.patch.object(self.reconciler.agent_api, 'upgrade_many',
+                               side_effect=Killed):
+            self.assertRaises(Killed, self.reconciler.run, self.ctx)
+        [upgrade] = self.upgrades(rollout['id'])
+        self.assertEqual(states.PENDING, upgrade['status'])
+        # Another conductor's pass, once it is due: not its agent_deadline.
+        due = timeutils.utcnow() + datetime.timedelta(
+            seconds=self.conf.conductor.resend_interval + 1)
+        with mock.patch.object(timeutils, 'utcnow', return_value=due):
+            sent = resends.send_unclaimed_upgrades(
+                self.ctx, reconciler.Reconciler('host-b').agent_api)
+        self.assertEqual([upgrade['id']], sent)
+        upgrade = db_upgrades.get_upgrade(self.ctx, upgrade['id'],
+                                          with_events=True)
+        self.assertEqual((states.PENDING, 2), (upgrade['status'],
+                                               upgrade['send_count']))
+        self.assertEqual('Sent to the agent again (send 2): not claimed '
+                         'since it was last sent.',
+                         upgrade['events'][-1]['detail'])
 
     def test_waits_for_start_at(self):
         start_at = timeutils.utcnow() + datetime.timedelta(seconds=600)

@@ -24,8 +24,8 @@ import threading
 import fixtures
 import webob
 
+from trove_upgrade.api import server as api_server
 from trove_upgrade.api import util
-from trove_upgrade.cmd import api
 from trove_upgrade.tests import base
 
 # Generous bounds so that a server that hangs fails the test, not the run.
@@ -77,8 +77,8 @@ class TestServer(base.TestCase):
             return _app(environ, start_response)
 
         self.threads_before = set(threading.enumerate())
-        self.server = api.make_server('127.0.0.1', 0, application,
-                                      client_timeout=client_timeout)
+        self.server = api_server.make_server(
+            '127.0.0.1', 0, application, client_timeout=client_timeout)
         self.port = self.server.server_address[1]
         self.serving = threading.Thread(target=self.server.serve_forever,
                                         kwargs={'poll_interval': 0.05})

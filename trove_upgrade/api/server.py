@@ -1,0 +1,281 @@
+#    Licensed under the Apache License, Version 2.0 (the "License"); you may
+#    not use this file except in compliance with the License. You may obtain
+#    a copy of the License at
+#
+#         http://www.apache.org/licenses/LICENSE-2.0
+#
+#    Unless required by applicable law or agreed to in writing, software
+#    distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+#    WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+#    License for the specific language governing permissions and limitations
+#    under the License.
+
+"""The built-in HTTP/1.1 server of ``trove-upgrade-api``.
+
+A threaded stdlib WSGI server, enough for an admin API and for the demo;
+production deployments serve ``trove_upgrade.wsgi.api:application`` with
+uWSGI or gunicorn. It keeps a client's connection open between requests,
+one thread per connection: a new connection and thread for every request
+cost the API a fifth of its CPU per upgrade.
+
+A connection is closed, rather than kept, after a response that has no
+Content-Length, after a request whose body the API did not read to its
+end (a 413, say), after an error, for a client that asks for it or speaks
+HTTP/1.0, and once the server is stopping. A request with a
+Transfer-Encoding is answered 411: its body has no length to bound it.
+A client that stays silent for ``client_timeout`` seconds, between
+requests or in the middle of one, is disconnected; one silent in the
+middle of its body is answered 408 first. The server's own errors (400,
+411, 414, 431, 505) have the API's JSON error body. Closing the server
+closes the idle connections and waits for the requests in flight.
+"""
+
+import http
+import socket
+import socketserver
+import threading
+from wsgiref import simple_server
+
+from oslo_log import log as logging
+import webob.exc
+
+from trove_upgrade.api import util
+
+
+LOG = logging.getLogger(__name__)
+
+# How the standard library bounds a request line (it answers 414 above).
+_MAX_REQUEST_LINE = 65536
+
+
+class _ThreadingWSGIServer(socketserver.ThreadingMixIn,
+                           simple_server.WSGIServer):
+    """One thread per connection; closing the server waits for them."""
+
+    daemon_threads = False
+    block_on_close = True
+    allow_reuse_address = True
+    # Seconds a connection may stay silent (StreamRequestHandler.timeout).
+    client_timeout = None
+
+    def __init__(self, *args, **kwargs):
+        self._lock = threading.Lock()
+        self._idle = set()
+        self.stopping = False
+        super().__init__(*args, **kwargs)
+
+    def await_request(self, connection, readline):
+        """The next request line of ``connection``; b'' once stopping.
+
+        A connection waiting here is idle: stopping the server shuts its
+        reading side, which ends the wait. One whose request line has
+        come in is no longer idle and gets its answer.
+        """
+        with self._lock:
+            if self.stopping:
+                return b''
+            self._idle.add(connection)
+        try:
+            return readline()
+        finally:
+            with self._lock:
+                self._idle.discard(connection)
+
+    def server_close(self):
+        with self._lock:
+            self.stopping = True
+            idle, self._idle = self._idle, set()
+        for connection in idle:
+            try:
+                connection.shutdown(socket.SHUT_RD)
+            except OSError:
+                pass  # the client closed it meanwhile
+        super().server_close()  # joins the connections' threads
+
+
+class _RequestBody:
+    """``wsgi.input``: at most Content-Length bytes of the connection.
+
+    What the application leaves unread would be taken for the next
+    request; ``remaining`` tells the server to close the connection
+    instead.
+    """
+
+    def __init__(self, rfile, length):
+        self._rfile = rfile
+        self.remaining = length
+
+    def _size(self, size):
+        if size is None or size < 0 or size > self.remaining:
+            return self.remaining
+        return size
+
+    def _take(self, read, size):
+        size = self._size(size)
+        try:
+            data = read(size) if size else b''
+        except TimeoutError:
+            # The application's error, not a 500 with a traceback.
+            raise webob.exc.HTTPRequestTimeout(
+                'The client sent less of the body than its Content-Length '
+                'says, then nothing for [api] client_socket_timeout '
+                'seconds.')
+        self.remaining -= len(data)
+        return data
+
+    def read(self, size=-1):
+        return self._take(self._rfile.read, size)
+
+    def readline(self, size=-1):
+        return self._take(self._rfile.readline, size)
+
+    def readlines(self, hint=-1):
+        lines = []
+        total = 0
+        while True:
+            line = self.readline()
+            if not line:
+                return lines
+            lines.append(line)
+            total += len(line)
+            if 0 < hint <= total:
+                return lines
+
+    def __iter__(self):
+        return iter(self.readline, b'')
+
+
+class _ServerHandler(simple_server.ServerHandler):
+    """One response; it tells the connection whether it can be kept."""
+
+    http_version = '1.1'
+    wsgi_multithread = True
+
+    def cleanup_headers(self):
+        super().cleanup_headers()
+        connection = self.request_handler
+        if ('Content-Length' not in self.headers
+                or connection.body.remaining or connection.server.stopping):
+            connection.close_connection = True
+        if connection.close_connection:
+            self.headers['Connection'] = 'close'
+
+    def handle_error(self):
+        # A response cut short must not be followed by another.
+        self.request_handler.close_connection = True
+        super().handle_error()
+
+    def _flush(self):
+        # The connection flushes once per response (_RequestHandler).
+        pass
+
+
+class _RequestHandler(simple_server.WSGIRequestHandler):
+    """Requests of one connection, one after the other, until it closes."""
+
+    protocol_version = 'HTTP/1.1'
+    # Buffered: a response leaves in one send rather than one per header.
+    wbufsize = -1
+
+    def setup(self):
+        self.timeout = self.server.client_timeout
+        super().setup()
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def handle(self):
+        self.close_connection = True
+        self.handle_one_request()
+        while not self.close_connection:
+            self.handle_one_request()
+
+    def handle_one_request(self):
+        try:
+            self._handle_one_request()
+        except TimeoutError:
+            # Silent past [api] client_socket_timeout, mid-request.
+            self.close_connection = True
+        finally:
+            try:
+                self.wfile.flush()
+            except OSError:
+                self.close_connection = True
+
+    def _handle_one_request(self):
+        self.body = _RequestBody(self.rfile, 0)
+        try:
+            self.raw_requestline = self.server.await_request(
+                self.connection,
+                lambda: self.rfile.readline(_MAX_REQUEST_LINE + 1))
+        except (TimeoutError, OSError):
+            self.raw_requestline = b''
+        if not self.raw_requestline:
+            # Closed, silent too long, or the server is stopping.
+            self.close_connection = True
+            return
+        if len(self.raw_requestline) > _MAX_REQUEST_LINE:
+            self.requestline = self.request_version = self.command = ''
+            self.send_error(http.HTTPStatus.REQUEST_URI_TOO_LONG)
+            return
+        if not self.parse_request():  # it has answered with the error
+            return
+        if self.request_version != 'HTTP/1.1':
+            self.close_connection = True
+        if 'Transfer-Encoding' in self.headers:
+            self.send_error(http.HTTPStatus.LENGTH_REQUIRED,
+                            'A request body needs a Content-Length.')
+            return
+        lengths = self.headers.get_all('Content-Length', ['0'])
+        length = lengths[0].strip() or '0'
+        if len(lengths) > 1 or not length.isdigit():
+            self.send_error(http.HTTPStatus.BAD_REQUEST,
+                            'A request needs one Content-Length, a '
+                            'number of bytes.')
+            return
+        self.body = _RequestBody(self.rfile, int(length))
+        handler = _ServerHandler(
+            self.body, self.wfile, self.get_stderr(), self.get_environ(),
+            multithread=True)
+        handler.request_handler = self  # logs the request, keeps or closes
+        handler.run(self.server.get_app())
+        if self.body.remaining or handler.status is not None:
+            # Left unread, or not finished (finishing clears status).
+            self.close_connection = True
+
+    def send_error(self, code, message=None, explain=None):
+        """The server's own error, in the API's JSON error format."""
+        self.log_error('code %d, message %s', code, message)
+        self.close_connection = True
+        response = util.error_response(
+            code, message or http.HTTPStatus(code).description, {})
+        self.send_response(code)
+        self.send_header('Connection', 'close')
+        for name, value in response.headerlist:
+            self.send_header(name, value)
+        self.end_headers()
+        if self.command != 'HEAD':
+            self.wfile.write(response.body)
+
+    def handle_expect_100(self):
+        # The client waits for this before it sends the body: send it now.
+        answered = super().handle_expect_100()
+        self.wfile.flush()
+        return answered
+
+    def log_message(self, format, *args):
+        # The API's request log records each request; stay quiet on stderr.
+        LOG.debug('%s %s', self.address_string(), format % args)
+
+
+def make_server(host, port, application, client_timeout=None):
+    """A server bound to host:port (IPv4 or IPv6); port 0 picks one.
+
+    ``client_timeout``: seconds a connection may stay silent (None: no
+    limit).
+    """
+    family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+    server_class = type('WSGIServer', (_ThreadingWSGIServer,),
+                        {'address_family': family,
+                         'client_timeout': client_timeout})
+    return simple_server.make_server(host, port, application,
+                                     server_class=server_class,
+                                     handler_class=_RequestHandler)

@@ -1,0 +1,138 @@
+#    Licensed under the Apache License, Version 2.0 (the "License"); you may
+#    not use this file except in compliance with the License. You may obtain
+#    a copy of the License at
+#
+#         http://www.apache.org/licenses/LICENSE-2.0
+#
+#    Unless required by applicable law or agreed to in writing, software
+#    distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+#    WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+#    License for the specific language governing permissions and limitations
+#    under the License.
+
+"""The API process while its PostgreSQL database goes away and comes back.
+
+The test ends the server connections of its own database only
+(``pg_terminate_backend``), and closes that database to new connections
+(``ALLOW_CONNECTIONS false``) for an outage the API cannot reconnect
+through, while a real ``trove-upgrade-api`` serves it.
+"""
+
+import os
+import threading
+import time
+
+import requests
+import sqlalchemy as sa
+
+from trove_upgrade.tests.fixtures import database
+from trove_upgrade.tests.functional.api import test_api_process
+
+DATABASE_UNAVAILABLE = 'The database is unavailable.'
+
+
+class TestDatabaseOutage(test_api_process._ServedAPI):
+
+    listening = test_api_process.TestConsoleScript.listening
+
+    def setUp(self):
+        self.database = self.useFixture(database.PostgresqlDatabase())
+        self.name = self.database.url.rsplit('/', 1)[1]
+        self.admin = sa.create_engine(
+            '%s/%s' % (database.PostgresqlDatabase.server,
+                       database.PostgresqlDatabase.admin_database),
+            isolation_level='AUTOCOMMIT')
+        self.addCleanup(self.admin.dispose)
+        self.addCleanup(self.allow_connections, True)
+        super().setUp()
+        self.start([os.path.join(test_api_process.BIN, 'trove-upgrade-api'),
+                    '--config-file', self.config,
+                    '--log-file', self.log_file])
+
+    def write_config(self):
+        super().write_config()
+        with open(self.config, 'a') as f:
+            f.write('[database]\nconnection = %s\n' % self.database.url)
+
+    def admin_sql(self, statement, **params):
+        with self.admin.connect() as connection:
+            result = connection.execute(sa.text(statement), params)
+            return result.scalar() if result.returns_rows else None
+
+    def terminate(self, condition='true'):
+        """End the server connections of the test's database; count them."""
+        return self.admin_sql(
+            'SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity '
+            'WHERE datname = :name AND pid <> pg_backend_pid() AND '
+            + condition, name=self.name)
+
+    def allow_connections(self, allowed):
+        self.admin_sql('ALTER DATABASE %s ALLOW_CONNECTIONS %s'
+                       % (self.name, 'true' if allowed else 'false'))
+
+    def mgmt(self, method, path='', **kwargs):
+        return requests.request(
+            method, '%s/v1.0/%s/mgmt/upgrades%s'
+            % (self.url, test_api_process.PROJECT, path),
+            headers=test_api_process.HEADERS, timeout=60, **kwargs)
+
+    def assertUnavailable(self, resp):
+        self.assertEqual(503, resp.status_code, resp.text)
+        [error] = resp.json()['errors']
+        self.assertEqual(503, error['status'])
+        self.assertTrue(error['detail'].startswith(DATABASE_UNAVAILABLE),
+                        error)
+
+    def cancel_while_killed(self, upgrade_id):
+        """DELETE the upgrade; kill the API's connection mid-transaction.
+
+        The test holds the upgrade's row, so the API's transaction waits
+        for it until the test terminates the API's connection.
+        """
+        engine = sa.create_engine(self.database.url)
+        self.addCleanup(engine.dispose)
+        answer = []
+        with engine.connect() as holder, holder.begin():
+            holder.execute(sa.text('SELECT id FROM upgrades WHERE id = :id '
+                                   'FOR UPDATE'), {'id': upgrade_id})
+            cancel = threading.Thread(target=lambda: answer.append(
+                self.mgmt('DELETE', '/' + upgrade_id)))
+            cancel.start()
+            deadline = time.monotonic() + 30
+            while not self.terminate("wait_event_type = 'Lock'"):
+                self.assertLess(time.monotonic(), deadline,
+                                'the API never waited for the row')
+                time.sleep(0.05)
+            cancel.join(60)
+        return answer[0]
+
+    def test_answers_503_while_the_database_is_gone_then_recovers(self):
+        created = self.mgmt('POST', json=test_api_process.BODY)
+        self.assertEqual(202, created.status_code, created.text)
+        upgrade_id = created.json()['upgrade']['id']
+
+        # Idle connections ended: the pool's ping replaces them.
+        self.assertGreater(self.terminate(), 0)
+        self.assertEqual(200, self.mgmt('GET').status_code)
+
+        self.assertUnavailable(self.cancel_while_killed(upgrade_id))
+        self.assertEqual('SENT', self.mgmt(
+            'GET', '/' + upgrade_id).json()['upgrade']['status'])
+
+        self.allow_connections(False)
+        self.terminate()
+        self.assertUnavailable(self.mgmt('GET'))
+        self.assertUnavailable(self.mgmt('POST',
+                                         json=test_api_process.BODY))
+
+        self.allow_connections(True)
+        self.assertEqual(200, self.mgmt('DELETE', '/' + upgrade_id)
+                         .status_code)
+        listed = self.mgmt('GET').json()['upgrades']
+        self.assertEqual([(upgrade_id, 'CANCELLED')],
+                         [(u['id'], u['status']) for u in listed])
+        with open(self.log_file) as f:
+            log = f.read()
+        self.assertIn('The database failed serving DELETE', log)
+        self.assertNotIn('Traceback', log)
+        self.assertEqual(None, self.process.poll())
