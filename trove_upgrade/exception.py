@@ -102,6 +102,10 @@ class PolicyNotAuthorized(Forbidden):
     msg_fmt = 'Policy does not allow %(action)s to be performed.'
 
 
+class InvalidPolicyFile(Invalid):
+    msg_fmt = 'The policy file %(path)s cannot be parsed: %(reason)s'
+
+
 class RolloutNotFound(NotFound):
     msg_fmt = 'Rollout %(rollout_id)s could not be found.'
 
@@ -113,6 +117,10 @@ class RolloutConflict(Conflict):
 class InvalidRolloutState(Conflict):
     msg_fmt = ('Rollout %(rollout_id)s is %(status)s: it cannot be '
                '%(action)s.')
+
+
+class MalformedMessage(Invalid):
+    msg_fmt = 'Malformed RPC message %(method)s: %(reason)s'
 
 
 class MessageNotAuthenticated(Forbidden):

@@ -57,7 +57,13 @@ def init(conf):
     global _ENFORCER
     enforcer = Enforcer(conf)
     enforcer.register_defaults(policies.list_rules())
-    enforcer.load_rules()
+    try:
+        enforcer.load_rules()
+    except ValueError as e:
+        # oslo.policy's YAML or JSON error: several lines, no file name.
+        raise exception.InvalidPolicyFile(
+            path=conf.oslo_policy.policy_file, reason=' '.join(
+                str(e).split()))
     _ENFORCER = enforcer
     return enforcer
 

@@ -21,17 +21,23 @@ configuration and, for a forking launcher, in the process that uses them.
 """
 
 import importlib
+import inspect
+import re
 import socket
 
+from oslo_log import log as logging
 import oslo_messaging as messaging
 from oslo_messaging.rpc import dispatcher
+from oslo_messaging.rpc import server as rpc_server
 
 from trove_upgrade import conf
 from trove_upgrade import context as tu_context
 from trove_upgrade import exception
 from trove_upgrade import hosted_conf
+from trove_upgrade.packaging import exceptions as package_exc
 
 CONF = conf.CONF
+LOG = logging.getLogger(__name__)
 
 # A caller gets these exceptions back as themselves, not as RemoteError.
 ALLOWED_EXMODS = [exception.__name__]
@@ -158,16 +164,76 @@ def get_rpc_client(target, version_cap=None, mandatory=False):
         transport_options=_MANDATORY if mandatory else None)
 
 
-def get_rpc_server(target, endpoints):
+_VERSION = re.compile(r'[0-9]{1,9}\.[0-9]{1,9}\Z')
+
+
+class RefusingDispatcher(dispatcher.RPCDispatcher):
+    """oslo.messaging's dispatcher; a malformed message costs one line.
+
+    A message naming no method of ``interface`` (an ``rpc_interface``
+    Interface), a version not served or not of the form x.y, or arguments
+    its endpoint does not take, was logged by oslo.messaging with a
+    traceback or broke inside it: anyone on the bus could fill the log.
+    Such a message is refused with one warning; a caller that waits gets
+    ``MalformedMessage`` (``NoSuchMethod``, ``UnsupportedVersion`` as
+    before).
+    """
+
+    def __init__(self, interface, endpoints, serializer, access_policy):
+        super().__init__(endpoints, serializer, access_policy)
+        self._signatures = {name: inspect.signature(func)
+                            for name, func in interface.served.items()}
+
+    def dispatch(self, incoming):
+        try:
+            self._check(incoming.message)
+            return super().dispatch(incoming)
+        except (exception.MalformedMessage, dispatcher.NoSuchMethod,
+                dispatcher.UnsupportedVersion) as e:
+            # Logged once out of the except: oslo.log would repeat e.
+            refused, reason = dispatcher.ExpectedException(), str(e)
+        LOG.warning('Refused RPC message: %s', package_exc.bounded(reason))
+        raise refused
+
+    def _check(self, message):
+        method = message.get('method')
+
+        def refuse(reason):
+            raise exception.MalformedMessage(
+                method=package_exc.quoted(method), reason=reason)
+        if not isinstance(method, str):
+            refuse('the method is not a string')
+        if method not in self._signatures:
+            raise dispatcher.NoSuchMethod(package_exc.quoted(method))
+        version = message.get('version', '1.0')
+        if not isinstance(version, str) or not _VERSION.match(version):
+            refuse('the version %s is not of the form x.y'
+                   % package_exc.quoted(version))
+        args = message.get('args', {})
+        if not isinstance(args, dict) or not all(
+                isinstance(name, str) for name in args):
+            refuse('the arguments are not an object')
+        try:
+            # self and context, then the message's arguments.
+            self._signatures[method].bind(None, None, **args)
+        except TypeError as e:
+            refuse('%s (it has %s)' % (
+                e, package_exc.quoted(', '.join(sorted(args)))))
+
+
+def get_rpc_server(target, endpoints, interface):
     """An RPC server dispatching ``target``'s messages to ``endpoints``.
 
+    They serve ``interface``'s methods (``rpc_interface``); messages of
+    any other method or shape are refused (``RefusingDispatcher``).
     oslo.messaging picks its threading executor because nothing in this
     project monkey-patches; the executor argument itself is deprecated.
     """
-    return messaging.get_rpc_server(
-        get_transport(), target, endpoints,
-        serializer=RequestContextSerializer(),
-        access_policy=dispatcher.DefaultRPCAccessPolicy)
+    return rpc_server.RPCServer(
+        get_transport(), target,
+        RefusingDispatcher(interface, endpoints, RequestContextSerializer(),
+                           dispatcher.DefaultRPCAccessPolicy),
+        None)
 
 
 def get_notifier(publisher_id=None):

@@ -114,6 +114,11 @@ _AGENT_FIELDS = ('instance_id', 'agent_version', 'guest_version',
 REPORT_FIELDS = ('upgrade_id', 'to_state', 'detail', 'from_version',
                  'to_version')
 
+# The most labels an agent reports, and the longest key or value: a
+# selector's own bounds (api/schemas/rollouts.py) are 16 labels of 255.
+MAX_LABELS = 64
+MAX_LABEL_LENGTH = 255
+
 # The most reports one ``report_upgrade_states`` call carries: an agent's
 # outbox sends more in several calls, a conductor refuses more.
 MAX_REPORTS_PER_CALL = 50

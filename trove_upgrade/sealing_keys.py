@@ -36,6 +36,7 @@ import time
 
 import cachetools
 from oslo_utils import timeutils
+from oslo_utils import uuidutils
 
 from trove_upgrade import conf
 from trove_upgrade.db import instance_keys as db_keys
@@ -227,7 +228,13 @@ def add_key(context, instance_id, material=None, key_id=None, grace=0):
     their expiry when ``grace`` is None.
 
     :returns: the stored key's row, without material.
+    :raises: InstanceKeyError for an instance id that is not a UUID: no
+        agent could use the key, which was stored all the same.
     """
+    if not uuidutils.is_uuid_like(instance_id):
+        raise exception.InstanceKeyError(
+            reason='instance ids are UUIDs, not %s'
+            % package_exc.quoted(instance_id))
     material = material or sealing.generate_key()
     key_id = key_id or sealing.new_key_id()
     master = _master_key()

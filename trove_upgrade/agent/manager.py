@@ -132,9 +132,11 @@ class AgentManager:
                                     self.conf.agent.seal_max_age,
                                     self.replay_cache)
             except (sealing.SealError, journal_mod.JournalError) as e:
+                # Unsealed, the instance id is anyone's, of any size.
                 LOG.warning('Refused upgrade message (upgrade id %s, '
-                            'instance %s): %s: %s', upgrade_id, instance_id,
-                            type(e).__name__, e)
+                            'instance %s): %s: %s', upgrade_id,
+                            package_exc.quoted(instance_id),
+                            type(e).__name__, package_exc.bounded(e))
                 return
         upgrade = {'id': upgrade_id, 'instance_version': instance_version,
                    'strategy': strategy, 'location': location,

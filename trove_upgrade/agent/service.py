@@ -207,7 +207,8 @@ class AgentService(service.Service):
         target = messaging.Target(
             topic=rpc_interface.agent_topic(self.instance_id),
             server=self.host)
-        self.rpcserver = rpc.get_rpc_server(target, [self.manager])
+        self.rpcserver = rpc.get_rpc_server(target, [self.manager],
+                                            rpc_interface.AGENT)
         self.rpcserver.start()
         agent = self.conf.agent
         self.tg.add_thread(self._run)
@@ -262,14 +263,32 @@ class AgentService(service.Service):
             host=self.host)
 
     def heartbeat(self):
-        """Register until the conductor answers, then heartbeat."""
+        """Register until the conductor answers, then heartbeat.
+
+        A conductor that is down, unreachable or refusing costs one
+        warning per interval, not the timer's traceback; the next interval
+        tries again.
+        """
         info = self._agent_info()
-        if not self.registered:
-            self.conductor_api.register_agent(self.context, **info)
-            self.registered = True
-            LOG.info('Registered with the conductor')
+        what = 'heartbeat' if self.registered else 'registration'
+        try:
+            if not self.registered:
+                self.conductor_api.register_agent(self.context, **info)
+                self.registered = True
+                LOG.info('Registered with the conductor')
+            else:
+                self.conductor_api.heartbeat(self.context, **info)
+        except (messaging.MessagingException, messaging.MessageUndeliverable,
+                exception.TroveUpgradeException) as e:
+            # MessageUndeliverable says nothing of itself.
+            reason = '%s: %s' % (type(e).__name__, str(e) or 'no conductor '
+                                 'listens on its topic')
         else:
-            self.conductor_api.heartbeat(self.context, **info)
+            return
+        # Out of the except: oslo.log would repeat the exception.
+        LOG.warning('The %s with the conductor failed; the next one is in '
+                    '%s s: %s', what, self.conf.agent.heartbeat_interval,
+                    package_exc.bounded(reason))
 
     def stop(self, graceful=True):
         self._stopping.set()

@@ -28,6 +28,7 @@ from trove_upgrade.api import fault_wrap
 from trove_upgrade.api import handler
 from trove_upgrade.api import requestlog
 from trove_upgrade.api import sizelimit
+from trove_upgrade.db import common as db_common
 from trove_upgrade import policy
 from trove_upgrade import release_mappings
 
@@ -57,12 +58,13 @@ def deploy(conf):
 def loadapp(conf):
     """The WSGI application for ``conf``, its policy loaded.
 
-    A policy file, an ``[upgrade_levels] agent`` value or any option value
-    that cannot work stops the API here, at start, rather than failing
-    every request: oslo.config converts a value when it is first read,
-    which logging every value does now.
+    A policy file, an ``[upgrade_levels] agent`` value, a ``[database]
+    connection`` or any option value that cannot work stops the API here,
+    at start, rather than failing every request: oslo.config converts a
+    value when it is first read, which logging every value does now.
     """
     conf.log_opt_values(LOG, logging.DEBUG)
+    db_common.check_connection_url(conf.database.connection)
     release_mappings.resolve_version_cap(
         'agent', conf.upgrade_levels.agent, auto=lambda: None)
     policy.init(conf)

@@ -148,6 +148,12 @@ class Router:
         match = self._map.match(environ=req.environ)
         if match is None:
             raise webob.exc.HTTPNotFound('No resource at %s.' % path)
+        if path != HEALTHCHECK and not req.accept.acceptable_offers(
+                [util.JSON_TYPE]):
+            # The health check negotiates for itself (JSON, HTML, text).
+            raise webob.exc.HTTPNotAcceptable(
+                'This API answers only %s, which the Accept header %r '
+                'refuses.' % (util.JSON_TYPE, req.headers['Accept']))
         action = match.pop('action')
         # Routes matches the WSGI path, bytes as latin-1 (PEP 3333); the
         # ids in it are UTF-8, as the path was just found to be.

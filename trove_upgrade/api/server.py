@@ -24,7 +24,9 @@ end (a 413, say), after an error, for a client that asks for it or speaks
 HTTP/1.0, and once the server is stopping. A request with a
 Transfer-Encoding is answered 411: its body has no length to bound it.
 A client that stays silent for ``client_timeout`` seconds, between
-requests or in the middle of one, is disconnected. Closing the server
+requests or in the middle of one, is disconnected; one silent in the
+middle of its body is answered 408 first. The server's own errors (400,
+411, 414, 431, 505) have the API's JSON error body. Closing the server
 closes the idle connections and waits for the requests in flight.
 """
 
@@ -35,6 +37,9 @@ import threading
 from wsgiref import simple_server
 
 from oslo_log import log as logging
+import webob.exc
+
+from trove_upgrade.api import util
 
 
 LOG = logging.getLogger(__name__)
@@ -105,17 +110,24 @@ class _RequestBody:
             return self.remaining
         return size
 
-    def read(self, size=-1):
+    def _take(self, read, size):
         size = self._size(size)
-        data = self._rfile.read(size) if size else b''
+        try:
+            data = read(size) if size else b''
+        except TimeoutError:
+            # The application's error, not a 500 with a traceback.
+            raise webob.exc.HTTPRequestTimeout(
+                'The client sent less of the body than its Content-Length '
+                'says, then nothing for [api] client_socket_timeout '
+                'seconds.')
         self.remaining -= len(data)
         return data
 
+    def read(self, size=-1):
+        return self._take(self._rfile.read, size)
+
     def readline(self, size=-1):
-        size = self._size(size)
-        data = self._rfile.readline(size) if size else b''
-        self.remaining -= len(data)
-        return data
+        return self._take(self._rfile.readline, size)
 
     def readlines(self, hint=-1):
         lines = []
@@ -228,6 +240,20 @@ class _RequestHandler(simple_server.WSGIRequestHandler):
         if self.body.remaining or handler.status is not None:
             # Left unread, or not finished (finishing clears status).
             self.close_connection = True
+
+    def send_error(self, code, message=None, explain=None):
+        """The server's own error, in the API's JSON error format."""
+        self.log_error('code %d, message %s', code, message)
+        self.close_connection = True
+        response = util.error_response(
+            code, message or http.HTTPStatus(code).description, {})
+        self.send_response(code)
+        self.send_header('Connection', 'close')
+        for name, value in response.headerlist:
+            self.send_header(name, value)
+        self.end_headers()
+        if self.command != 'HEAD':
+            self.wfile.write(response.body)
 
     def handle_expect_100(self):
         # The client waits for this before it sends the body: send it now.

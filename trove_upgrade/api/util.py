@@ -234,7 +234,11 @@ def validate(data, schema, what):
 
 
 def query_params(req, schema):
-    """The query string as a dict, each parameter given at most once."""
+    """The query string as a dict, each parameter given at most once.
+
+    A NUL is refused here: the filters reach SQL, and PostgreSQL cannot
+    hold a NUL in a string (it failed the query: 500).
+    """
     params = {}
     try:
         items = req.GET.items()
@@ -245,6 +249,9 @@ def query_params(req, schema):
         if name in params:
             raise webob.exc.HTTPBadRequest(
                 'Query parameter %r may be given only once.' % name)
+        if '\x00' in name or '\x00' in value:
+            raise webob.exc.HTTPBadRequest(
+                'Query parameter %r holds a NUL character.' % name)
         params[name] = value
     validate(params, schema, 'query string')
     return params

@@ -53,8 +53,10 @@ cli_opts = [
 
 def main(argv=None):
     CONF.register_cli_opts(cli_opts)
-    CONF(sys.argv[1:] if argv is None else argv, project='trove-upgrade',
-         prog=PROG, version=version.version_info.version_string())
+    with conf.readable_config(PROG):
+        CONF(sys.argv[1:] if argv is None else argv,
+             project='trove-upgrade',
+             prog=PROG, version=version.version_info.version_string())
     agent = CONF.agent
     try:
         guest = agent_service.load_trove_guest(CONF)

@@ -34,9 +34,11 @@ LOG = logging.getLogger(__name__)
 
 
 def main(argv=None):
-    CONF(sys.argv[1:] if argv is None else argv, project='trove-upgrade',
-         prog='trove-upgrade-agent',
-         version=version.version_info.version_string())
+    with conf.readable_config('trove-upgrade-agent'):
+        CONF(sys.argv[1:] if argv is None else argv,
+             project='trove-upgrade',
+             prog='trove-upgrade-agent',
+             version=version.version_info.version_string())
     logging.setup(CONF, 'trove-upgrade-agent')
     try:
         # Reads every value now, so that one that cannot work stops the

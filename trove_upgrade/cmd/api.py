@@ -14,16 +14,21 @@
 
 The server itself is ``trove_upgrade.api.server``. SIGTERM and SIGINT
 stop accepting connections, close the idle ones, let the requests in
-flight finish and exit 0.
+flight finish and exit 0. A configuration that cannot work (a file it
+cannot read, an option value, the policy file, the database URL, an
+address it cannot bind) stops it at start with one line and status 2.
 """
 
 import signal
 import sys
 
+from oslo_config import cfg
 from oslo_log import log as logging
 
 from trove_upgrade.api import deploy
 from trove_upgrade.api import server as api_server
+from trove_upgrade import conf as tu_conf
+from trove_upgrade import exception
 from trove_upgrade import wsgi
 
 LOG = logging.getLogger(__name__)
@@ -34,10 +39,25 @@ def _stop(signum, frame):
 
 
 def main(argv=None):
-    conf = wsgi.parse_config(sys.argv[1:] if argv is None else argv)
-    server = api_server.make_server(
-        conf.api.bind_host, conf.api.bind_port, deploy.loadapp(conf),
-        client_timeout=conf.api.client_socket_timeout)
+    with tu_conf.readable_config('trove-upgrade-api'):
+        conf = wsgi.parse_config(sys.argv[1:] if argv is None else argv)
+    try:
+        server = api_server.make_server(
+            conf.api.bind_host, conf.api.bind_port, deploy.loadapp(conf),
+            client_timeout=conf.api.client_socket_timeout)
+    except (cfg.Error, exception.TroveUpgradeException, OSError,
+            ValueError) as e:
+        # An option value, the policy file, the database URL, the
+        # address: named in one line rather than a traceback.
+        reason = str(e)
+    else:
+        return _serve(server, conf)
+    # Out of the except: oslo.log would repeat the exception.
+    LOG.error('trove-upgrade-api cannot start: %s', reason)
+    return 2
+
+
+def _serve(server, conf):
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)
     host, port = server.server_address[:2]

@@ -25,6 +25,8 @@ from oslo_service import service
 
 from trove_upgrade.conductor import service as conductor_service
 from trove_upgrade import conf
+from trove_upgrade.db import common as db_common
+from trove_upgrade import exception
 from trove_upgrade import version
 
 CONF = conf.CONF
@@ -32,16 +34,24 @@ LOG = logging.getLogger(__name__)
 
 
 def main(argv=None):
-    CONF(sys.argv[1:] if argv is None else argv, project='trove-upgrade',
-         prog='trove-upgrade-conductor',
-         version=version.version_info.version_string())
+    with conf.readable_config('trove-upgrade-conductor'):
+        CONF(sys.argv[1:] if argv is None else argv,
+             project='trove-upgrade',
+             prog='trove-upgrade-conductor',
+             version=version.version_info.version_string())
     logging.setup(CONF, 'trove-upgrade-conductor')
     try:
         # Reads every value now, so that one that cannot work stops the
         # service here, named, rather than with a traceback later.
         CONF.log_opt_values(LOG, logging.DEBUG)
-    except cfg.Error as e:
-        LOG.error('trove-upgrade-conductor cannot start: %s', e)
+        db_common.check_connection_url(CONF.database.connection)
+    except (cfg.Error, exception.Invalid) as e:
+        reason = str(e)
+    else:
+        reason = None
+    if reason is not None:
+        # Out of the except: oslo.log would repeat the exception.
+        LOG.error('trove-upgrade-conductor cannot start: %s', reason)
         return 2
     launcher = service.launch(CONF, conductor_service.ConductorService())
     return launcher.wait()

@@ -39,6 +39,7 @@ from oslo_db import exception as db_exc
 
 from trove_upgrade import conf
 from trove_upgrade import context as tu_context
+from trove_upgrade.db import common as db_common
 from trove_upgrade.db import migration
 from trove_upgrade import exception
 from trove_upgrade import sealing
@@ -155,10 +156,13 @@ command_opt = cfg.SubCommandOpt('command', title='Commands',
 def main(argv=None):
     if command_opt.dest not in CONF:
         CONF.register_cli_opt(command_opt)
-    CONF(sys.argv[1:] if argv is None else argv, project='trove-upgrade',
-         prog='trove-upgrade-manage',
-         version=version.version_info.version_string())
+    with conf.readable_config('trove-upgrade-manage'):
+        CONF(sys.argv[1:] if argv is None else argv,
+             project='trove-upgrade',
+             prog='trove-upgrade-manage',
+             version=version.version_info.version_string())
     try:
+        db_common.check_connection_url(CONF.database.connection)
         CONF.command.func()
     except db_exc.DBError as exc:
         print('Database error: %s' % exc, file=sys.stderr)

@@ -377,6 +377,8 @@ def main(argv=None):
     # One attempt: a status check reports an unreachable database at once,
     # whatever retries the services are configured for.
     CONF.set_override('max_retries', 0, group='database')
-    return upgradecheck.main(
-        CONF, project='trove-upgrade', upgrade_command=Checks(),
-        argv=sys.argv[1:] if argv is None else argv)
+    # 255, as oslo.upgradecheck answers an error: 1 and 2 are results.
+    with conf.readable_config('trove-upgrade-status', status=255):
+        return upgradecheck.main(
+            CONF, project='trove-upgrade', upgrade_command=Checks(),
+            argv=sys.argv[1:] if argv is None else argv)

@@ -30,6 +30,7 @@ from trove_upgrade.conductor import rpcapi as conductor_rpcapi
 from trove_upgrade import conf
 from trove_upgrade import context as tu_context
 from trove_upgrade import rpc
+from trove_upgrade import rpc_interface
 from trove_upgrade import upgrades
 
 CONF = conf.CONF
@@ -54,7 +55,8 @@ class ConductorService(service.Service):
                                   server=self.host)
         self.manager.reports.start()
         self.tg.add_thread(self.manager.reports.run)
-        self.rpcserver = rpc.get_rpc_server(target, [self.manager])
+        self.rpcserver = rpc.get_rpc_server(target, [self.manager],
+                                            rpc_interface.CONDUCTOR)
         self.rpcserver.start()
         self.tg.add_timer_args(CONF.conductor.periodic_interval,
                                self.time_out_upgrades,

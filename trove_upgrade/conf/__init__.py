@@ -20,6 +20,10 @@ options are loaded by the guest-side agent too, which must not import
 oslo.db and SQLAlchemy.
 """
 
+import contextlib
+import sys
+
+from oslo_config import cfg
 from oslo_log import log
 
 from trove_upgrade.conf import agent
@@ -54,3 +58,26 @@ AREAS = (
 for _area in AREAS:
     _area.register_opts(CONF)
 log.register_options(CONF)
+
+
+# What parsing raises for a configuration file it cannot read: missing, a
+# directory or unreadable (OSError), not INI, not UTF-8.
+UNREADABLE_CONFIG = (cfg.ConfigFilesNotFoundError, cfg.ConfigDirNotFoundError,
+                     cfg.ConfigFileParseError, OSError, UnicodeDecodeError)
+
+
+@contextlib.contextmanager
+def readable_config(prog, status=2):
+    """Around the parse of ``prog``'s configuration: one line, not a traceback.
+
+    A file it cannot read exits ``status`` with the reason on stderr; it
+    ended every command with oslo.config's traceback, before logging.
+    """
+    try:
+        yield
+    except UNREADABLE_CONFIG as e:
+        if isinstance(e, UnicodeDecodeError):
+            e = 'a configuration file is not UTF-8 text: %s' % e
+        print('%s: cannot read its configuration: %s' % (prog, e),
+              file=sys.stderr)
+        raise SystemExit(status) from None

@@ -27,6 +27,7 @@ import sqlalchemy as sa
 from trove_upgrade.db import common
 from trove_upgrade.db import models
 from trove_upgrade import exception
+from trove_upgrade.packaging import exceptions as package_exc
 from trove_upgrade import rpc_interface
 from trove_upgrade import states
 
@@ -63,6 +64,29 @@ def _check_agent_values(values):
             reason='rpc_api_version must look like x.y, not %r' % (version,))
     if values.get('labels') is not None:
         common.check_json_object('labels', values['labels'])
+        _check_labels(values['labels'])
+
+
+def _check_labels(labels):
+    """Refuse labels no operator gives: too many, too long, not strings.
+
+    Any sender on the bus (without ``require_sealed``) could otherwise
+    store megabytes of nested labels in an agent's row and every listing.
+    """
+    if len(labels) > rpc_interface.MAX_LABELS:
+        raise exception.Invalid(reason='labels holds %d labels, more than %d'
+                                % (len(labels), rpc_interface.MAX_LABELS))
+    longest = rpc_interface.MAX_LABEL_LENGTH
+    for key, value in labels.items():
+        if not 0 < len(key) <= longest:
+            raise exception.Invalid(
+                reason='a label key has 1 to %d characters' % longest)
+        if not isinstance(value, str) or len(value) > longest:
+            raise exception.Invalid(
+                reason='label %s is not a string of at most %d characters'
+                % (package_exc.quoted(key), longest))
+        common.check_characters('label key', key)
+        common.check_characters('label %s' % package_exc.quoted(key), value)
 
 
 @common.retry_on_deadlock

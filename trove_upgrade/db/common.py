@@ -129,6 +129,26 @@ retry_on_deadlock = oslo_db_api.wrap_db_retry(
     max_retries=5, retry_on_deadlock=True)
 
 
+def check_connection_url(url):
+    """Refuse a ``[database] connection`` that no query could ever use.
+
+    A URL SQLAlchemy cannot parse, or whose dialect or driver is not
+    installed, failed every query with a traceback for as long as the
+    service ran; the services check it at start instead. The URL itself
+    is not quoted: it may hold a password.
+    """
+    try:
+        sa.engine.make_url(url).get_dialect().import_dbapi()
+    except (sa.exc.NoSuchModuleError, ImportError) as e:
+        # NoSuchModuleError first: it is an ArgumentError too.
+        raise exception.Invalid(
+            reason='[database] connection names a database driver that is '
+                   'not installed: %s' % e) from None
+    except sa.exc.ArgumentError:
+        raise exception.Invalid(
+            reason='[database] connection is not a database URL') from None
+
+
 def get_engine():
     """The writer engine, for the migrations and the manage command."""
     return context_manager.writer.get_engine()
@@ -170,14 +190,19 @@ def check_strings(model, values, names):
         if len(value) > length:
             raise exception.Invalid(reason='%s is longer than %d characters'
                                     % (name, length))
-        _check_characters(name, value)
+        check_characters(name, value)
 
 
-def _check_characters(name, value):
-    """Refuse a lone surrogate, which no database driver can encode.
+def check_characters(name, value):
+    """Refuse a lone surrogate, which no database driver can encode, and NUL.
 
-    JSON and the message bus carry one (``"\\ud800"``) as any character.
+    JSON and the message bus carry one (``"\\ud800"``) as any character;
+    PostgreSQL fails any statement with a NUL in a string (a DBError).
     """
+    if '\x00' in value:
+        raise exception.Invalid(
+            reason='%s holds a NUL character, which the database cannot '
+                   'store' % name)
     if not value.isascii():
         try:
             value.encode('utf-8')
@@ -192,7 +217,10 @@ def bounded_detail(detail):
         return None
     if not isinstance(detail, str):
         raise exception.Invalid(reason='detail must be a string')
-    _check_characters('detail', detail)
+    # A NUL in an agent's output must not cost the state change it
+    # explains: it is replaced rather than refused.
+    detail = detail.replace('\x00', '\ufffd')
+    check_characters('detail', detail)
     if len(detail) <= MAX_DETAIL:
         return detail
     return detail[:MAX_DETAIL - len(_CUT_MARK)] + _CUT_MARK

@@ -20,7 +20,7 @@ STATES = ['active', 'deprecated', 'retired']
 
 _NAME = upgrades.PACKAGE_NAME
 _VERSION = {'type': 'string', 'minLength': 1, 'maxLength': 64,
-            'pattern': '^\\S+$'}
+            'pattern': upgrades.VERSION_PATTERN}
 
 POST_PACKAGE = {
     '$schema': _SCHEMA,

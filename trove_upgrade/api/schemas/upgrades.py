@@ -22,6 +22,9 @@ STRATEGIES = strategy_plugins.installed()
 # Printable text: no control characters, which have no business in a
 # version, a location or a label and would corrupt logs.
 _TEXT_PATTERN = '^[^\\x00-\\x1f\\x7f]*$'
+# No space and no control character: a NUL is not a space to \S and once
+# reached PostgreSQL, which cannot hold one (500).
+VERSION_PATTERN = '^[^\\s\\x00-\\x1f\\x7f]+$'
 
 # An instance id, or with [trove] connection set an instance name too.
 INSTANCE = {'type': 'string', 'minLength': 1, 'maxLength': 255,
@@ -36,7 +39,7 @@ _UPGRADE = {
         # Checked again by the handler: pip must be able to compare it.
         'instance_version': {
             'type': 'string', 'minLength': 1, 'maxLength': 64,
-            'pattern': '^\\S+$',
+            'pattern': VERSION_PATTERN,
         },
         'strategy': {'type': 'string', 'enum': STRATEGIES},
         'location': {

@@ -34,6 +34,7 @@ class TestBadOptionValue(testtools.TestCase):
         self.config = self.useFixture(fixtures.TempDir()).join('bad.conf')
 
     def run_with(self, command, section, option, value, *args):
+        """The command's output; it failed, without a traceback."""
         with open(self.config, 'w') as f:
             f.write('[database]\nconnection = sqlite://\n'
                     '[%s]\n%s = %s\n' % (section, option, value))
@@ -43,18 +44,75 @@ class TestBadOptionValue(testtools.TestCase):
             stdin=subprocess.DEVNULL)
         output = done.stdout + done.stderr
         self.assertNotEqual(0, done.returncode, output)
+        self.assertNotIn('Traceback', output)
+        return output
+
+    def assertNamed(self, command, section, option, value, *args):
+        output = self.run_with(command, section, option, value, *args)
         self.assertIn(option, output)
         self.assertIn(value, output)
-        self.assertNotIn('Traceback', output)
+
+    def test_api(self):
+        # It once ended with a traceback, as the others did.
+        self.assertNamed('trove-upgrade-api', 'api', 'bind_port', 'high')
+
+    def test_api_policy_file(self):
+        policy_file = self.useFixture(fixtures.TempDir()).join('policy.yaml')
+        with open(policy_file, 'w') as f:
+            f.write('"a": [unclosed\n')
+        output = self.run_with('trove-upgrade-api', 'oslo_policy',
+                               'policy_file', policy_file)
+        self.assertIn('trove-upgrade-api cannot start: The policy file %s '
+                      'cannot be parsed: ' % policy_file, output)
 
     def test_conductor(self):
-        self.run_with('trove-upgrade-conductor', 'conductor',
-                      'heartbeat_write_interval', 'often')
+        self.assertNamed('trove-upgrade-conductor', 'conductor',
+                         'heartbeat_write_interval', 'often')
+
+    def test_conductor_database_driver(self):
+        # It ran on, each periodic task failing with a traceback.
+        output = self.run_with('trove-upgrade-conductor', 'database',
+                               'connection', 'nosuchdb://h/d')
+        self.assertIn('cannot start: Invalid input: [database] connection '
+                      'names a database driver that is not installed: '
+                      "Can't load plugin: sqlalchemy.dialects:nosuchdb",
+                      output)
 
     def test_agent(self):
-        self.run_with('trove-upgrade-agent', 'agent', 'heartbeat_interval',
-                      '-5x')
+        self.assertNamed('trove-upgrade-agent', 'agent', 'heartbeat_interval',
+                         '-5x')
 
     def test_manage(self):
-        self.run_with('trove-upgrade-manage', 'database', 'max_retries',
-                      'zz', 'db', 'sync')
+        self.assertNamed('trove-upgrade-manage', 'database', 'max_retries',
+                         'zz', 'db', 'sync')
+
+
+class TestUnreadableConfigFile(testtools.TestCase):
+    """A configuration file that cannot be read or parsed: one line.
+
+    oslo.config raised from the parse, before logging: each command ended
+    with a traceback.
+    """
+
+    COMMANDS = (('trove-upgrade-api',), ('trove-upgrade-conductor',),
+                ('trove-upgrade-agent',), ('trove-upgrade-manage', 'db',
+                                           'version'),
+                ('trove-upgrade-adopt',),
+                ('trove-upgrade-status', 'upgrade', 'check'))
+
+    def test_every_command(self):
+        config = self.useFixture(fixtures.TempDir()).join('not-ini.conf')
+        with open(config, 'w') as f:
+            f.write('no section header\n')
+        for command, *args in self.COMMANDS:
+            done = subprocess.run(
+                [os.path.join(BIN, command), '--config-file', config] + args,
+                capture_output=True, text=True, timeout=60,
+                stdin=subprocess.DEVNULL)
+            output = done.stdout + done.stderr
+            self.assertNotEqual(0, done.returncode, output)
+            self.assertNotIn('Traceback', output)
+            [line] = output.splitlines()
+            self.assertTrue(line.startswith(
+                '%s: cannot read its configuration: Failed to parse %s'
+                % (command, config)), output)

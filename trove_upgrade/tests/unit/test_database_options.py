@@ -15,6 +15,8 @@
 from oslo_messaging import opts as messaging_opts
 
 from trove_upgrade import conf
+from trove_upgrade.db import common as db_common
+from trove_upgrade import exception
 from trove_upgrade.tests import base
 
 
@@ -32,3 +34,31 @@ class TestDatabaseDefaults(base.TestCase):
         self.assertEqual(
             'sqlite:////var/lib/trove-upgrade/trove_upgrade.sqlite',
             conf.CONF.database.connection)
+
+
+class TestConnectionURL(base.TestCase):
+    """A connection no query can use is refused at start, not per query."""
+
+    def test_usable_urls_pass(self):
+        for url in ('sqlite://', 'sqlite:////var/lib/t/t.sqlite',
+                    'mysql+pymysql://root@127.0.0.1/t',
+                    'postgresql+psycopg2://u:p@127.0.0.1/t'):
+            db_common.check_connection_url(url)
+
+    def test_not_a_url(self):
+        error = self.assertRaises(exception.Invalid,
+                                  db_common.check_connection_url,
+                                  'user:secret@host/db')
+        self.assertIn('[database] connection is not a database URL',
+                      str(error))
+        self.assertNotIn('secret', str(error))
+
+    def test_a_dialect_or_driver_not_installed(self):
+        for url, missing in (('nosuchdb://h/d', 'nosuchdb'),
+                             ('postgresql+nosuch://h/d', 'nosuch'),
+                             ('mysql://root@127.0.0.1/t', 'MySQLdb')):
+            error = self.assertRaises(exception.Invalid,
+                                      db_common.check_connection_url, url)
+            self.assertIn('names a database driver that is not installed',
+                          str(error))
+            self.assertIn(missing, str(error))

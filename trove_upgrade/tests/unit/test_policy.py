@@ -97,6 +97,15 @@ class TestEnforcer(base.TestCase):
         self.allowed()
         self.assertGreater(find_file.call_count, looked)
 
+    def test_a_policy_file_that_does_not_parse_is_named_at_init(self):
+        # oslo.policy's YAML error spans lines and names no file.
+        self.write_policy('"%s": [unclosed\n' % upgrade_policies.CREATE)
+        error = self.assertRaises(exception.InvalidPolicyFile, policy.init,
+                                  self.policy_conf)
+        self.assertIn('The policy file %s cannot be parsed: '
+                      % self.policy_file, str(error))
+        self.assertNotIn('\n', str(error))
+
     def test_a_load_that_failed_is_tried_again(self):
         self.write_policy('"%s": [unclosed\n' % upgrade_policies.CREATE)
         self.assertRaises(ValueError, self.allowed)

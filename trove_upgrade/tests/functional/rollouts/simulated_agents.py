@@ -60,6 +60,9 @@ import trove_upgrade.cmd  # noqa: F401
 import kombu
 import oslo_messaging as messaging
 
+# Declares the agent's endpoint, whose signature the RPC server checks
+# every message against (rpc.RefusingDispatcher).
+from trove_upgrade.agent import manager as agent_manager  # noqa: F401
 from trove_upgrade.conductor import rpcapi as conductor_rpcapi
 from trove_upgrade import conf
 from trove_upgrade import context as tu_context
@@ -183,7 +186,7 @@ class Fleet:
             target = messaging.Target(
                 topic=rpc_interface.agent_topic(agent.instance_id),
                 server='simulated')
-            server = rpc.get_rpc_server(target, [agent])
+            server = rpc.get_rpc_server(target, [agent], rpc_interface.AGENT)
             server.start()
             self.servers.append(server)
             agent.register()

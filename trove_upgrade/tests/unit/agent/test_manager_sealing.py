@@ -14,6 +14,8 @@
 
 import time
 
+import fixtures
+
 from trove_upgrade.agent import manager
 from trove_upgrade import sealing
 from trove_upgrade.tests.unit.agent import test_manager
@@ -55,6 +57,14 @@ class TestSealedUpgrade(test_manager.TestAgentManager):
 
     def test_unsealed_refused(self):
         self.manager.upgrade(None, **self._args())
+        self.assertNothingRecorded()
+
+    def test_a_huge_instance_id_is_logged_bounded(self):
+        log = self.useFixture(fixtures.FakeLogger(
+            name='trove_upgrade.agent.manager'))
+        self.manager.upgrade(None, **self._args(instance_id='i' * 100000))
+        self.assertIn('Refused upgrade message (upgrade id u1', log.output)
+        self.assertLess(len(log.output), 1000)
         self.assertNothingRecorded()
 
     def test_wrong_key_refused(self):

@@ -10,15 +10,19 @@
 #    License for the specific language governing permissions and limitations
 #    under the License.
 
-"""The agent refuses to start with a configuration that cannot work."""
+"""The agent refuses to start with a configuration that cannot work, and
+keeps heartbeating through a conductor that is away."""
 
 import os
 import subprocess
 import sys
+from unittest import mock
 
 import fixtures
+import oslo_messaging as messaging
 
 from trove_upgrade.agent import service
+from trove_upgrade import exception
 from trove_upgrade.tests import base
 
 AGENT = os.path.join(os.path.dirname(sys.executable), 'trove-upgrade-agent')
@@ -87,3 +91,39 @@ class TestAgentStart(base.TestCase):
         proc = self._run(install_root=root)
         self.assertEqual(2, proc.returncode)
         self.assertIn(b'cannot read the agent journal', proc.stdout)
+
+
+class TestHeartbeat(base.TestCase):
+    """A conductor down or refusing: one warning, not a traceback."""
+
+    def setUp(self):
+        super().setUp()
+        self.log = self.useFixture(fixtures.FakeLogger(level='WARNING'))
+        self.conductor = mock.Mock()
+        self.agent = mock.Mock(registered=False, conf=self.conf,
+                               conductor_api=self.conductor)
+        self.agent._agent_info.return_value = {'instance_id': 'i'}
+
+    def test_registration_refused_or_unreachable(self):
+        for error in (messaging.MessageUndeliverable(None, 'x', 'k', {}),
+                      messaging.MessagingTimeout('no answer'),
+                      exception.Invalid(reason='host must be a string')):
+            self.conductor.register_agent.side_effect = error
+            service.AgentService.heartbeat(self.agent)
+            self.assertFalse(self.agent.registered)
+        lines = self.log.output.splitlines()
+        self.assertEqual(3, len(lines), self.log.output)
+        self.assertIn('MessageUndeliverable: no conductor listens on its '
+                      'topic', lines[0])
+        self.assertIn('The registration with the conductor failed; the next '
+                      'one is in 30.0 s: MessagingTimeout: no answer',
+                      lines[1])
+        self.assertNotIn('Traceback', self.log.output)
+
+    def test_heartbeat_after_registration(self):
+        service.AgentService.heartbeat(self.agent)
+        self.assertTrue(self.agent.registered)
+        self.conductor.heartbeat.side_effect = messaging.MessagingTimeout('x')
+        service.AgentService.heartbeat(self.agent)
+        self.assertIn('The heartbeat with the conductor failed',
+                      self.log.output)

@@ -119,6 +119,34 @@ class TestMalformedBodies(base.APITestCase):
         self.assertEqual('swift://c/\U0001F600',
                          resp.json['upgrade']['location'])
 
+    def test_a_nul_in_a_version_is_refused(self):
+        # Not a space to \\S: it reached PostgreSQL's queries (500).
+        selector = {'group': 'g'}
+        for method, path, body, where in (
+                ('POST', '/upgrades',
+                 base.upgrade_body(instance_version='1\x00'),
+                 '$.instance_version'),
+                ('POST', '/rollouts',
+                 {'rollout': {'name': 'r', 'instance_version': '\x00',
+                              'strategy': 'swift', 'location': 'swift://c/o',
+                              'selector': selector}},
+                 '$.rollout.instance_version'),
+                ('POST', '/packages',
+                 {'package': {'name': 'agent', 'version': '1\x00',
+                              'strategy': 'swift', 'location': 'swift://c/o'}},
+                 '$.package.version'),
+                ('POST', '/desired-versions',
+                 {'desired_version': {'name': 'd', 'package': 'agent',
+                                      'version': '\x00',
+                                      'selector': selector}},
+                 '$.desired_version.version'),
+                ('PATCH', '/desired-versions/%s' % _ID,
+                 {'desired_version': {'version': 'a\x00b'}},
+                 '$.desired_version.version')):
+            self.assertError(self.request(method, self.mgmt + path, body),
+                             400, '(at %s)' % where)
+        self.assertNothingKept()
+
 
 class TestTrailingNewlines(base.APITestCase):
     """A final newline once matched every pattern anchored with ``$``."""
@@ -190,6 +218,45 @@ class TestMalformedQueries(base.APITestCase):
                                       '\u20ac.')):
             self.assertError(self.request('GET', self.mgmt + path), 404,
                              detail)
+
+    def test_a_nul_in_a_query_is_refused(self):
+        # PostgreSQL cannot hold a NUL in a string: the filter was a 500.
+        for path, query in (('/upgrades', 'instance_version=1%00'),
+                            ('/agents', 'guest_version=%00'),
+                            ('/agents', 'state=a%00'),
+                            ('/rollouts', 'name=%00'),
+                            ('/packages', 'name=a%00b'),
+                            ('/desired-versions', 'name=%00'),
+                            ('/packages', '%00=1')):
+            self.assertError(
+                self.request('GET', self.mgmt + path + '?' + query), 400,
+                'Query parameter %r holds a NUL character.'
+                % query.split('=')[0].replace('%00', '\x00'))
+
+    def test_an_accept_header_refusing_json_is_406(self):
+        # It was answered with JSON regardless, after doing the work.
+        for accept in ('text/html', 'application/json;q=0',
+                       'text/html, application/xml;q=0.9'):
+            headers = {'Accept': accept}
+            self.assertError(
+                self.request('POST', self.mgmt + '/upgrades',
+                             base.upgrade_body(), headers=headers), 406,
+                'This API answers only application/json, which the Accept '
+                'header %r refuses.' % accept)
+            self.assertError(self.request('GET', self.mgmt + '/agents',
+                                          headers=headers), 406, accept)
+            self.assertError(self.request('GET', '/', headers=headers), 406,
+                             accept)
+        self.assertNothingRecorded()
+        for accept in ('*/*', 'application/*', ';;;q=x',
+                       'text/html;q=0.9, application/json'):
+            resp = self.request('GET', self.mgmt + '/agents',
+                                headers={'Accept': accept})
+            self.assertEqual(200, resp.status_int, accept)
+        # The health check answers HTML or text as asked.
+        resp = self.request('GET', '/healthcheck',
+                            headers={'Accept': 'text/html'})
+        self.assertEqual(200, resp.status_int, resp.text)
 
     def test_limit_of_other_digits(self):
         # Digits to str.isdigit(), not to int(), or not ASCII.

@@ -238,9 +238,17 @@ class TestLoadApp(base.APITestCase):
                                   self.conf)
         self.assertIn('max_limit', str(error))
 
+    def test_a_connection_no_driver_serves_stops_the_api_at_start(self):
+        # Every request was a 500 with a traceback.
+        self.flags(group='database', connection='nosuchdb://h/d')
+        error = self.assertRaises(exception.Invalid, deploy.loadapp,
+                                  self.conf)
+        self.assertIn('nosuchdb', str(error))
+
     def test_bad_policy_file_stops_the_api_at_start(self):
         policy_file = self.useFixture(fixtures.TempDir()).join('policy.yaml')
         with open(policy_file, 'w') as f:
             f.write('"trove_upgrade:agents:list": [unclosed\n')
         self.flags(group='oslo_policy', policy_file=policy_file)
-        self.assertRaises(ValueError, deploy.loadapp, self.conf)
+        self.assertRaises(exception.InvalidPolicyFile, deploy.loadapp,
+                          self.conf)

@@ -17,21 +17,32 @@ thread of its own and talks to it with raw sockets or http.client.
 """
 
 import http.client
+import json
 import socket
 import threading
 
 import fixtures
+import webob
 
 from trove_upgrade.api import server as api_server
+from trove_upgrade.api import util
 from trove_upgrade.tests import base
 
 # Generous bounds so that a server that hangs fails the test, not the run.
 WAIT = 30
 
 
+@util.wsgify
+def _api_app(req):
+    """Echo the body as the API's handlers read it (req.body)."""
+    return webob.Response(body=req.body)
+
+
 def _app(environ, start_response):
     """Echo the request body; /stream answers without Content-Length."""
     path = environ['PATH_INFO']
+    if path == '/api':
+        return _api_app(environ, start_response)
     if path == '/unread':
         body = b'not read'
     else:
@@ -136,6 +147,39 @@ class TestServer(base.TestCase):
         reply = self.receive_all(sock)
         self.assertTrue(reply.startswith(b'HTTP/1.1 411 '), reply)
         self.assertEqual(1, reply.count(b'HTTP/1.1 '), reply)
+
+    def assertJSONError(self, reply, status, detail):
+        head, body = reply.split(b'\r\n\r\n', 1)
+        self.assertTrue(head.startswith(b'HTTP/1.1 %d ' % status), reply)
+        self.assertIn(b'\r\nContent-Type: application/json\r\n', head)
+        error = json.loads(body)['errors'][0]
+        self.assertEqual(status, error['status'])
+        self.assertIn(detail, error['detail'])
+
+    def test_server_errors_have_the_json_error_body(self):
+        # They were the standard library's HTML page.
+        self.serve()
+        for request, status, detail in (
+                (b'POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n',
+                 411, 'A request body needs a Content-Length.'),
+                (b'POST / HTTP/1.1\r\nContent-Length: "1"\r\n\r\n', 400,
+                 'A request needs one Content-Length, a number of bytes.'),
+                (b'GET /' + b'x' * 70000 + b' HTTP/1.1\r\n\r\n', 414,
+                 'URI is too long'),
+                (b'GET / HTTP/1.1\r\nX-Long: ' + b'x' * 70000
+                 + b'\r\n\r\n', 431, 'Line too long')):
+            sock = self.connect()
+            sock.sendall(request)
+            self.assertJSONError(self.receive_all(sock), status, detail)
+
+    def test_a_body_cut_short_is_answered_408(self):
+        # The silent client's read timed out inside the application: 500.
+        self.serve(client_timeout=0.2)
+        self.quiet_tracebacks()
+        sock = self.connect()
+        sock.sendall(b'POST /api HTTP/1.1\r\nContent-Length: 10\r\n\r\n{"a"')
+        self.assertJSONError(self.receive_all(sock), 408,
+                             'sent less of the body than its Content-Length')
 
     def test_bad_content_length_is_refused(self):
         self.serve()

@@ -58,6 +58,16 @@ class TestInstanceKeyCommands(base.TestCase):
         self.assertEqual(sealing.load_key_file(path, INSTANCE).keys,
                          sealing_keys.keyring(self.context, INSTANCE).keys)
 
+    def test_an_instance_id_not_a_uuid_is_refused(self):
+        # Its key was stored and its file written; no agent could use it.
+        path = os.path.join(self.dir, 'k')
+        code, _, err = self.manage('instance-key', 'set', 'notauuid',
+                                   '--key-file', path)
+        self.assertEqual(1, code)
+        self.assertIn("instance ids are UUIDs, not 'notauuid'", err)
+        self.assertFalse(os.path.exists(path))
+        self.assertEqual([], sealing_keys.list_keys(self.context))
+
     def test_set_imports_a_key_file(self):
         path = os.path.join(self.dir, 'k')
         keys = sealing.InstanceKeys(INSTANCE, [('b', sealing.generate_key()),

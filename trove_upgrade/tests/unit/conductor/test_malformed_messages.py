@@ -81,6 +81,34 @@ class TestMalformedIds(test_manager.ManagerTestCase):
         self.assertRaises(exception.AgentNotFound, db_agents.get_agent,
                           self.context, INSTANCE)
 
+    def test_a_nul_is_refused_before_the_database(self):
+        # PostgreSQL fails any statement with one: a DBError and traceback.
+        upgrade = self.new_upgrade()
+        e = self.assertRefused(self.manager.start_upgrade, self.context,
+                               INSTANCE, upgrade['id'], 'v1\x00')
+        self.assertIn('from_version holds a NUL character', str(e))
+        self.assertEqual(states.SENT, self.upgrade(upgrade['id'])['status'])
+        for field in ('agent_version', 'guest_version', 'state', 'host'):
+            e = self.assertRefused(self.manager.register_agent, self.context,
+                                   **dict(AGENT, **{field: 'a\x00'}))
+            self.assertIn('%s holds a NUL character' % field, str(e))
+            self.manager.heartbeat(self.context,
+                                   **dict(AGENT, **{field: '\x00'}))
+        self.assertRaises(exception.AgentNotFound, db_agents.get_agent,
+                          self.context, INSTANCE)
+
+    def test_a_nul_in_a_detail_is_replaced_not_refused(self):
+        # An agent's output may hold one; the state change it explains
+        # is recorded all the same.
+        upgrade = self.new_upgrade()
+        self.assertTrue(self.manager.start_upgrade(
+            self.context, INSTANCE, upgrade['id'], 'v1.0.0')['proceed'])
+        self.assertTrue(self.report(upgrade['id'], states.FAILED,
+                                    detail='tar: \x00 in name')['recorded'])
+        recorded = self.upgrade(upgrade['id'])
+        self.assertEqual(states.FAILED, recorded['status'])
+        self.assertEqual('tar: \ufffd in name', recorded['status_detail'])
+
     def test_labels_no_json_parser_reads_back_are_refused(self):
         for value in (float('nan'), float('inf')):
             self.assertRefused(self.manager.register_agent, self.context,

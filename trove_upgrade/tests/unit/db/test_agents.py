@@ -82,6 +82,16 @@ class TestAgents(db_base.DbTestCase):
                ({'rpc_api_version': 1.2}, 'must be a non-empty string'),
                ({'labels': ['az']}, 'labels must be an object'),
                ({'labels': {'az': {1, 2}}}, 'labels cannot be stored as JSON'),
+               # Labels an agent's DictOpt cannot give: any sender's.
+               ({'labels': {'az': {'a': 'b'}}},
+                "label 'az' is not a string of at most 255"),
+               ({'labels': {'az': 1}}, "label 'az' is not a string"),
+               ({'labels': {'az': 'v' * 256}}, 'at most 255 characters'),
+               ({'labels': {'': 'v'}}, 'a label key has 1 to 255'),
+               ({'labels': {'k' * 256: 'v'}}, 'a label key has 1 to 255'),
+               ({'labels': {'az': 'a\x00'}}, 'holds a NUL character'),
+               ({'labels': {str(i): 'v' for i in range(65)}},
+                'labels holds 65 labels, more than 64'),
                ({'host': ''}, 'host must be a non-empty string'),
                ({'state': 's' * 33}, 'state is longer than 32 characters')]
         for values, message in bad:

@@ -14,18 +14,24 @@
 
 from unittest import mock
 
+import fixtures
 import oslo_messaging as messaging
 
 from trove_upgrade import context
+from trove_upgrade import exception
 from trove_upgrade import notifications
 from trove_upgrade import rpc
+from trove_upgrade import rpc_interface
 from trove_upgrade.tests import base
 from trove_upgrade.tests.fixtures import rpc as rpc_fixture
+
+ECHO = rpc_interface.Interface('echo', {'echo': ('call', ('value',))})
 
 
 class EchoEndpoint:
     target = messaging.Target(version='1.0')
 
+    @ECHO.endpoint
     def echo(self, context, value):
         return {'value': value, 'request_id': context.request_id,
                 'context_class': type(context).__name__}
@@ -49,7 +55,7 @@ class TestRPC(base.TestCase):
 
     def test_server_uses_the_threading_executor(self):
         server = rpc.get_rpc_server(
-            messaging.Target(topic='t', server='h'), [EchoEndpoint()])
+            messaging.Target(topic='t', server='h'), [EchoEndpoint()], ECHO)
         self.assertEqual('threading', server.executor_type)
 
     def test_call_carries_the_request_context(self):
@@ -152,3 +158,67 @@ class TestRPC(base.TestCase):
     def test_default_publisher_names_the_host(self):
         self.assertTrue(rpc.default_publisher_id().startswith(
             'trove-upgrade.'))
+
+
+class TestMalformedMessages(base.TestCase):
+    """A served endpoint refuses malformed messages in one log line.
+
+    Each was logged by oslo.messaging with a traceback, for any sender.
+    """
+
+    def setUp(self):
+        super().setUp()
+        self.useFixture(rpc_fixture.FakeTransport())
+        self.log = self.useFixture(fixtures.FakeLogger(level='WARNING'))
+        server = rpc.get_rpc_server(
+            messaging.Target(topic='echo', server='h'), [EchoEndpoint()],
+            ECHO)
+        server.start()
+        self.addCleanup(server.wait)
+        self.addCleanup(server.stop)
+        self.client = rpc.get_rpc_client(
+            messaging.Target(topic='echo')).prepare(timeout=30)
+        self.ctxt = context.RequestContext()
+
+    def assertRefused(self, error, detail, method='echo', **args):
+        raised = self.assertRaises(error, self.client.call, self.ctxt,
+                                   method, **args)
+        self.assertIn(detail, str(raised))
+        self.assertIn('Refused RPC message: ', self.log.output)
+        self.assertNotIn('Traceback', self.log.output)
+        self.assertEqual(1, len(self.log.output.splitlines()),
+                         self.log.output)
+
+    def test_missing_argument(self):
+        self.assertRefused(exception.MalformedMessage,
+                           "missing a required argument: 'value'")
+
+    def test_unexpected_argument(self):
+        self.assertRefused(exception.MalformedMessage,
+                           "unexpected keyword argument 'bogus'",
+                           value=1, bogus=2)
+
+    def test_version_not_of_the_form_x_y(self):
+        # prepare() refuses it; a Target does not, nor does the bus.
+        self.client = rpc.get_rpc_client(
+            messaging.Target(topic='echo', version='x.y')).prepare(timeout=30)
+        self.assertRefused(exception.MalformedMessage,
+                           "the version 'x.y' is not of the form x.y",
+                           value=1)
+
+    def test_unsupported_version(self):
+        self.client = self.client.prepare(version='2.0')
+        self.assertRefused(messaging.UnsupportedVersion,
+                           'does not support RPC version 2.0', value=1)
+
+    def test_method_not_declared(self):
+        # An attribute of the endpoint that is not a method of its API.
+        self.assertRefused(messaging.NoSuchMethod,
+                           "does not support RPC method 'target'",
+                           method='target')
+
+    def test_still_serving(self):
+        self.assertRefused(messaging.NoSuchMethod, "'nothing'",
+                           method='nothing')
+        self.assertEqual(7, self.client.call(self.ctxt, 'echo',
+                                             value=7)['value'])

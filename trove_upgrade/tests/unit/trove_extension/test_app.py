@@ -154,6 +154,18 @@ class TestLoadRefusals(base.TestCase):
         self.assertNotEqual(0, proc.returncode)
         self.assertIn('/nonexistent/trove-upgrade.conf', proc.stderr)
 
+    def test_a_connection_no_driver_serves_is_refused(self):
+        path = os.path.join(self.useFixture(fixtures.TempDir()).path,
+                            'trove-upgrade.conf')
+        conffile.write_conf(path, {'database': {'connection':
+                                                'nosuchdb://h/d'}})
+
+        proc = self.load(path)
+
+        self.assertNotEqual(0, proc.returncode)
+        self.assertIn('[database] connection names a database driver that '
+                      'is not installed', proc.stderr)
+
     def test_no_file_at_all_is_refused(self):
         if os.path.exists('/etc/trove-upgrade/trove-upgrade.conf'):
             self.skipTest('this machine has a trove-upgrade configuration')
