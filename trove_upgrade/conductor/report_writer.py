@@ -103,11 +103,23 @@ class ReportWriter:
             self._queue.put(_STOP)
 
     def run(self):
-        """The writer thread's loop, until ``stop``."""
+        """The writer thread's loop, until ``stop``.
+
+        Whatever goes wrong with a batch, its receivers get an answer and
+        the loop goes on: a receiver must never wait for a writer that
+        is gone.
+        """
         while True:
             batch, stopping = self._take()
-            if batch:
+            try:
                 self._write(batch)
+            except Exception as e:
+                LOG.exception('Recording a batch of %d report chains '
+                              'failed.', len(batch))
+                for waiting in batch:
+                    if not waiting.done.is_set():
+                        waiting.result = e
+                        waiting.done.set()
             if stopping:
                 return
 

@@ -150,6 +150,19 @@ class TestReportWriter(db_base.DbTestCase):
             self.assertEqual(states.VERIFYING, self._status(upgrades[index]))
         self.assertEqual(states.DOWNLOADING, self._status(upgrades[1]))
 
+    def test_a_writer_failing_answers_its_batch_and_carries_on(self):
+        upgrades = [self._claimed() for _ in range(4)]
+        chains = [self._chain(u, states.VERIFYING) for u in upgrades]
+        # A batch answered with fewer results than chains: the writer's
+        # own fault, not the database's.
+        with mock.patch.object(db_upgrades, 'transition_chains_once',
+                               return_value=[]):
+            results = self._submit(chains)
+        for index in range(3):
+            self.assertIsInstance(results[index], IndexError)
+        self.assertEqual(states.VERIFYING, results[3][1]['status'])
+        self.assertEqual(states.VERIFYING, self._status(upgrades[3]))
+
     def test_a_refused_claim_in_a_batch_refuses_only_itself(self):
         claimable = self._create(instance_id=uuidutils.generate_uuid())
         cancelled = self._create(instance_id=uuidutils.generate_uuid())
