@@ -30,6 +30,7 @@ messages of one instance (see ``doc/source/admin/message-sealing.rst``):
 * ``list [--instance-id ID]`` prints the keys' ids and dates, never them.
 """
 
+import argparse
 import os
 import sys
 
@@ -108,6 +109,22 @@ def _key_list():
                  else 'never'))
 
 
+def _seconds(text):
+    """An argparse type: a whole number of seconds, not negative.
+
+    A negative grace expired the older keys at once, before the agent had
+    the new file: its messages were refused until it got it.
+    """
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(
+            'a whole number of seconds, 0 or more, not %r' % text)
+    return value
+
+
 def _add_key_parsers(subparsers):
     keys = subparsers.add_parser(
         'instance-key', help='Manage the keys sealing instances\' RPC.')
@@ -124,7 +141,7 @@ def _add_key_parsers(subparsers):
     rotate.add_argument('instance_id')
     rotate.add_argument('--output', required=True,
                         help='Key file to write for the agent.')
-    rotate.add_argument('--grace', type=int, default=86400,
+    rotate.add_argument('--grace', type=_seconds, default=86400,
                         help='Seconds the older keys still open messages '
                              '(default: 86400).')
     rotate.set_defaults(func=_key_rotate)

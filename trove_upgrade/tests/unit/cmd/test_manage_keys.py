@@ -68,6 +68,19 @@ class TestInstanceKeyCommands(base.TestCase):
         self.assertFalse(os.path.exists(path))
         self.assertEqual([], sealing_keys.list_keys(self.context))
 
+    def test_a_negative_grace_is_refused(self):
+        sealing_keys.add_key(self.context, INSTANCE)
+        before = sealing_keys.list_keys(self.context, INSTANCE)
+        for grace in ('-1', 'soon'):
+            path = os.path.join(self.dir, 'k')
+            error = self.assertRaises(
+                SystemExit, self.manage, 'instance-key', 'rotate', INSTANCE,
+                '--output', path, '--grace', grace)
+            self.assertEqual(2, error.code)
+            self.assertFalse(os.path.exists(path))
+        self.assertEqual(before, sealing_keys.list_keys(self.context,
+                                                        INSTANCE))
+
     def test_set_imports_a_key_file(self):
         path = os.path.join(self.dir, 'k')
         keys = sealing.InstanceKeys(INSTANCE, [('b', sealing.generate_key()),
