@@ -125,11 +125,19 @@ def bodiless_action(authorize, act, render):
 
 
 def require_json(req):
-    """Refuse a body that does not say it is JSON with 415."""
+    """Refuse a body that does not say it is JSON, in UTF-8, with 415.
+
+    JSON is UTF-8 (RFC 8259) and the body is decoded so: a body that says
+    it is in another charset would be read as what it did not mean.
+    """
     if req.content_type.lower() != JSON_TYPE:
         raise webob.exc.HTTPUnsupportedMediaType(
             'The request body must have Content-Type %s, not %r.'
             % (JSON_TYPE, req.content_type or None))
+    # webob's charset is UTF-8 when the header names none.
+    if req.charset.lower().replace('-', '') != 'utf8':
+        raise webob.exc.HTTPUnsupportedMediaType(
+            'A JSON request body is in UTF-8, not %r.' % req.charset)
 
 
 def _refuse_constant(name):

@@ -233,6 +233,22 @@ class TestMalformedQueries(base.APITestCase):
                 'Query parameter %r holds a NUL character.'
                 % query.split('=')[0].replace('%00', '\x00'))
 
+    def test_a_body_in_another_charset_is_415(self):
+        # It was decoded as UTF-8 whatever the header said.
+        body = base.upgrade_body()
+        for charset in ('latin-1', 'utf-16', 'x'):
+            self.assertError(
+                self.request('POST', self.mgmt + '/upgrades', body,
+                             content_type='application/json; charset=%s'
+                             % charset), 415,
+                "A JSON request body is in UTF-8, not '%s'." % charset)
+        self.assertNothingRecorded()
+        for charset in ('utf-8', 'UTF-8', '"utf-8"', 'utf8'):
+            resp = self.request('POST', self.mgmt + '/upgrades', body,
+                                content_type='application/json; charset=%s'
+                                % charset)
+            self.assertEqual(202, resp.status_int, resp.text)
+
     def test_an_accept_header_refusing_json_is_406(self):
         # It was answered with JSON regardless, after doing the work.
         for accept in ('text/html', 'application/json;q=0',
