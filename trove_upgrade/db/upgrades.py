@@ -102,8 +102,8 @@ def insert_events(session, context, upgrade_ids, now, source, from_state,
     """The same event for each of ``upgrade_ids``, in one statement.
 
     Copied from the upgrades' rows by the database (INSERT ... SELECT):
-    a batch of hundreds marked SENT binds its values once, not once per
-    row.
+    a batch of hundreds binds its values once, not once per row, which
+    cost a reconciler pass more CPU than the rows' own inserts.
     """
     event = models.UpgradeEvent
     session.execute(sa.insert(event).from_select(

@@ -95,9 +95,9 @@ class _BackendTests:
         self.assertEqual(detail, stored['status_detail'])
         self.assertEqual(detail, stored['events'][-1]['detail'])
 
-    def test_a_batch_marked_sent_keeps_its_events_intact(self):
-        # A batch's SENT events are one INSERT ... SELECT with their values
-        # bound once: times, details and request ids as given.
+    def test_a_batch_copies_its_events_intact(self):
+        # The events of a rollout's batch are INSERT ... SELECTs with their
+        # values bound once: times, details and request ids as given.
         rollout = db_rollouts.create_rollout(self.context, {
             'name': 'r', 'instance_version': '3.0.0', 'strategy': 'http',
             'location': 'https://127.0.0.1/a.tar',
