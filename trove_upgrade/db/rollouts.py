@@ -256,8 +256,8 @@ def list_rollout_dispatches(context, rollout_id):
 
 
 def _rollout_upgrade_rows(context, rollout, targets, now, resend_at):
-    """Rows of the upgrades, their first events and their dispatches."""
-    upgrades, events, dispatches = [], [], []
+    """Rows of the upgrades and of their dispatches."""
+    upgrades, dispatches = [], []
     for instance_id, attempt, canary in targets:
         upgrade_id = uuidutils.generate_uuid()
         upgrades.append({
@@ -271,19 +271,17 @@ def _rollout_upgrade_rows(context, rollout, targets, now, resend_at):
             'rollout_id': rollout['id'], 'created_at': now,
             'updated_at': now, 'finished_at': None,
             **db_upgrades.first_send(resend_at)})
-        events.append(db_upgrades.event_row(
-            context, upgrade_id, now, 'conductor', None, states.PENDING))
         dispatches.append({
             'rollout_id': rollout['id'], 'instance_id': instance_id,
             'attempt': attempt, 'canary': canary, 'upgrade_id': upgrade_id,
             'created_at': now})
-    return upgrades, events, dispatches
+    return upgrades, dispatches
 
 
 @common.retry_on_deadlock
 def _create_rollout_upgrades(context, rollout, targets, owner, resend_at):
     now = timeutils.utcnow()
-    upgrades, events, dispatches = _rollout_upgrade_rows(
+    upgrades, dispatches = _rollout_upgrade_rows(
         context, rollout, targets, now, resend_at)
     with common.context_manager.writer.using(context) as session:
         # First statement, so SQLite takes the write lock here: from now
@@ -298,9 +296,12 @@ def _create_rollout_upgrades(context, rollout, targets, owner, resend_at):
         if not still_ours:
             return None
         # One statement per table for the whole batch: a rollout
-        # dispatches hundreds at a time.
+        # dispatches hundreds at a time. Their first events are copied
+        # from the upgrades' rows.
         session.execute(sa.insert(models.Upgrade.__table__), upgrades)
-        session.execute(sa.insert(models.UpgradeEvent.__table__), events)
+        db_upgrades.insert_events(session, context,
+                                  [u['id'] for u in upgrades], now,
+                                  'conductor', None, states.PENDING)
         session.execute(sa.insert(models.RolloutDispatch.__table__),
                         dispatches)
     for upgrade in upgrades:

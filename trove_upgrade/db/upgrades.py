@@ -97,6 +97,28 @@ def event_row(context, upgrade_id, now, source, from_state, to_state,
             'detail': detail, 'request_id': context.request_id}
 
 
+def insert_events(session, context, upgrade_ids, now, source, from_state,
+                  to_state, detail=None):
+    """The same event for each of ``upgrade_ids``, in one statement.
+
+    Copied from the upgrades' rows by the database (INSERT ... SELECT):
+    a batch of hundreds binds its values once, not once per row, which
+    cost a reconciler pass more CPU than the rows' own inserts.
+    """
+    event = models.UpgradeEvent
+    session.execute(sa.insert(event).from_select(
+        [event.upgrade_id, event.created_at, event.source, event.from_state,
+         event.to_state, event.detail, event.request_id],
+        sa.select(models.Upgrade.id, sa.literal(now, models.DateTime),
+                  sa.literal(source, sa.String),
+                  sa.literal(from_state, sa.String),
+                  sa.literal(to_state, sa.String),
+                  sa.literal(detail, sa.Text),
+                  sa.literal(context.request_id, sa.String))
+        .where(models.Upgrade.id.in_(upgrade_ids))
+        .order_by(models.Upgrade.id)))
+
+
 def _get_upgrade_row(session, upgrade_id):
     row = session.get(models.Upgrade, upgrade_id)
     if row is None:
@@ -703,10 +725,8 @@ def mark_upgrades_sent(context, upgrade_ids, source, resend_at=None,
                 .values(status=states.SENT, status_detail=detail,
                         updated_at=now, resend_at=resend_at, send_count=1)
                 .execution_options(synchronize_session=False))
-            session.execute(sa.insert(models.UpgradeEvent.__table__), [
-                event_row(context, upgrade_id, now, source, states.PENDING,
-                          states.SENT, detail)
-                for upgrade_id in moved])
+            insert_events(session, context, moved, now, source,
+                          states.PENDING, states.SENT, detail)
         return list(moved)
 
 

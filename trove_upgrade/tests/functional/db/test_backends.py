@@ -25,13 +25,16 @@ from trove_upgrade import context
 from trove_upgrade.db import agents as db_agents
 from trove_upgrade.db import common as db_common
 from trove_upgrade.db import migration
+from trove_upgrade.db import rollouts as db_rollouts
 from trove_upgrade.db import upgrades as db_upgrades
+from trove_upgrade import rollout_states
 from trove_upgrade import states
 from trove_upgrade.tests import base
 from trove_upgrade.tests.fixtures import database
 
 T0 = datetime.datetime(2026, 3, 4, 5, 6, 7, 654321)
 INSTANCE = '0b9e4a8e-58c4-4b0e-9d0e-6a3c8f0a1001'
+OTHER_INSTANCE = '0b9e4a8e-58c4-4b0e-9d0e-6a3c8f0a1002'
 # Four bytes in UTF-8, twelve characters once JSON-escaped.
 EMOJI = '\U0001F600'
 
@@ -91,6 +94,35 @@ class _BackendTests:
         self.assertEqual(EMOJI * 255, stored['instance_version'])
         self.assertEqual(detail, stored['status_detail'])
         self.assertEqual(detail, stored['events'][-1]['detail'])
+
+    def test_a_batch_copies_its_events_intact(self):
+        # The events of a rollout's batch are INSERT ... SELECTs with their
+        # values bound once: times, details and request ids as given.
+        rollout = db_rollouts.create_rollout(self.context, {
+            'name': 'r', 'instance_version': '3.0.0', 'strategy': 'http',
+            'location': 'https://127.0.0.1/a.tar',
+            'selector': {'group': 'g'}, 'canary': 0, 'max_in_flight': 2,
+            'max_in_flight_kind': 'count', 'max_failures': 0,
+            'max_failures_kind': 'count', 'per_agent_retries': 0,
+            'agent_deadline': 60, 'status': rollout_states.RUNNING})
+        db_rollouts.lease_rollout(self.context, rollout['id'], 'me',
+                                  T0 + datetime.timedelta(seconds=60))
+        upgrades = db_rollouts.create_rollout_upgrades(
+            self.context, rollout, [(INSTANCE, 1, False),
+                                    (OTHER_INSTANCE, 1, False)], 'me')
+        self.now = T0 + datetime.timedelta(microseconds=1)
+        detail = '\u00e9' + EMOJI
+        ids = [u['id'] for u in upgrades]
+        self.assertEqual(sorted(ids), sorted(db_upgrades.mark_upgrades_sent(
+            self.context, ids, 'conductor', detail=detail)))
+        for upgrade_id in ids:
+            self.assertEqual(
+                [(T0, None, states.PENDING, None),
+                 (self.now, states.PENDING, states.SENT, detail)],
+                [(e['created_at'], e['from_state'], e['to_state'],
+                  e['detail']) for e in db_upgrades.get_upgrade(
+                    self.context, upgrade_id, with_events=True)['events']
+                 if e['request_id'] == self.context.request_id])
 
     def test_agent_values_survive_intact(self):
         labels = {'r\u00e9gion': EMOJI, 'az': 'nova'}

@@ -149,6 +149,36 @@ class TestRolloutsDb(db_base.DbTestCase):
         self.assertEqual({db_base.OTHER_INSTANCE, db_base.INSTANCE},
                          db_upgrades.list_busy_instances(self.context))
 
+    def test_a_batch_records_each_event_of_its_own_upgrades(self):
+        rollout = self.rollout()
+        other = self._create(instance_id=db_base.OTHER_INSTANCE)
+        recorded_at = self.now
+        first, second = db_rollouts.create_rollout_upgrades(
+            self.context, rollout, [(db_base.INSTANCE, 1, False),
+                                    (db_base.OTHER_INSTANCE, 1, True)],
+            'me')
+        self.now += datetime.timedelta(seconds=1)
+        self.assertEqual([second['id']], db_upgrades.mark_upgrades_sent(
+            self.context, [second['id']], 'conductor', detail='returned'))
+
+        def history(upgrade):
+            return [(e['created_at'], e['source'], e['from_state'],
+                     e['to_state'], e['detail'], e['request_id'])
+                    for e in db_upgrades.get_upgrade(
+                        self.context, upgrade['id'],
+                        with_events=True)['events']]
+
+        pending = (recorded_at, 'conductor', None, states.PENDING, None,
+                   self.context.request_id)
+        self.assertEqual([pending], history(first))
+        self.assertEqual(
+            [pending, (self.now, 'conductor', states.PENDING, states.SENT,
+                       'returned', self.context.request_id)],
+            history(second))
+        # An upgrade outside the batches gets none of their events.
+        self.assertEqual([(None, states.PENDING)],
+                         [e[2:4] for e in history(other)])
+
     def test_timeout_only_this_rollouts_old_upgrades(self):
         rollout = self.rollout()
         mine, = db_rollouts.create_rollout_upgrades(
