@@ -254,18 +254,20 @@ def bench_raw_calls(exchange, total, threads):
     try:
         client = messaging.get_rpc_client(
             transport, messaging.Target(topic=topic, exchange=exchange,
-                                        version='1.0'), timeout=1)
+                                        version='1.0'))
         ctxt = tu_context.get_admin_context().to_dict()
 
-        def call(_index=None, kind='call'):
-            getattr(client, kind)(
+        def call(_index=None, kind='call', timeout=None):
+            getattr(client.prepare(timeout=timeout), kind)(
                 ctxt, 'report', instance_id=str(uuid.uuid4()),
                 upgrade_id=str(uuid.uuid4()), state='INSTALLING',
                 detail=None, from_version='v1.0.0', to_version='v2.0.0')
 
+        # Short waits until the server listens; then long ones, as a
+        # loaded machine may answer slowly.
         for _ in range(60):
             try:
-                call()
+                call(timeout=1)
                 break
             except (messaging.MessagingTimeout,
                     messaging.MessageDeliveryFailure):
