@@ -272,14 +272,15 @@ class AgentTestCase(base.TestCase):
                          self.provision_key(agent['instance_id']))
         return agent
 
-    def start_agent(self, pause_at=None, transport_url=None,
+    def start_agent(self, pause_at=None, transport_url=None, defaults=None,
                     **overrides):
+        """Start the agent; ``defaults`` go to its ``[DEFAULT]`` section."""
         transport_url = transport_url or self.rabbit_url
         path = os.path.join(self.tmp, 'agent.conf')
         conffile.write_conf(path, {
-            'DEFAULT': {'transport_url': transport_url,
-                        'control_exchange': self.exchange,
-                        'state_path': self.tmp},
+            'DEFAULT': dict({'transport_url': transport_url,
+                             'control_exchange': self.exchange,
+                             'state_path': self.tmp}, **(defaults or {})),
             'agent': self.agent_conf(**overrides),
             'conductor': {'topic': self.conductor_topic},
         })
