@@ -161,6 +161,10 @@ class AgentTestCase(base.TestCase):
         # Every instance whose agent this test starts; start_agent-like
         # helpers of subclasses add theirs.
         self.bus_instance_ids = [self.instance_id]
+        # Queues and exchanges declared besides the services' own (a spy's,
+        # a Trove guest agent's): deleted with them.
+        self.bus_queues = []
+        self.bus_exchanges = []
         self.processes = {}
         self.key_file = self.provision_key(self.instance_id)
         self.start_conductor()
@@ -180,14 +184,15 @@ class AgentTestCase(base.TestCase):
                 'trove_upgrade_conductor_test_%s' % unique)
 
     def _delete_bus_names(self):
-        """Remove the queues and exchange the test's services declared.
+        """Remove the queues and exchanges the test's services declared.
 
         The services' own queues are not auto-delete (an agent's queue
         must outlive the agent's restart), so the shared broker would keep
-        them after the test.
+        them after the test; so are those of the test's own RPC servers,
+        whose exchange is the services'.
         """
         host = socket.gethostname()
-        names = []
+        names = list(self.bus_queues)
         topics = [rpc_interface.agent_topic(instance_id)
                   for instance_id in self.bus_instance_ids]
         for topic in topics + [self.conductor_topic]:
@@ -197,7 +202,8 @@ class AgentTestCase(base.TestCase):
             channel = connection.channel()
             for name in names:
                 channel.queue_delete(name)
-            channel.exchange_delete(self.exchange)
+            for exchange in [self.exchange] + self.bus_exchanges:
+                channel.exchange_delete(exchange)
 
     def database_fixture(self):
         """The control-plane database: a fresh one, unless overridden."""
