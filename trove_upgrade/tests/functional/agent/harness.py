@@ -55,6 +55,7 @@ from trove_upgrade import sealing_keys
 from trove_upgrade.tests import base
 from trove_upgrade.tests import conffile
 from trove_upgrade.tests.fixtures import database
+from trove_upgrade.tests.functional import https_server
 from trove_upgrade.tests.functional import rabbit
 from trove_upgrade.tests.functional import servers
 from trove_upgrade.tests import sample_guest
@@ -300,6 +301,19 @@ class AgentTestCase(base.TestCase):
     def kill_agent(self):
         """kill -9 of the agent: its launcher and its worker."""
         self._kill(self.processes['agent'])
+
+    def serve_over_https(self, name):
+        """The repository on an HTTPS server the ``http`` strategy trusts.
+
+        Returns the server and the size of the repository's file ``name``,
+        the one its faults are then set on.
+        """
+        ca = https_server.CertificateAuthority(self.tmp)
+        server = self.useFixture(
+            https_server.HttpsFileServer(self.repo, ca=ca))
+        servers.write_strategy_conf(self.strategy_dir, 'http',
+                                    {'ca_file': ca.cert_file})
+        return server, os.path.getsize(os.path.join(self.repo, name))
 
     def provision_key(self, instance_id):
         """The key file of ``instance_id``, with a key in the database."""

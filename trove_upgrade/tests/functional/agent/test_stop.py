@@ -19,14 +19,11 @@ than the test waits: only the stop itself can end the download in time.
 The next agent takes the upgrade up from its journal and finishes it.
 """
 
-import os
 import signal
 import subprocess
 
 from trove_upgrade import states
 from trove_upgrade.tests.functional.agent import harness
-from trove_upgrade.tests.functional import https_server
-from trove_upgrade.tests.functional import servers
 
 # Seconds each timeout allows: a stop that waited for one fails the test.
 LONG = 900
@@ -37,12 +34,7 @@ EXIT_WAIT = harness.WAIT
 class TestStopDuringDownload(harness.AgentTestCase):
 
     def test_sigterm_mid_download_exits_then_the_next_start_upgrades(self):
-        ca = https_server.CertificateAuthority(self.tmp)
-        server = self.useFixture(
-            https_server.HttpsFileServer(self.repo, ca=ca))
-        servers.write_strategy_conf(self.strategy_dir, 'http',
-                                    {'ca_file': ca.cert_file})
-        size = os.path.getsize(os.path.join(self.repo, 'guest-2.0.0.pkg'))
+        server, size = self.serve_over_https('guest-2.0.0.pkg')
         # The agent's HEAD (the reachability check) takes the first, the
         # GET of the payload the second.
         server.stall_after('guest-2.0.0.pkg', size // 2, times=2)
