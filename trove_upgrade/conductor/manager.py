@@ -53,7 +53,8 @@ LOG = logging.getLogger(__name__)
 
 RPC_API_VERSION = '1.2'
 
-# What the endpoints that answer send back as itself, without a traceback.
+# What the endpoints that answer refuse with: sent back to the caller as
+# itself, and logged by oslo.messaging without a traceback.
 _REFUSALS = (exception.Invalid, exception.MessageNotAuthenticated,
              exception.DatabaseUnavailable)
 
