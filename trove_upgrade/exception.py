@@ -165,3 +165,9 @@ class PackageConflict(Conflict):
 
 class DesiredVersionNotFound(NotFound):
     msg_fmt = 'Desired version %(desired_version_id)s could not be found.'
+
+
+class DatabaseUnavailable(TroveUpgradeException):
+    msg_fmt = ('The conductor could not handle %(method)s: its database is '
+               'unavailable. Try again later.')
+    code = 503

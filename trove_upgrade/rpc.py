@@ -42,6 +42,21 @@ LOG = logging.getLogger(__name__)
 # A caller gets these exceptions back as themselves, not as RemoteError.
 ALLOWED_EXMODS = [exception.__name__]
 
+
+def without_remote_traceback(error):
+    """oslo.messaging's copy of a remote ``error``, without the traceback.
+
+    The copy of an exception of ``ALLOWED_EXMODS`` is of a class made for
+    it, whose message goes on with the server's traceback; a caller that
+    logs it logs the traceback. The result is of the class the server
+    raised, with the server's message and arguments.
+    """
+    cls = type(error)
+    if not cls.__name__.endswith('_Remote'):
+        return error
+    return cls.__bases__[0](error.message, **error.kwargs)
+
+
 _TRANSPORT = None
 _NOTIFICATION_TRANSPORT = None
 _NOTIFIER = None

@@ -157,11 +157,17 @@ class UpgradePipeline:
     def run(self, upgrade):
         """Run an upgrade from the beginning up to a final state.
 
-        Never raises an Exception: whatever goes wrong ends the upgrade
-        FAILED, rolled back if the switch was made.
+        Never raises an Exception but ``untrusted.StepStopped``, which
+        leaves the upgrade at its step for the next start: whatever else
+        goes wrong ends the upgrade FAILED, rolled back if the switch was
+        made.
         """
         try:
             return self._run(upgrade)
+        except untrusted.StepStopped as e:
+            LOG.warning('Upgrade %s left at step %s, the next start takes '
+                        'it up: %s', upgrade['id'], upgrade.get('step'), e)
+            raise
         except Exception as e:
             return self._fail_unexpectedly(upgrade, e)
 
@@ -226,6 +232,15 @@ class UpgradePipeline:
         if too_many:
             return self._roll_back(upgrade, reason)
         return self._after_switch(upgrade)
+
+    def stop(self):
+        """End the download or verification in hand: the agent stops.
+
+        The steps before them and after are short or must not be cut:
+        they run on, and ``run`` raises ``untrusted.StepStopped`` at the
+        next untrusted step.
+        """
+        self.steps.stop()
 
     # Before the switch: nothing the guest agent uses is touched.
 

@@ -19,7 +19,9 @@ Threads, each with one job:
 * the runner: first recovers whatever the journal says a killed agent
   left, then runs queued upgrades one at a time when the guest is
   running, and keeps the guest agent running in between. It is the only
-  thread that starts or stops the guest agent;
+  thread that starts or stops the guest agent. A stop kills the download
+  or verification in hand, leaving the upgrade at its step for the next
+  start (``untrusted.StepStopped``);
 * a timer sending the journal's outbox until the conductor confirms it
   (``agent.outbox``: progress by cast, the final report by call);
 * a timer registering, then heartbeating, to the conductor.
@@ -46,6 +48,7 @@ from trove_upgrade.agent import outbox as outbox_mod
 from trove_upgrade.agent import pipeline as pipeline_mod
 from trove_upgrade.agent import service_manager
 from trove_upgrade.agent import trove_guest
+from trove_upgrade.agent import untrusted
 from trove_upgrade.agent import verifier as verifier_mod
 from trove_upgrade.conductor import rpcapi as conductor_rpcapi
 from trove_upgrade import context as tu_context
@@ -222,8 +225,11 @@ class AgentService(service.Service):
     # The runner thread.
 
     def _run(self):
+        """The runner; ends at the stop, or when the stop ended a step."""
         try:
             self.pipeline.recover()
+        except untrusted.StepStopped:
+            return
         except Exception:
             LOG.exception('Recovery of the interrupted upgrade failed')
         agent = self.conf.agent
@@ -237,6 +243,8 @@ class AgentService(service.Service):
                     continue
                 if self.journal.read()['current_upgrade'] is None:
                     self._supervise()
+            except untrusted.StepStopped:
+                return
             except Exception:
                 LOG.exception('Upgrade runner error; continuing')
             self.manager.work_available.wait(wait)
@@ -292,6 +300,7 @@ class AgentService(service.Service):
 
     def stop(self, graceful=True):
         self._stopping.set()
+        self.pipeline.stop()
         if self.manager is not None:
             self.manager.work_available.set()
         if self.rpcserver is not None:

@@ -18,7 +18,8 @@ may raise anything or loop for ever, and a thread that loops in Python code
 cannot be stopped. So the agent runs each of these steps as
 ``python -m trove_upgrade.agent.untrusted`` in a session of its own, with
 the agent's configuration files, and kills the whole session when
-``[agent] download_step_timeout`` or ``verify_step_timeout`` passes. The
+``[agent] download_step_timeout`` or ``verify_step_timeout`` passes, or
+as soon as the agent stops (:class:`StepStopped`). The
 child writes its answer, a small JSON document, to a file in the upgrade's
 work directory; a child that dies without one failed too. Whatever
 happens, the step ends in :class:`StepFailed` with a bounded reason.
@@ -34,6 +35,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 
 from oslo_config import cfg
 from oslo_log import log as logging
@@ -59,6 +61,18 @@ class StepFailed(Exception):
 
     def __init__(self, reason):
         super().__init__(package_exc.bounded(reason))
+
+
+class StepStopped(Exception):
+    """The agent is stopping: the step was killed, the upgrade left as is.
+
+    No failure of the upgrade: the journal still names the step it was
+    at, and the next start takes it up as after a ``kill -9``
+    (``UpgradePipeline.recover``).
+    """
+
+    def __init__(self, step):
+        super().__init__('the %s step was stopped: the agent stops' % step)
 
 
 def describe(exc):
@@ -126,6 +140,9 @@ class InProcessSteps:
                 'console_script': (guest_agent.console_script
                                    if guest_agent else None)}
 
+    def stop(self):
+        """Nothing to kill: a step in the calling thread ends by itself."""
+
 
 def _config_args(conf):
     """The agent's own ``--config-file``/``--config-dir`` arguments."""
@@ -143,10 +160,25 @@ def _config_args(conf):
 
 
 class ChildProcessSteps:
-    """Each step in a child process killed at its deadline."""
+    """Each step in a child process killed at its deadline, or at a stop."""
 
     def __init__(self, conf):
         self.conf = conf
+        self._lock = threading.Lock()
+        self._child = None
+        self._stopped = False
+
+    def stop(self):
+        """Kill the step in hand and refuse the next: the agent stops.
+
+        A download stalled on its server, or in its last hour of
+        ``download_step_timeout``, would otherwise hold the agent's stop
+        until oslo.service's ``graceful_shutdown_timeout`` kills it.
+        """
+        with self._lock:
+            self._stopped = True
+            if self._child is not None:
+                _signal_session(self._child)
 
     def download(self, upgrade, work):
         return self._run(DOWNLOAD, upgrade, work,
@@ -162,28 +194,45 @@ class ChildProcessSteps:
                               'step': step, 'upgrade': upgrade,
                               'work': work, 'result': result_path,
                               'parent': os.getpid()})
-        proc = subprocess.Popen(
-            [sys.executable, '-m', __name__], stdin=subprocess.PIPE,
-            start_new_session=True, close_fds=True)
+        with self._lock:
+            if self._stopped:
+                raise StepStopped(step)
+            proc = subprocess.Popen(
+                [sys.executable, '-m', __name__], stdin=subprocess.PIPE,
+                start_new_session=True, close_fds=True)
+            self._child = proc
         try:
             proc.communicate(request.encode(), timeout=timeout)
         except subprocess.TimeoutExpired:
-            _kill_session(proc)
+            self._forget(proc)
             raise StepFailed('the %s step did not finish in %gs and was '
                              'stopped' % (step, timeout))
         except BaseException:
-            _kill_session(proc)
+            self._forget(proc)
             raise
         # Helpers the child started (rsync, say) die with it.
-        _kill_session(proc)
+        if self._forget(proc):
+            raise StepStopped(step)
         return _read_result(result_path, step, proc.returncode)
 
+    def _forget(self, proc):
+        """Kill ``proc``'s session, no longer ours; whether we stopped."""
+        with self._lock:
+            self._child = None
+            stopped = self._stopped
+        _kill_session(proc)
+        return stopped
 
-def _kill_session(proc):
+
+def _signal_session(proc):
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+def _kill_session(proc):
+    _signal_session(proc)
     try:
         proc.wait(_KILL_WAIT)
     except subprocess.TimeoutExpired:

@@ -38,7 +38,7 @@ class FaultWrapper:
                       '%(error)s',
                       {'method': environ.get('REQUEST_METHOD'),
                        'path': environ.get('PATH_INFO'),
-                       'error': (str(e).splitlines() or [repr(e)])[0]})
+                       'error': db_errors.first_line(e)})
             response = util.error_response(
                 503, 'The database is unavailable. Try again later; the '
                      'request id identifies the error in the service log.',

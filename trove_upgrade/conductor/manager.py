@@ -34,6 +34,7 @@ from oslo_log import log as logging
 import oslo_messaging as messaging
 from oslo_utils import uuidutils
 
+from trove_upgrade.conductor import db_outage
 from trove_upgrade.conductor import heartbeats
 from trove_upgrade.conductor import report_writer
 from trove_upgrade import conf
@@ -51,6 +52,11 @@ CONF = conf.CONF
 LOG = logging.getLogger(__name__)
 
 RPC_API_VERSION = '1.2'
+
+# What the endpoints that answer refuse with: sent back to the caller as
+# itself, and logged by oslo.messaging without a traceback.
+_REFUSALS = (exception.Invalid, exception.MessageNotAuthenticated,
+             exception.DatabaseUnavailable)
 
 # Locks that serialize the reports of one instance (by hash of its id).
 _REPORT_LOCKS = 64
@@ -147,8 +153,8 @@ class ConductorManager:
             raise exception.MessageNotAuthenticated(
                 method=method, instance_id=instance_id, reason=str(e))
 
-    @messaging.expected_exceptions(exception.Invalid,
-                                   exception.MessageNotAuthenticated)
+    @messaging.expected_exceptions(*_REFUSALS)
+    @db_outage.endpoint
     @rpc_interface.CONDUCTOR.endpoint
     def register_agent(self, context, instance_id, agent_version,
                        guest_version, rpc_api_version, state, labels, host,
@@ -166,6 +172,8 @@ class ConductorManager:
                   'rpc': rpc_api_version, 'state': state})
         return self.RPC_API_VERSION
 
+    @messaging.expected_exceptions(exception.DatabaseUnavailable)
+    @db_outage.endpoint
     @rpc_interface.CONDUCTOR.endpoint
     def heartbeat(self, context, instance_id, agent_version, guest_version,
                   rpc_api_version, state, labels, host, sealed=None):
@@ -197,8 +205,8 @@ class ConductorManager:
                         '%(error)s', {'instance': package_exc.bounded(
                             instance_id, 64), 'error': e})
 
-    @messaging.expected_exceptions(exception.Invalid,
-                                   exception.MessageNotAuthenticated)
+    @messaging.expected_exceptions(*_REFUSALS)
+    @db_outage.endpoint
     @rpc_interface.CONDUCTOR.endpoint
     def start_upgrade(self, context, instance_id, upgrade_id, from_version,
                       sealed=None):
@@ -208,8 +216,8 @@ class ConductorManager:
                                       from_version, memory=self.upgrades,
                                       writer=self.reports)
 
-    @messaging.expected_exceptions(exception.Invalid,
-                                   exception.MessageNotAuthenticated)
+    @messaging.expected_exceptions(*_REFUSALS)
+    @db_outage.endpoint
     @rpc_interface.CONDUCTOR.endpoint
     def report_upgrade_state(self, context, instance_id, upgrade_id,
                              to_state, detail, from_version, to_version,
@@ -220,8 +228,8 @@ class ConductorManager:
                                       to_state, detail, from_version,
                                       to_version, memory=self.upgrades)
 
-    @messaging.expected_exceptions(exception.Invalid,
-                                   exception.MessageNotAuthenticated)
+    @messaging.expected_exceptions(*_REFUSALS)
+    @db_outage.endpoint
     @rpc_interface.CONDUCTOR.endpoint
     def report_upgrade_states(self, context, instance_id, reports,
                               sealed=None):

@@ -42,11 +42,11 @@ from oslo_log import log as logging
 from oslo_utils import timeutils
 
 from trove_upgrade.conductor import agent_rpcapi
+from trove_upgrade.conductor import db_outage
 from trove_upgrade.conductor import desired_reconciler
 from trove_upgrade.conductor import parent_death
 from trove_upgrade import conf
 from trove_upgrade import context as tu_context
-from trove_upgrade.db import errors as db_errors
 from trove_upgrade.db import rollouts as db_rollouts
 from trove_upgrade import notifications
 from trove_upgrade import resends
@@ -179,29 +179,6 @@ class Reconciler:
         return sent
 
 
-def _attempt(what, func, *args):
-    """``func(*args)``, one part of a pass; the next pass tries again.
-
-    A database that is away fails every part of every pass the same way:
-    one line each, not a traceback each, until it is back.
-    """
-    try:
-        func(*args)
-    except db_errors.UNAVAILABLE_ERRORS as e:
-        LOG.warning('%(what)s failed, the database is unavailable; the '
-                    'next pass tries again: %(error)s',
-                    {'what': what, 'error': _first_line(e)})
-    except Exception:
-        LOG.exception('%s failed; the next pass tries again.', what)
-
-
-def _first_line(error, limit=300):
-    """The first line of ``error``, bounded: SQLAlchemy's go on with SQL."""
-    text = str(error).strip().splitlines()
-    text = text[0] if text else type(error).__name__
-    return text if len(text) <= limit else text[:limit] + '...'
-
-
 def _run_forever(host, parent_pid):
     """The reconciler process: a pass every ``rollout_interval`` seconds.
 
@@ -223,12 +200,13 @@ def _run_forever(host, parent_pid):
     gc.freeze()
     LOG.info('Rollout reconciler %s started.', reconciler.owner)
     while not stopping.wait(CONF.conductor.rollout_interval):
-        _attempt('A reconcile pass', reconciler.run, context)
-        _attempt('Sending the held upgrades', upgrades.send_held_upgrades,
-                 context, reconciler.agent_api)
-        _attempt('Sending the unclaimed upgrades again',
-                 resends.send_unclaimed_upgrades, context,
-                 reconciler.agent_api)
+        db_outage.attempt('A reconcile pass', reconciler.run, context)
+        db_outage.attempt('Sending the held upgrades',
+                          upgrades.send_held_upgrades, context,
+                          reconciler.agent_api)
+        db_outage.attempt('Sending the unclaimed upgrades again',
+                          resends.send_unclaimed_upgrades, context,
+                          reconciler.agent_api)
     rpc.cleanup()
     LOG.info('Rollout reconciler %s stopped.', reconciler.owner)
 

@@ -37,6 +37,7 @@ import threading
 from oslo_log import log as logging
 
 from trove_upgrade import context as tu_context
+from trove_upgrade.db import errors as db_errors
 from trove_upgrade.db import upgrades as db_upgrades
 
 LOG = logging.getLogger(__name__)
@@ -149,7 +150,8 @@ class ReportWriter:
             except Exception as e:
                 LOG.warning('Could not record %(count)d report chains in one '
                             'transaction, recording each alone: %(error)s',
-                            {'count': len(batch), 'error': e})
+                            {'count': len(batch),
+                             'error': db_errors.first_line(e)})
         for index, waiting in enumerate(batch):
             if results is not None:
                 waiting.result = results[index]

@@ -28,6 +28,7 @@ claim or report in its name.
 import oslo_messaging as messaging
 
 from trove_upgrade import conf
+from trove_upgrade import exception
 from trove_upgrade import release_mappings
 from trove_upgrade import rpc
 from trove_upgrade import rpc_interface
@@ -100,7 +101,10 @@ class ConductorAPI:
             kind = rpc_interface.CONDUCTOR.kind(method)
         elif kind not in rpc_interface.CONDUCTOR.kinds(method):
             raise ValueError('%s is not sent by %s' % (method, kind))
-        return getattr(cctxt, kind)(context, method, **kwargs)
+        try:
+            return getattr(cctxt, kind)(context, method, **kwargs)
+        except exception.TroveUpgradeException as e:
+            raise rpc.without_remote_traceback(e) from None
 
     def register_agent(self, context, instance_id, agent_version,
                        guest_version, rpc_api_version, state, labels, host):

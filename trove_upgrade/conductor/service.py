@@ -23,6 +23,7 @@ from oslo_log import log as logging
 import oslo_messaging as messaging
 from oslo_service import service
 
+from trove_upgrade.conductor import db_outage
 from trove_upgrade.conductor import heartbeats
 from trove_upgrade.conductor import manager
 from trove_upgrade.conductor import reconciler
@@ -59,10 +60,14 @@ class ConductorService(service.Service):
                                             rpc_interface.CONDUCTOR)
         self.rpcserver.start()
         self.tg.add_timer_args(CONF.conductor.periodic_interval,
-                               self.time_out_upgrades,
+                               db_outage.attempt,
+                               args=('Timing out silent upgrades',
+                                     self.time_out_upgrades),
                                stop_on_exception=False)
         self.tg.add_timer_args(heartbeats.FLUSH_INTERVAL,
-                               self.flush_heartbeats,
+                               db_outage.attempt,
+                               args=('Writing the batched heartbeats',
+                                     self.flush_heartbeats),
                                stop_on_exception=False)
         LOG.info('Conductor %(host)s listening on topic %(topic)s, '
                  'exchange %(exchange)s.',
@@ -70,7 +75,7 @@ class ConductorService(service.Service):
                   'exchange': CONF.control_exchange})
 
     def time_out_upgrades(self):
-        """The periodic task; the timer logs its failures and runs on."""
+        """The periodic task; ``db_outage.attempt`` logs its failures."""
         upgrades.time_out_upgrades(tu_context.get_admin_context())
 
     def flush_heartbeats(self):

@@ -26,3 +26,17 @@ import sqlalchemy as sa
 # accepting connections" at connect, for one). A later transaction may
 # well succeed.
 UNAVAILABLE_ERRORS = (db_exc.DBConnectionError, sa.exc.OperationalError)
+
+
+def first_line(error, limit=300):
+    """The gist of ``error`` in one bounded line, without its SQL.
+
+    oslo.db keeps the driver's error in ``inner_exception``, SQLAlchemy in
+    ``orig``; their first line names the problem, the lines after it are
+    the statement and its parameters.
+    """
+    inner = (getattr(error, 'inner_exception', None)
+             or getattr(error, 'orig', None) or error)
+    text = str(inner).strip().splitlines()
+    text = text[0] if text else type(inner).__name__
+    return text if len(text) <= limit else text[:limit] + '...'

@@ -170,6 +170,13 @@ class _FileHandler(http.server.BaseHTTPRequestHandler):
         self.end_headers()
         if not body:
             return
+        if fault is not None and fault.kind == 'stall':
+            self.wfile.write(data[start:start + fault.after])
+            self.wfile.flush()
+            server.stalled.set()
+            server.released.wait()
+            self.close_connection = True
+            return
         if fault is not None and fault.kind == 'drop':
             self.wfile.write(data[start:start + fault.after])
             self.wfile.flush()
@@ -228,8 +235,9 @@ class HttpsFileServer(fixtures.Fixture):
 
     ``client_ca`` (a CertificateAuthority) makes the server require a client
     certificate it issued. ``tls=False`` serves plain HTTP. Faults are set
-    per file name with :meth:`drop_after`, :meth:`fail_with`,
-    :meth:`send_endless` and :meth:`lie_about_length`; ``requests`` lists
+    per file name with :meth:`drop_after`, :meth:`stall_after`,
+    :meth:`fail_with`, :meth:`send_endless` and :meth:`lie_about_length`;
+    ``requests`` lists
     (method, name, Range header) of every request received.
     """
 
@@ -244,6 +252,8 @@ class HttpsFileServer(fixtures.Fixture):
         self.requests = []
         self._faults = {}
         self._lock = threading.Lock()
+        self.stalled = threading.Event()
+        self.released = threading.Event()
         self.ssl_context = None
         if self.tls:
             self.ssl_context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
@@ -261,6 +271,7 @@ class HttpsFileServer(fixtures.Fixture):
         self.addCleanup(thread.join, 10)
         self.addCleanup(self._server.server_close)
         self.addCleanup(self._server.shutdown)
+        self.addCleanup(self.released.set)
 
     def url(self, name):
         return '%s://%s:%d/%s' % ('https' if self.tls else 'http', LOOPBACK,
@@ -269,6 +280,14 @@ class HttpsFileServer(fixtures.Fixture):
     def drop_after(self, name, nbytes, times=1):
         """Close the connection after ``nbytes`` of the body, ``times``."""
         self._set_fault(name, _Fault('drop', nbytes, times))
+
+    def stall_after(self, name, nbytes, times=1):
+        """Send ``nbytes`` of the body, set ``stalled``, wait for ``released``.
+
+        The connection stays open and silent meanwhile, as a server that
+        hangs mid-transfer; once released, it closes.
+        """
+        self._set_fault(name, _Fault('stall', nbytes, times))
 
     def fail_with(self, name, status, times=None):
         """Answer ``status`` to ``times`` requests (all when None)."""

@@ -55,6 +55,7 @@ from trove_upgrade import sealing_keys
 from trove_upgrade.tests import base
 from trove_upgrade.tests import conffile
 from trove_upgrade.tests.fixtures import database
+from trove_upgrade.tests.functional import https_server
 from trove_upgrade.tests.functional import rabbit
 from trove_upgrade.tests.functional import servers
 from trove_upgrade.tests import sample_guest
@@ -161,6 +162,10 @@ class AgentTestCase(base.TestCase):
         # Every instance whose agent this test starts; start_agent-like
         # helpers of subclasses add theirs.
         self.bus_instance_ids = [self.instance_id]
+        # Queues and exchanges declared besides the services' own (a spy's,
+        # a Trove guest agent's): deleted with them.
+        self.bus_queues = []
+        self.bus_exchanges = []
         self.processes = {}
         self.key_file = self.provision_key(self.instance_id)
         self.start_conductor()
@@ -180,14 +185,15 @@ class AgentTestCase(base.TestCase):
                 'trove_upgrade_conductor_test_%s' % unique)
 
     def _delete_bus_names(self):
-        """Remove the queues and exchange the test's services declared.
+        """Remove the queues and exchanges the test's services declared.
 
         The services' own queues are not auto-delete (an agent's queue
         must outlive the agent's restart), so the shared broker would keep
-        them after the test.
+        them after the test; so are those of the test's own RPC servers,
+        whose exchange is the services'.
         """
         host = socket.gethostname()
-        names = []
+        names = list(self.bus_queues)
         topics = [rpc_interface.agent_topic(instance_id)
                   for instance_id in self.bus_instance_ids]
         for topic in topics + [self.conductor_topic]:
@@ -197,7 +203,8 @@ class AgentTestCase(base.TestCase):
             channel = connection.channel()
             for name in names:
                 channel.queue_delete(name)
-            channel.exchange_delete(self.exchange)
+            for exchange in [self.exchange] + self.bus_exchanges:
+                channel.exchange_delete(exchange)
 
     def database_fixture(self):
         """The control-plane database: a fresh one, unless overridden."""
@@ -272,14 +279,15 @@ class AgentTestCase(base.TestCase):
                          self.provision_key(agent['instance_id']))
         return agent
 
-    def start_agent(self, pause_at=None, transport_url=None,
+    def start_agent(self, pause_at=None, transport_url=None, defaults=None,
                     **overrides):
+        """Start the agent; ``defaults`` go to its ``[DEFAULT]`` section."""
         transport_url = transport_url or self.rabbit_url
         path = os.path.join(self.tmp, 'agent.conf')
         conffile.write_conf(path, {
-            'DEFAULT': {'transport_url': transport_url,
-                        'control_exchange': self.exchange,
-                        'state_path': self.tmp},
+            'DEFAULT': dict({'transport_url': transport_url,
+                             'control_exchange': self.exchange,
+                             'state_path': self.tmp}, **(defaults or {})),
             'agent': self.agent_conf(**overrides),
             'conductor': {'topic': self.conductor_topic},
         })
@@ -293,6 +301,19 @@ class AgentTestCase(base.TestCase):
     def kill_agent(self):
         """kill -9 of the agent: its launcher and its worker."""
         self._kill(self.processes['agent'])
+
+    def serve_over_https(self, name):
+        """The repository on an HTTPS server the ``http`` strategy trusts.
+
+        Returns the server and the size of the repository's file ``name``,
+        the one its faults are then set on.
+        """
+        ca = https_server.CertificateAuthority(self.tmp)
+        server = self.useFixture(
+            https_server.HttpsFileServer(self.repo, ca=ca))
+        servers.write_strategy_conf(self.strategy_dir, 'http',
+                                    {'ca_file': ca.cert_file})
+        return server, os.path.getsize(os.path.join(self.repo, name))
 
     def provision_key(self, instance_id):
         """The key file of ``instance_id``, with a key in the database."""

@@ -16,23 +16,14 @@ The transfer of the payload is broken once halfway: the ``http`` strategy
 resumes it with ``Range`` and the agent installs what it verified.
 """
 
-import os
-
 from trove_upgrade import states
 from trove_upgrade.tests.functional.agent import harness
-from trove_upgrade.tests.functional import https_server
-from trove_upgrade.tests.functional import servers
 
 
 class TestHttpsUpgrade(harness.AgentTestCase):
 
     def test_upgrade_over_https_with_a_broken_transfer(self):
-        ca = https_server.CertificateAuthority(self.tmp)
-        server = self.useFixture(
-            https_server.HttpsFileServer(self.repo, ca=ca))
-        servers.write_strategy_conf(self.strategy_dir, 'http',
-                                    {'ca_file': ca.cert_file})
-        size = os.path.getsize(os.path.join(self.repo, 'guest-2.0.0.pkg'))
+        server, size = self.serve_over_https('guest-2.0.0.pkg')
         # The fault counts requests: the agent's HEAD (the reachability
         # check) takes the first, the first GET the second.
         server.drop_after('guest-2.0.0.pkg', size // 2, times=2)

@@ -126,9 +126,10 @@ class TestSealing(harness.AgentTestCase):
     def test_captured_message_replayed_is_refused(self):
         # A spy consumes the instance's topic before the agent runs and
         # captures the genuine sealed upgrade the control plane casts.
+        topic = rpc_interface.agent_topic(self.instance_id)
+        self.bus_queues.append('%s.spy' % topic)
         spy = rpc_fixture.RecordingServer(
-            messaging.Target(topic=rpc_interface.agent_topic(self.instance_id),
-                             server='spy'),
+            messaging.Target(topic=topic, server='spy'),
             [rpc_fixture.AgentEndpoint('1.1')])
         spy.setUp()
         upgrade = self.create_upgrade('2.0.0')

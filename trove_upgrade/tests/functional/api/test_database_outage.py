@@ -37,13 +37,7 @@ class TestDatabaseOutage(test_api_process._ServedAPI):
 
     def setUp(self):
         self.database = self.useFixture(database.PostgresqlDatabase())
-        self.name = self.database.url.rsplit('/', 1)[1]
-        self.admin = sa.create_engine(
-            '%s/%s' % (database.PostgresqlDatabase.server,
-                       database.PostgresqlDatabase.admin_database),
-            isolation_level='AUTOCOMMIT')
-        self.addCleanup(self.admin.dispose)
-        self.addCleanup(self.allow_connections, True)
+        self.addCleanup(self.database.allow_connections, True)
         super().setUp()
         self.start([os.path.join(test_api_process.BIN, 'trove-upgrade-api'),
                     '--config-file', self.config,
@@ -53,22 +47,6 @@ class TestDatabaseOutage(test_api_process._ServedAPI):
         super().write_config()
         with open(self.config, 'a') as f:
             f.write('[database]\nconnection = %s\n' % self.database.url)
-
-    def admin_sql(self, statement, **params):
-        with self.admin.connect() as connection:
-            result = connection.execute(sa.text(statement), params)
-            return result.scalar() if result.returns_rows else None
-
-    def terminate(self, condition='true'):
-        """End the server connections of the test's database; count them."""
-        return self.admin_sql(
-            'SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity '
-            'WHERE datname = :name AND pid <> pg_backend_pid() AND '
-            + condition, name=self.name)
-
-    def allow_connections(self, allowed):
-        self.admin_sql('ALTER DATABASE %s ALLOW_CONNECTIONS %s'
-                       % (self.name, 'true' if allowed else 'false'))
 
     def mgmt(self, method, path='', **kwargs):
         return requests.request(
@@ -99,7 +77,7 @@ class TestDatabaseOutage(test_api_process._ServedAPI):
                 self.mgmt('DELETE', '/' + upgrade_id)))
             cancel.start()
             deadline = time.monotonic() + 30
-            while not self.terminate("wait_event_type = 'Lock'"):
+            while not self.database.terminate("wait_event_type = 'Lock'"):
                 self.assertLess(time.monotonic(), deadline,
                                 'the API never waited for the row')
                 time.sleep(0.05)
@@ -112,20 +90,20 @@ class TestDatabaseOutage(test_api_process._ServedAPI):
         upgrade_id = created.json()['upgrade']['id']
 
         # Idle connections ended: the pool's ping replaces them.
-        self.assertGreater(self.terminate(), 0)
+        self.assertGreater(self.database.terminate(), 0)
         self.assertEqual(200, self.mgmt('GET').status_code)
 
         self.assertUnavailable(self.cancel_while_killed(upgrade_id))
         self.assertEqual('SENT', self.mgmt(
             'GET', '/' + upgrade_id).json()['upgrade']['status'])
 
-        self.allow_connections(False)
-        self.terminate()
+        self.database.allow_connections(False)
+        self.database.terminate()
         self.assertUnavailable(self.mgmt('GET'))
         self.assertUnavailable(self.mgmt('POST',
                                          json=test_api_process.BODY))
 
-        self.allow_connections(True)
+        self.database.allow_connections(True)
         self.assertEqual(200, self.mgmt('DELETE', '/' + upgrade_id)
                          .status_code)
         listed = self.mgmt('GET').json()['upgrades']

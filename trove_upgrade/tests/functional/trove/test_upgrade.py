@@ -75,6 +75,11 @@ class TestTroveGuestAgentUpgrade(harness.AgentTestCase):
     def provision(self, version):
         """A guest as Trove's image leaves it, its agent running."""
         self.trove_exchange = 'trove_test_%s' % uuid.uuid4().hex[:12]
+        # Trove's guest agent declares them, not auto-delete; its server
+        # is named after the guest.
+        topic = trove_guest.TOPIC_PREFIX + self.instance_id
+        self.bus_queues += [topic, '%s.%s' % (topic, self.instance_id)]
+        self.bus_exchanges.append(self.trove_exchange)
         self.layout = self.useFixture(guest.TroveGuestLayout(
             os.path.join(self.tmp, 'guest'), self.instance_id,
             harness.RABBIT_URL, self.trove_exchange))

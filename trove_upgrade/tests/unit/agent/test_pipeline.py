@@ -28,6 +28,7 @@ from trove_upgrade.agent import journal as journal_mod
 from trove_upgrade.agent import pipeline
 from trove_upgrade.agent.strategies import exceptions as strategy_exc
 from trove_upgrade.agent import supervisor
+from trove_upgrade.agent import untrusted
 from trove_upgrade.agent import verifier
 from trove_upgrade.packaging import build
 from trove_upgrade.packaging import keys
@@ -169,6 +170,23 @@ class TestUpgradePipeline(base.TestCase):
         self.assertEqual(states.FAILED, data['processed']['u1'])
         self.assertEqual('1.0.0', self.sup.running_version())
         self.assertEqual([], os.listdir(self.pipeline.work_root))
+
+    def test_a_stopped_step_leaves_the_upgrade_for_the_next_start(self):
+        path = self._package('2.0.0')
+        # As the child process's steps raise it when the agent stops.
+        with mock.patch.object(
+                self.pipeline.steps, 'download',
+                side_effect=untrusted.StepStopped(untrusted.DOWNLOAD)):
+            self.assertRaises(untrusted.StepStopped, self.pipeline.run,
+                              self._entry(path, '2.0.0'))
+        data = self.journal.read()
+        self.assertEqual(pipeline.DOWNLOADING,
+                         data['current_upgrade']['step'])
+        self.assertEqual([], self._reports())
+        self.assertEqual('1.0.0', self.sup.running_version())
+
+        self.assertEqual(states.SUCCESS, self.pipeline.recover())
+        self.assertEqual('2.0.0', self.sup.running_version())
 
     def test_unexpected_error_after_the_switch_rolls_back(self):
         path = self._package('2.0.0')

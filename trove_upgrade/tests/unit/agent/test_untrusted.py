@@ -16,6 +16,7 @@ import errno
 import os
 import subprocess
 import sys
+import threading
 import time
 from unittest import mock
 
@@ -146,3 +147,29 @@ class TestChildProcessSteps(base.TestCase):
         self.assertTrue(result['seen'])
         self.assertEqual(untrusted._config_args(self.conf),
                          result['config'])
+
+    def test_stop_kills_the_step_in_hand(self):
+        started = os.path.join(self.work, 'started')
+
+        def stop_once_started():
+            while not os.path.exists(started):
+                time.sleep(0.05)
+            self.steps.stop()
+        stopper = threading.Thread(target=stop_once_started)
+        stopper.start()
+        self.addCleanup(stopper.join)
+        # A deadline no test waits for: only the stop ends the child.
+        error = self.assertRaises(
+            untrusted.StepStopped, self.run_child,
+            'import time\n'
+            'open(%r, "w").close()\n'
+            'time.sleep(3600)\n' % started, timeout=3600)
+        self.assertEqual('the download step was stopped: the agent stops',
+                         str(error))
+
+    def test_no_step_starts_once_stopped(self):
+        started = os.path.join(self.work, 'started')
+        self.steps.stop()
+        self.assertRaises(untrusted.StepStopped, self.run_child,
+                          'open(%r, "w").close()\n' % started)
+        self.assertFalse(os.path.exists(started))

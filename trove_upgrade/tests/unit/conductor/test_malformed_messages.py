@@ -64,38 +64,40 @@ class TestMalformedIds(test_manager.ManagerTestCase):
                              self.report(upgrade['id'], to_state)['reason'])
         self.assertEqual(states.SENT, self.upgrade(upgrade['id'])['status'])
 
-    def test_lone_surrogates_are_refused_before_the_database(self):
+    def assertRefusedBeforeTheDatabase(self, version, value, heartbeat,
+                                       what):
+        """A claim from ``version``, and every agent field, refused.
+
+        ``value`` is sent in each field of a registration, ``heartbeat``
+        in the same field of a heartbeat, which is ignored; each refusal
+        says the field holds ``what``. Returns the upgrade claimed.
+        """
         upgrade = self.new_upgrade()
         e = self.assertRefused(self.manager.start_upgrade, self.context,
-                               INSTANCE, upgrade['id'], '\udfff')
-        self.assertIn('from_version holds a lone UTF-16 surrogate', str(e))
+                               INSTANCE, upgrade['id'], version)
+        self.assertIn('from_version holds %s' % what, str(e))
+        self.assertEqual(states.SENT, self.upgrade(upgrade['id'])['status'])
+        for field in ('agent_version', 'guest_version', 'state', 'host'):
+            e = self.assertRefused(self.manager.register_agent, self.context,
+                                   **dict(AGENT, **{field: value}))
+            self.assertIn('%s holds %s' % (field, what), str(e))
+            self.manager.heartbeat(self.context,
+                                   **dict(AGENT, **{field: heartbeat}))
+        self.assertRaises(exception.AgentNotFound, db_agents.get_agent,
+                          self.context, INSTANCE)
+        return upgrade
+
+    def test_lone_surrogates_are_refused_before_the_database(self):
+        upgrade = self.assertRefusedBeforeTheDatabase(
+            '\udfff', '\ud800', '\ud800', 'a lone UTF-16 surrogate')
         self.assertEqual(upgrades.REJECTED, self.report(
             upgrade['id'], states.DOWNLOADING, detail='x\ud800')['reason'])
         self.assertEqual(states.SENT, self.upgrade(upgrade['id'])['status'])
-        for field in ('agent_version', 'guest_version', 'state', 'host'):
-            e = self.assertRefused(self.manager.register_agent, self.context,
-                                   **dict(AGENT, **{field: '\ud800'}))
-            self.assertIn('%s holds a lone UTF-16 surrogate' % field, str(e))
-            self.manager.heartbeat(self.context,
-                                   **dict(AGENT, **{field: '\ud800'}))
-        self.assertRaises(exception.AgentNotFound, db_agents.get_agent,
-                          self.context, INSTANCE)
 
     def test_a_nul_is_refused_before_the_database(self):
         # PostgreSQL fails any statement with one: a DBError and traceback.
-        upgrade = self.new_upgrade()
-        e = self.assertRefused(self.manager.start_upgrade, self.context,
-                               INSTANCE, upgrade['id'], 'v1\x00')
-        self.assertIn('from_version holds a NUL character', str(e))
-        self.assertEqual(states.SENT, self.upgrade(upgrade['id'])['status'])
-        for field in ('agent_version', 'guest_version', 'state', 'host'):
-            e = self.assertRefused(self.manager.register_agent, self.context,
-                                   **dict(AGENT, **{field: 'a\x00'}))
-            self.assertIn('%s holds a NUL character' % field, str(e))
-            self.manager.heartbeat(self.context,
-                                   **dict(AGENT, **{field: '\x00'}))
-        self.assertRaises(exception.AgentNotFound, db_agents.get_agent,
-                          self.context, INSTANCE)
+        self.assertRefusedBeforeTheDatabase('v1\x00', 'a\x00', '\x00',
+                                            'a NUL character')
 
     def test_a_nul_in_a_detail_is_replaced_not_refused(self):
         # An agent's output may hold one; the state change it explains

@@ -15,11 +15,9 @@
 import datetime
 from unittest import mock
 
-import fixtures
 from oslo_messaging import exceptions as messaging_exc
 from oslo_utils import timeutils
 from oslo_utils import uuidutils
-from sqlalchemy import exc as sa_exc
 
 from trove_upgrade.conductor import reconciler
 from trove_upgrade import context
@@ -247,31 +245,3 @@ class TestReconciler(base.TestCase):
         rollouts.abort_rollout(self.ctx, first['id'])
         self.assertEqual([late], [a['instance_id'] for a in rollouts.targets(
             self.ctx, db_rollouts.get_rollout(self.ctx, second['id']))])
-
-
-class TestPassParts(base.TestCase):
-    """Each part of a pass fails alone, in one line when the DB is away."""
-
-    def test_an_unavailable_database_is_one_line(self):
-        logger = self.useFixture(fixtures.FakeLogger(
-            name='trove_upgrade.conductor.reconciler'))
-        error = sa_exc.OperationalError(
-            'SELECT 1\nFROM rollouts', {},
-            Exception('server closed the connection\nunexpectedly'))
-        reconciler._attempt('A reconcile pass',
-                            mock.Mock(side_effect=error))
-        self.assertIn('A reconcile pass failed, the database is unavailable',
-                      logger.output)
-        self.assertNotIn('Traceback', logger.output)
-        self.assertEqual(1, len(logger.output.strip().splitlines()))
-
-    def test_anything_else_keeps_its_traceback(self):
-        logger = self.useFixture(fixtures.FakeLogger(
-            name='trove_upgrade.conductor.reconciler'))
-        part = mock.Mock(side_effect=ValueError('a bug'))
-        reconciler._attempt('Sending the held upgrades', part, 'ctx')
-        part.assert_called_once_with('ctx')
-        self.assertIn('Sending the held upgrades failed; the next pass tries '
-                      'again.', logger.output)
-        self.assertIn('Traceback', logger.output)
-        self.assertIn('ValueError: a bug', logger.output)
