@@ -15,10 +15,13 @@
 import time
 
 from oslo_config import cfg
+from oslo_log import log as logging
 from oslo_policy import policy
 
 from trove_upgrade import exception
 from trove_upgrade import policies
+
+LOG = logging.getLogger(__name__)
 
 _ENFORCER = None
 
@@ -35,6 +38,10 @@ class Enforcer(policy.Enforcer):
     at most once every ``LOOK_INTERVAL`` seconds, so that a policy file
     created, changed or removed takes effect within a second, as an
     operator expects, without a search per request.
+
+    A policy file that stops parsing once rules are loaded leaves them in
+    force, with an error logged: an edit in progress or a typo must not
+    turn every request into an error, nor open or close the API.
     """
 
     def __init__(self, *args, timer=time.monotonic, **kwargs):
@@ -47,9 +54,24 @@ class Enforcer(policy.Enforcer):
         if (not force_reload and self._looked_at is not None
                 and now - self._looked_at < LOOK_INTERVAL):
             return
-        super().load_rules(force_reload)
+        try:
+            super().load_rules(force_reload)
+        except ValueError as e:
+            if not self.rules:
+                raise
+            # oslo.policy reads a changed file again only once it changes
+            # again, so this is logged once per broken version.
+            LOG.error('The policy file %(path)s cannot be parsed, the '
+                      'rules loaded before stay in force: %(reason)s',
+                      {'path': self.policy_path,
+                       'reason': _one_line(e)})
         # After the load: one that raised is tried again by the next check.
         self._looked_at = now
+
+
+def _one_line(error):
+    """oslo.policy's YAML or JSON error spans several lines."""
+    return ' '.join(str(error).split())
 
 
 def init(conf):
@@ -62,8 +84,7 @@ def init(conf):
     except ValueError as e:
         # oslo.policy's YAML or JSON error: several lines, no file name.
         raise exception.InvalidPolicyFile(
-            path=conf.oslo_policy.policy_file, reason=' '.join(
-                str(e).split()))
+            path=conf.oslo_policy.policy_file, reason=_one_line(e))
     _ENFORCER = enforcer
     return enforcer
 

@@ -111,3 +111,32 @@ class TestEnforcer(base.TestCase):
         self.assertRaises(ValueError, self.allowed)
         self.write_policy('"%s": "!"\n' % upgrade_policies.CREATE)
         self.assertFalse(self.allowed())
+
+    def test_a_file_broken_after_a_load_leaves_its_rules_in_force(self):
+        self.write_policy('"%s": "!"\n' % upgrade_policies.CREATE)
+        self.assertFalse(self.allowed())
+        logged = self.useFixture(fixtures.FakeLogger(name=policy.__name__))
+        self.write_policy('"%s": [unclosed\n' % upgrade_policies.CREATE)
+        self.advance(policy.LOOK_INTERVAL)
+        self.assertFalse(self.allowed())
+        self.assertIn('The policy file %s cannot be parsed, the rules '
+                      'loaded before stay in force: ' % self.policy_file,
+                      logged.output)
+        self.assertEqual(1, len(logged.output.splitlines()))
+        # Logged once per broken version, not at every look.
+        self.advance(policy.LOOK_INTERVAL)
+        self.assertFalse(self.allowed())
+        self.assertEqual(1, len(logged.output.splitlines()))
+        self.write_policy('"%s": "role:admin"\n' % upgrade_policies.CREATE)
+        self.advance(policy.LOOK_INTERVAL)
+        self.assertTrue(self.allowed())
+
+    def test_the_defaults_stay_in_force_when_a_broken_file_appears(self):
+        self.assertTrue(self.allowed())
+        self.write_policy('"%s": [unclosed\n' % upgrade_policies.CREATE)
+        self.advance(policy.LOOK_INTERVAL)
+        self.assertTrue(self.allowed())
+        member = context.RequestContext(user_id='u', project_id='p',
+                                        roles=['member'])
+        self.assertRaises(exception.PolicyNotAuthorized, policy.authorize,
+                          member, upgrade_policies.CREATE)
