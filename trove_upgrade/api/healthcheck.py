@@ -20,10 +20,14 @@ in setup.cfg as ``trove_upgrade_database`` under oslo.middleware's
 (``trove_upgrade.conf.opts``).
 
 The health check needs no token, so anyone can ask it as often as they
-like: one outcome serves every request for ``CACHE_SECONDS``, and while a
-query runs, the other requests get the last outcome rather than queue
-behind it (or start a query of their own). The query has no retry of its
-own: it fails as soon as the engine's connection timeouts say.
+like: one outcome serves every request for ``CACHE_SECONDS``, and only one
+request queries at a time. While it does, the others answer the last
+outcome rather than queue behind it (the very first outcome they wait
+for), for ``QUERY_SECONDS`` at most: a database that takes longer to
+answer ``SELECT 1`` (one that accepts connections and then says nothing,
+where the driver has no connect timeout) makes the node unavailable, and
+still costs one query only. The query has no retry of its own: it ends as
+soon as the engine's connection and pool timeouts say.
 """
 
 import threading
@@ -40,6 +44,10 @@ LOG = logging.getLogger(__name__)
 # How long one outcome answers: a load balancer asks every few seconds, so
 # it still sees an outage (or a recovery) at its next check.
 CACHE_SECONDS = 1.0
+# How long a query may run before the other requests answer unavailable:
+# SELECT 1 takes milliseconds, and a load balancer gives up on a check
+# after a few seconds.
+QUERY_SECONDS = 5.0
 
 AVAILABLE = 'OK'
 UNAVAILABLE = 'DATABASE UNAVAILABLE'
@@ -50,48 +58,77 @@ class DatabaseHealthcheck(pluginbase.HealthcheckBaseExtension):
 
     def __init__(self, oslo_conf, conf):
         super().__init__(oslo_conf, conf)
-        self._lock = threading.Lock()
-        # (outcome, monotonic time it expires), replaced as one.
+        self._changed = threading.Condition()
+        # The last outcome and the monotonic time it expires.
         self._cached = (None, 0.0)
+        # When the query running began, None while none does.
+        self._querying_since = None
+        # What the log last said, so that it speaks when that changes.
+        self._logged_available = True
 
     def healthcheck(self, server_port):
-        result, expires = self._cached
-        if result is not None and time.monotonic() < expires:
-            return result
-        # Only one request queries; the others keep the last outcome, or
-        # wait for the first one there is.
-        if not self._lock.acquire(blocking=result is None):
-            return result
+        with self._changed:
+            last, expires = self._cached
+            now = time.monotonic()
+            if last is not None and now < expires:
+                return last
+            since = self._querying_since
+            if since is not None:
+                return self._while_querying(last, since, now)
+            self._querying_since = now
+        result = None
         try:
-            result, expires = self._cached
-            if result is None or time.monotonic() >= expires:
-                result = self._check(result)
-                self._cached = (result, time.monotonic() + CACHE_SECONDS)
-            return result
+            result = self._check()
         finally:
-            self._lock.release()
+            with self._changed:
+                if result is not None:
+                    self._cached = (
+                        result, time.monotonic() + CACHE_SECONDS)
+                self._querying_since = None
+                self._changed.notify_all()
+        return result
 
-    @staticmethod
-    def _check(last):
-        was_available = last is None or last.available
+    def _while_querying(self, last, since, now):
+        """The answer while another request queries, the lock held."""
+        if last is None:
+            self._changed.wait_for(lambda: self._cached[0] is not None,
+                                   timeout=since + QUERY_SECONDS - now)
+            last = self._cached[0]
+            now = time.monotonic()
+        if last is not None and now - since < QUERY_SECONDS:
+            return last
+        self._log_change(False, 'the database has not answered a query for '
+                                '%d seconds' % (now - since))
+        return pluginbase.HealthcheckResult(
+            available=False, reason=UNAVAILABLE,
+            details='no answer for %d seconds' % (now - since))
+
+    def _check(self):
         try:
             db_common.ping()
         except Exception as e:
-            # Logged when the outcome changes, not at every check; with a
-            # traceback only for an error that is no known outage.
-            if was_available:
-                LOG.warning(
-                    'The health check answers unavailable: the database '
-                    'failed a query: %s', db_errors.first_line(e),
-                    exc_info=not isinstance(e, db_errors.UNAVAILABLE_ERRORS))
+            # A traceback only for an error that is no known outage.
+            self._log_change(
+                False, 'the database failed a query: %s'
+                % db_errors.first_line(e),
+                exc_info=not isinstance(e, db_errors.UNAVAILABLE_ERRORS))
             # The reason and details are public (the details with
             # [healthcheck] detailed): the error's text stays in the log,
             # since it may name the server, its database or its user.
             return pluginbase.HealthcheckResult(
                 available=False, reason=UNAVAILABLE,
                 details=type(e).__name__)
-        if not was_available:
-            LOG.info('The health check answers available: the database '
-                     'answers again')
+        self._log_change(True, 'the database answers')
         return pluginbase.HealthcheckResult(available=True,
                                             reason=AVAILABLE)
+
+    def _log_change(self, available, why, exc_info=False):
+        """Log when the answer changes, not at every check."""
+        if available == self._logged_available:
+            return
+        self._logged_available = available
+        if available:
+            LOG.info('The health check answers available: %s', why)
+        else:
+            LOG.warning('The health check answers unavailable: %s', why,
+                        exc_info=exc_info)

@@ -61,6 +61,23 @@ class TestDatabaseOutage(test_api_process._ServedAPI):
         self.assertTrue(error['detail'].startswith(DATABASE_UNAVAILABLE),
                         error)
 
+    def health(self, method='GET', **headers):
+        return requests.request(method, self.url + '/healthcheck',
+                                headers=headers, timeout=60)
+
+    def health_once(self, status, method='GET'):
+        """The health check's answer once it is ``status``, or the last.
+
+        It keeps one outcome for a second: the outage or the recovery
+        shows at a later check.
+        """
+        deadline = time.monotonic() + 30
+        while True:
+            resp = self.health(method)
+            if resp.status_code == status or time.monotonic() > deadline:
+                return resp
+            time.sleep(0.1)
+
     def cancel_while_killed(self, upgrade_id):
         """DELETE the upgrade; kill the API's connection mid-transaction.
 
@@ -114,3 +131,40 @@ class TestDatabaseOutage(test_api_process._ServedAPI):
         self.assertIn('The database failed serving DELETE', log)
         self.assertNotIn('Traceback', log)
         self.assertEqual(None, self.process.poll())
+
+    def test_healthcheck_is_unavailable_while_the_database_is_gone(self):
+        resp = self.health()
+        self.assertEqual((200, 'OK'), (resp.status_code, resp.text))
+        self.assertEqual(204, self.health('HEAD').status_code)
+
+        self.database.allow_connections(False)
+        self.database.terminate()
+        resp = self.health_once(503)
+        self.assertEqual((503, 'DATABASE UNAVAILABLE'),
+                         (resp.status_code, resp.text))
+        resp = self.health(Accept='application/json')
+        self.assertEqual(503, resp.status_code)
+        self.assertEqual({'detailed': False,
+                          'reasons': ['DATABASE UNAVAILABLE']}, resp.json())
+        resp = self.health('HEAD')
+        self.assertEqual((503, ''), (resp.status_code, resp.text))
+        # What the driver said (server, database, user) stays in the log.
+        resp = self.health(Accept='text/html')
+        self.assertEqual(503, resp.status_code)
+        for secret in (self.database.name, 'openstack_citest', '5432'):
+            self.assertNotIn(secret, resp.text)
+        self.assertUnavailable(self.mgmt('GET'))
+
+        self.database.allow_connections(True)
+        resp = self.health_once(200)
+        self.assertEqual((200, 'OK'), (resp.status_code, resp.text))
+        self.assertEqual(204, self.health('HEAD').status_code)
+        self.assertEqual(200, self.mgmt('GET').status_code)
+        with open(self.log_file) as f:
+            log = f.read()
+        self.assertEqual(1, log.count('The health check answers unavailable'),
+                         log)
+        self.assertIn('not currently accepting connections', log)
+        self.assertEqual(1, log.count('The health check answers available'),
+                         log)
+        self.assertNotIn('Traceback', log)

@@ -92,15 +92,15 @@ class TestDatabaseHealthcheck(base.TestCase):
         self.assertTrue(self.check().available)
         self.assertEqual(1, self.log.output.count('answers available'))
 
-    def test_other_requests_keep_the_last_outcome_while_one_queries(self):
-        first = self.check()
-        self.now += healthcheck.CACHE_SECONDS
+    def query_in_another_thread(self, error=None):
+        """Start a check whose query waits; return its release and answer."""
         querying, release = threading.Event(), threading.Event()
 
         def slow_ping():
             querying.set()
             release.wait(60)
-            raise db_exc.DBConnectionError(SECRET_ERROR)
+            if error is not None:
+                raise error
 
         self.ping.side_effect = slow_ping
         answers = []
@@ -110,14 +110,65 @@ class TestDatabaseHealthcheck(base.TestCase):
         self.addCleanup(thread.join)
         self.addCleanup(release.set)
         self.assertTrue(querying.wait(60))
+
+        def finish():
+            release.set()
+            thread.join(60)
+            [answer] = answers
+            return answer
+        return finish
+
+    def test_other_requests_keep_the_last_outcome_while_one_queries(self):
+        first = self.check()
+        self.now += healthcheck.CACHE_SECONDS
+        finish = self.query_in_another_thread(
+            db_exc.DBConnectionError(SECRET_ERROR))
         # Neither queued behind the query nor a query of its own.
         self.assertIs(first, self.check())
         self.assertEqual(2, self.ping.call_count)
-        release.set()
-        thread.join(60)
-        [answer] = answers
+        answer = finish()
         self.assertFalse(answer.available)
         self.assertIs(answer, self.check())
+
+    def test_a_query_without_an_answer_makes_the_node_unavailable(self):
+        first = self.check()
+        self.now += healthcheck.CACHE_SECONDS
+        finish = self.query_in_another_thread()
+        self.now += healthcheck.QUERY_SECONDS - 0.5
+        self.assertIs(first, self.check())
+        self.now += 0.5
+        for _ in range(3):
+            result = self.check()
+            self.assertFalse(result.available)
+            self.assertEqual('DATABASE UNAVAILABLE', result.reason)
+            self.assertEqual('no answer for 5 seconds', result.details)
+        self.assertEqual(2, self.ping.call_count)
+        self.assertEqual(1, self.log.output.count('answers unavailable'))
+        self.assertIn('has not answered a query for 5 seconds',
+                      self.log.output)
+        # The query answers at last.
+        self.assertTrue(finish().available)
+        self.assertEqual(1, self.log.output.count('answers available'))
+
+    def test_the_first_outcome_is_awaited_but_not_queried_twice(self):
+        finish = self.query_in_another_thread()
+        answers = []
+        waiter = threading.Thread(target=lambda: answers.append(
+            self.check()))
+        waiter.start()
+        answer = finish()
+        waiter.join(60)
+        self.assertEqual([answer], answers)
+        self.assertTrue(answer.available)
+        self.assertEqual(1, self.ping.call_count)
+
+    def test_the_first_outcome_is_awaited_for_a_while_only(self):
+        self.query_in_another_thread()
+        self.now += healthcheck.QUERY_SECONDS
+        result = self.check()
+        self.assertFalse(result.available)
+        self.assertEqual('no answer for 5 seconds', result.details)
+        self.assertEqual(1, self.ping.call_count)
 
 
 class TestRegistration(base.TestCase):
