@@ -91,11 +91,11 @@ class DatabaseHealthcheck(pluginbase.HealthcheckBaseExtension):
     def _while_querying(self, last, since, now):
         """The answer while another request queries, the lock held."""
         if last is None:
-            self._changed.wait_for(lambda: self._cached[0] is not None,
-                                   timeout=since + QUERY_SECONDS - now)
-            last = self._cached[0]
+            if self._changed.wait_for(lambda: self._cached[0] is not None,
+                                      timeout=since + QUERY_SECONDS - now):
+                return self._cached[0]
             now = time.monotonic()
-        if last is not None and now - since < QUERY_SECONDS:
+        elif now - since < QUERY_SECONDS:
             return last
         self._log_change(False, 'the database has not answered a query for '
                                 '%d seconds' % (now - since))
