@@ -14,11 +14,18 @@
 
 import itertools
 
+from oslo_config import cfg
 from oslo_log import log
+from oslo_middleware.healthcheck import opts as healthcheck_opts
 from oslo_policy import opts as policy_opts
 
 from trove_upgrade import conf
 from trove_upgrade.conf import database
+
+# The API's [healthcheck] backends unless configured otherwise: its
+# database's (trove_upgrade.api.healthcheck, named in setup.cfg), so that
+# a node that cannot reach its database leaves its load balancer's pool.
+HEALTHCHECK_BACKENDS = ('trove_upgrade_database',)
 
 
 def list_opts():
@@ -42,6 +49,17 @@ def set_defaults():
     policy_opts.set_defaults(conf.CONF, policy_file='policy.yaml')
     log.set_defaults(default_log_levels=list(itertools.chain(
         log.get_default_log_levels(), ['keystonemiddleware=WARN'])))
+    set_healthcheck_defaults()
+
+
+def set_healthcheck_defaults():
+    """Put the database backend in the API's health check by default.
+
+    On oslo.middleware's option objects, which the sample config generator
+    reads and the health check registers when the API builds it.
+    """
+    cfg.set_defaults(healthcheck_opts.HEALTHCHECK_OPTS,
+                     backends=list(HEALTHCHECK_BACKENDS))
 
 
 def _group_name(item):

@@ -154,6 +154,19 @@ def get_engine():
     return context_manager.writer.get_engine()
 
 
+def ping():
+    """Run a trivial query on the database; raise what it raises.
+
+    For the API's health check: one connection from the writer's pool
+    (checked out with the pool's own ping, reconnecting once if that
+    fails) and ``SELECT 1``, without any retry of its own, so a database
+    that refuses or hangs fails it within the engine's connection and
+    pool timeouts.
+    """
+    with get_engine().connect() as connection:
+        connection.execute(sa.select(1)).scalar()
+
+
 def reading(context):
     """One transaction for several reads of any tables, with ``with``.
 

@@ -18,6 +18,7 @@ from oslotest import base
 
 from trove_upgrade import conf
 from trove_upgrade.conf import database
+from trove_upgrade.conf import opts
 
 
 class TestCase(base.BaseTestCase):
@@ -30,6 +31,8 @@ class TestCase(base.BaseTestCase):
         # The fixture's cleanup drops defaults set at import time, such as
         # the SQLite connection under state_path: set them again.
         database.register_opts(self.conf)
+        # As the API at start, whichever test of the process ran first.
+        opts.set_healthcheck_defaults()
         self.conf.set_default(
             'state_path', self.useFixture(fixtures.TempDir()).path)
         # Sealing is required by default; tests of other concerns run

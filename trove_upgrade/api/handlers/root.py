@@ -12,9 +12,10 @@
 
 """The public documents: the versions, for API discovery, and health.
 
-The health check is oslo.middleware's, answering 200 (or 503 when a
-``[healthcheck] backends`` says so, for example ``disable_by_file`` while
-an operator drains the node) to load balancers without a token.
+The health check is oslo.middleware's, answering 200 (or 503 when one of
+``[healthcheck] backends`` says so: by default the database's,
+``trove_upgrade.api.healthcheck``, or for example ``disable_by_file``
+while an operator drains the node) to load balancers without a token.
 """
 
 from trove_upgrade.api import util

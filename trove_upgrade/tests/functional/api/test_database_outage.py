@@ -15,7 +15,8 @@
 The test ends the server connections of its own database only
 (``pg_terminate_backend``), and closes that database to new connections
 (``ALLOW_CONNECTIONS false``) for an outage the API cannot reconnect
-through, while a real ``trove-upgrade-api`` serves it.
+through, while a real ``trove-upgrade-api`` serves it. A database that
+hangs instead is one behind a proxy that stops passing bytes.
 """
 
 import os
@@ -26,12 +27,14 @@ import requests
 import sqlalchemy as sa
 
 from trove_upgrade.tests.fixtures import database
+from trove_upgrade.tests.fixtures import proxy
 from trove_upgrade.tests.functional.api import test_api_process
 
 DATABASE_UNAVAILABLE = 'The database is unavailable.'
 
 
-class TestDatabaseOutage(test_api_process._ServedAPI):
+class _PostgresqlAPI(test_api_process._ServedAPI):
+    """A real trove-upgrade-api on a PostgreSQL database of its own."""
 
     listening = test_api_process.TestConsoleScript.listening
 
@@ -43,10 +46,13 @@ class TestDatabaseOutage(test_api_process._ServedAPI):
                     '--config-file', self.config,
                     '--log-file', self.log_file])
 
+    def connection_url(self):
+        return self.database.url
+
     def write_config(self):
         super().write_config()
         with open(self.config, 'a') as f:
-            f.write('[database]\nconnection = %s\n' % self.database.url)
+            f.write('[database]\nconnection = %s\n' % self.connection_url())
 
     def mgmt(self, method, path='', **kwargs):
         return requests.request(
@@ -60,6 +66,30 @@ class TestDatabaseOutage(test_api_process._ServedAPI):
         self.assertEqual(503, error['status'])
         self.assertTrue(error['detail'].startswith(DATABASE_UNAVAILABLE),
                         error)
+
+    def health(self, method='GET', **headers):
+        return requests.request(method, self.url + '/healthcheck',
+                                headers=headers, timeout=60)
+
+    def health_once(self, status, method='GET'):
+        """The health check's answer once it is ``status``, or the last.
+
+        It keeps one outcome for a second: the outage or the recovery
+        shows at a later check.
+        """
+        deadline = time.monotonic() + 30
+        while True:
+            resp = self.health(method)
+            if resp.status_code == status or time.monotonic() > deadline:
+                return resp
+            time.sleep(0.1)
+
+    def read_log(self):
+        with open(self.log_file) as f:
+            return f.read()
+
+
+class TestDatabaseOutage(_PostgresqlAPI):
 
     def cancel_while_killed(self, upgrade_id):
         """DELETE the upgrade; kill the API's connection mid-transaction.
@@ -112,5 +142,94 @@ class TestDatabaseOutage(test_api_process._ServedAPI):
         with open(self.log_file) as f:
             log = f.read()
         self.assertIn('The database failed serving DELETE', log)
+        self.assertNotIn('Traceback', log)
+        self.assertEqual(None, self.process.poll())
+
+    def test_healthcheck_is_unavailable_while_the_database_is_gone(self):
+        resp = self.health()
+        self.assertEqual((200, 'OK'), (resp.status_code, resp.text))
+        self.assertEqual(204, self.health('HEAD').status_code)
+
+        self.database.allow_connections(False)
+        self.database.terminate()
+        resp = self.health_once(503)
+        self.assertEqual((503, 'DATABASE UNAVAILABLE'),
+                         (resp.status_code, resp.text))
+        resp = self.health(Accept='application/json')
+        self.assertEqual(503, resp.status_code)
+        self.assertEqual({'detailed': False,
+                          'reasons': ['DATABASE UNAVAILABLE']}, resp.json())
+        resp = self.health('HEAD')
+        self.assertEqual((503, ''), (resp.status_code, resp.text))
+        # What the driver said (server, database, user) stays in the log.
+        resp = self.health(Accept='text/html')
+        self.assertEqual(503, resp.status_code)
+        for secret in (self.database.name, 'openstack_citest', '5432'):
+            self.assertNotIn(secret, resp.text)
+        self.assertUnavailable(self.mgmt('GET'))
+
+        self.database.allow_connections(True)
+        resp = self.health_once(200)
+        self.assertEqual((200, 'OK'), (resp.status_code, resp.text))
+        self.assertEqual(204, self.health('HEAD').status_code)
+        self.assertEqual(200, self.mgmt('GET').status_code)
+        log = self.read_log()
+        self.assertEqual(1, log.count('The health check answers unavailable'),
+                         log)
+        self.assertIn('not currently accepting connections', log)
+        self.assertEqual(1, log.count('The health check answers available'),
+                         log)
+        self.assertNotIn('Traceback', log)
+
+
+class TestHungDatabase(_PostgresqlAPI):
+    """The database answers nothing: neither refuses nor replies."""
+
+    def setUp(self):
+        self.proxy = self.useFixture(proxy.FreezableProxy(5432))
+        super().setUp()
+
+    def connection_url(self):
+        return self.database.url.replace(
+            '@127.0.0.1/', '@127.0.0.1:%d/' % self.proxy.port)
+
+    def health_within(self, seconds):
+        """The answer, or None when there is none in ``seconds``.
+
+        As a load balancer's check: the request that runs the query waits
+        as long as the database does.
+        """
+        try:
+            return requests.get(self.url + '/healthcheck', timeout=seconds)
+        except requests.Timeout:
+            return None
+
+    def test_healthcheck_is_unavailable_while_the_database_hangs(self):
+        self.assertEqual(200, self.health().status_code)
+        self.proxy.freeze()
+        deadline = time.monotonic() + 60
+        while True:
+            resp = self.health_within(2)
+            if resp is not None and resp.status_code == 503:
+                break
+            self.assertLess(time.monotonic(), deadline,
+                            'the health check never answered 503')
+            time.sleep(0.1)
+        self.assertEqual('DATABASE UNAVAILABLE', resp.text)
+        # Answered at once, with no query of its own.
+        self.assertEqual(503, self.health_within(10).status_code)
+        self.assertEqual(503, requests.head(self.url + '/healthcheck',
+                                            timeout=10).status_code)
+        self.assertEqual(1, self.read_log().count(
+            'The health check answers unavailable: the database has not '
+            'answered a query for'))
+
+        self.proxy.thaw()
+        resp = self.health_once(200)
+        self.assertEqual((200, 'OK'), (resp.status_code, resp.text))
+        self.assertEqual(200, self.mgmt('GET').status_code)
+        log = self.read_log()
+        self.assertEqual(1, log.count('The health check answers available'),
+                         log)
         self.assertNotIn('Traceback', log)
         self.assertEqual(None, self.process.poll())

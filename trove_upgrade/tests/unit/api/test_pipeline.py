@@ -72,10 +72,12 @@ class TestHealthcheck(base.APITestCase):
         resp = self.request('GET', '/healthcheck', identity=False)
         self.assertEqual(200, resp.status_int, resp.text)
         self.assertEqual('text/plain', resp.content_type)
+        self.assertEqual('OK', resp.text)
         self.assertRegex(resp.headers['x-openstack-request-id'], '^req-')
+        # The database backend answers, by default.
         resp = self.request('GET', '/healthcheck', identity=False,
                             headers={'Accept': 'application/json'})
-        self.assertEqual({'detailed': False, 'reasons': []}, resp.json)
+        self.assertEqual({'detailed': False, 'reasons': ['OK']}, resp.json)
         resp = self.request('HEAD', '/healthcheck', identity=False)
         self.assertEqual(204, resp.status_int)
 
@@ -87,20 +89,21 @@ class TestHealthcheck(base.APITestCase):
         tempdir = self.useFixture(fixtures.TempDir())
         flag = tempdir.join('disabled')
         # The backend's options exist once it is loaded: from a file, as in
-        # a deployment.
+        # a deployment, beside the database's.
         config = tempdir.join('api.conf')
         with open(config, 'w') as f:
             f.write('[api]\nauth_strategy = noauth2\n[healthcheck]\n'
-                    'backends = disable_by_file\n'
+                    'backends = trove_upgrade_database, disable_by_file\n'
                     'disable_by_file_path = %s\n' % flag)
         self.conf([], default_config_files=[config], default_config_dirs=[])
         self.app = deploy.loadapp(self.conf)
-        self.assertEqual(200, self.request('GET', '/healthcheck',
-                                           identity=False).status_int)
+        resp = self.request('GET', '/healthcheck', identity=False)
+        self.assertEqual(200, resp.status_int)
+        self.assertEqual('OK\nOK', resp.text)
         open(flag, 'w').close()
         resp = self.request('GET', '/healthcheck', identity=False)
         self.assertEqual(503, resp.status_int)
-        self.assertEqual('DISABLED BY FILE', resp.text)
+        self.assertEqual('OK\nDISABLED BY FILE', resp.text)
 
 
 class TestRouting(base.APITestCase):

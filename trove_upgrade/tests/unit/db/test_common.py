@@ -35,6 +35,11 @@ class TestSQLiteFilePool(base.TestCase):
                 self.context) as connection:
             return id(connection.connection.dbapi_connection)
 
+    def test_ping_queries_the_database(self):
+        # It raises when the query fails: tests/functional/api/
+        # test_database_outage.py cuts a real database off.
+        self.assertIsNone(db_common.ping())
+
     def test_transactions_reuse_a_pooled_connection(self):
         self.assertIsInstance(self.fixture.engine.pool, sa.pool.QueuePool)
         self.assertEqual(self._connection_id(), self._connection_id())
