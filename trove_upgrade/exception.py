@@ -102,6 +102,10 @@ class PolicyNotAuthorized(Forbidden):
     msg_fmt = 'Policy does not allow %(action)s to be performed.'
 
 
+class SchemaNotCurrent(Invalid):
+    msg_fmt = 'The database schema is not current: %(reason)s'
+
+
 class InvalidPolicyFile(Invalid):
     msg_fmt = 'The policy file %(path)s cannot be parsed: %(reason)s'
 

@@ -28,6 +28,7 @@ from oslo_log import log as logging
 from trove_upgrade.api import deploy
 from trove_upgrade.api import server as api_server
 from trove_upgrade import conf as tu_conf
+from trove_upgrade.db import migration
 from trove_upgrade import exception
 from trove_upgrade import wsgi
 
@@ -41,17 +42,21 @@ def _stop(signum, frame):
 def main(argv=None):
     with tu_conf.readable_config('trove-upgrade-api'):
         conf = wsgi.parse_config(sys.argv[1:] if argv is None else argv)
+    server = None
     try:
         server = api_server.make_server(
             conf.api.bind_host, conf.api.bind_port, deploy.loadapp(conf),
             client_timeout=conf.api.client_socket_timeout)
+        migration.check_schema_at_start(conf.database.connection)
     except (cfg.Error, exception.TroveUpgradeException, OSError,
             ValueError) as e:
         # An option value, the policy file, the database URL, the
-        # address: named in one line rather than a traceback.
+        # address, the schema: named in one line rather than a traceback.
         reason = str(e)
     else:
         return _serve(server, conf)
+    if server is not None:
+        server.server_close()
     # Out of the except: oslo.log would repeat the exception.
     LOG.error('trove-upgrade-api cannot start: %s', reason)
     return 2

@@ -26,6 +26,7 @@ from oslo_service import service
 from trove_upgrade.conductor import service as conductor_service
 from trove_upgrade import conf
 from trove_upgrade.db import common as db_common
+from trove_upgrade.db import migration
 from trove_upgrade import exception
 from trove_upgrade import version
 
@@ -45,6 +46,7 @@ def main(argv=None):
         # service here, named, rather than with a traceback later.
         CONF.log_opt_values(LOG, logging.DEBUG)
         db_common.check_connection_url(CONF.database.connection)
+        migration.check_schema_at_start(CONF.database.connection)
     except (cfg.Error, exception.Invalid) as e:
         reason = str(e)
     else:

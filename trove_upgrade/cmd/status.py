@@ -34,7 +34,6 @@ import logging
 import os
 import sys
 
-from alembic import util as alembic_util
 from oslo_db import exception as db_exc
 import oslo_messaging as messaging
 from oslo_policy import policy as oslo_policy
@@ -65,8 +64,6 @@ PROBE_TOPIC = 'trove_upgrade_status_probe'
 
 # How many ids a result names before it only counts the rest.
 MAX_LISTED = 10
-
-DB_SYNC = 'trove-upgrade-manage db sync'
 
 # What a database that cannot be used raises: oslo.db wraps some errors (an
 # unreachable server), SQLAlchemy raises others as they are (a refused
@@ -172,18 +169,16 @@ class Checks(upgradecheck.UpgradeCommands):
                 '[database] connection (its user, password and database) '
                 'and that the database server is running.'
                 % (database_url(), _first_line(exc)))
-        scripts = migration.script_directory()
-        head = scripts.get_current_head()
-        if current == head:
+        head = migration.script_directory().get_current_head()
+        state = migration.compare_with_head(current)
+        if state == migration.CURRENT:
             return _result(SUCCESS, 'The schema is at revision %s, the '
                                     'newest of this release.' % head)
-        if current is None:
+        if state == migration.EMPTY:
             return _result(
                 FAILURE, 'The database at %s has no schema. Run: %s'
-                % (database_url(), DB_SYNC))
-        try:
-            scripts.get_revision(current)
-        except alembic_util.CommandError:
+                % (database_url(), migration.DB_SYNC))
+        if state == migration.NEWER:
             return _result(
                 FAILURE, 'The database is at revision %s, which this '
                 'release does not know: a newer release migrated it. Run '
@@ -191,7 +186,8 @@ class Checks(upgradecheck.UpgradeCommands):
                 'migration.' % current)
         return _result(
             FAILURE, 'The database is at revision %s, not at %s, the '
-            'newest of this release. Run: %s' % (current, head, DB_SYNC))
+            'newest of this release. Run: %s'
+            % (current, head, migration.DB_SYNC))
 
     def _check_policy_file(self):
         """The policy file loads and every rule in it means something."""

@@ -18,8 +18,18 @@ from alembic import command as alembic_command
 from alembic import config as alembic_config
 from alembic import migration as alembic_migration
 from alembic import script as alembic_script
+from alembic import util as alembic_util
+from oslo_log import log as logging
+import sqlalchemy as sa
 
 from trove_upgrade.db import common
+from trove_upgrade.db import errors
+from trove_upgrade import exception
+
+LOG = logging.getLogger(__name__)
+
+# What the services' refusal tells an operator to run.
+DB_SYNC = 'trove-upgrade-manage db sync'
 
 _SCRIPT_LOCATION = os.path.join(os.path.dirname(__file__), 'migrations')
 
@@ -52,3 +62,62 @@ def version(engine=None):
 def script_directory():
     """The migration scripts; their head is the newest revision here."""
     return alembic_script.ScriptDirectory(_SCRIPT_LOCATION)
+
+
+# Where a database's revision stands against this release's newest.
+CURRENT = 'current'
+EMPTY = 'empty'
+NEWER = 'newer'
+OLDER = 'older'
+
+
+def compare_with_head(current):
+    """CURRENT, EMPTY, NEWER (unknown here) or OLDER, for ``current``."""
+    scripts = script_directory()
+    if current == scripts.get_current_head():
+        return CURRENT
+    if current is None:
+        return EMPTY
+    try:
+        scripts.get_revision(current)
+    except alembic_util.CommandError:
+        return NEWER
+    return OLDER
+
+
+def check_schema_at_start(url):
+    """Refuse to serve on a database without this release's schema.
+
+    Against an empty or older schema every periodic task and request
+    failed with a traceback for as long as the service ran. A newer
+    schema, one a later release migrated during a rolling upgrade, is
+    served with a warning; a database that cannot be reached is left to
+    the services' outage handling. A throwaway engine without a pool
+    reads the revision, so that no connection is left open for a forked
+    process to inherit.
+    """
+    engine = sa.create_engine(url, poolclass=sa.pool.NullPool)
+    try:
+        current = version(engine)
+    except errors.UNAVAILABLE_ERRORS as e:
+        LOG.warning('Could not read the database schema\'s revision at '
+                    'start: %s', errors.first_line(e))
+        return
+    finally:
+        engine.dispose()
+    state = compare_with_head(current)
+    if state == CURRENT:
+        return
+    if state == EMPTY:
+        raise exception.SchemaNotCurrent(
+            reason='the database has no schema; run: %s' % DB_SYNC)
+    if state == NEWER:
+        LOG.warning('The database schema is at revision %(current)s, which '
+                    'this release does not know: a newer release migrated '
+                    'it. Serving on, as during a rolling upgrade.',
+                    {'current': current})
+        return
+    raise exception.SchemaNotCurrent(
+        reason='the database schema is at revision %s, not at %s, the '
+               'newest of this release; run: %s'
+        % (current, script_directory().get_current_head(), DB_SYNC))

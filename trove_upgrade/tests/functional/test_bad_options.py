@@ -78,6 +78,17 @@ class TestBadOptionValue(testtools.TestCase):
                       "Can't load plugin: sqlalchemy.dialects:nosuchdb",
                       output)
 
+    def test_services_refuse_a_database_without_the_schema(self):
+        # They ran on, each request or periodic task failing with a
+        # traceback.
+        database = self.useFixture(fixtures.TempDir()).join('empty.sqlite')
+        for command in ('trove-upgrade-api', 'trove-upgrade-conductor'):
+            output = self.run_with(command, 'database', 'connection',
+                                   'sqlite:///' + database)
+            self.assertIn('%s cannot start: The database schema is not '
+                          'current: the database has no schema; run: '
+                          'trove-upgrade-manage db sync' % command, output)
+
     def test_agent(self):
         self.assertNamed('trove-upgrade-agent', 'agent', 'heartbeat_interval',
                          '-5x')

@@ -23,6 +23,7 @@ import sqlalchemy as sa
 from trove_upgrade.cmd import manage
 from trove_upgrade.db import common as db_common
 from trove_upgrade.db import migration
+from trove_upgrade import exception
 from trove_upgrade.tests import base
 from trove_upgrade.tests.fixtures import database
 
@@ -63,6 +64,66 @@ class TestMigration(base.TestCase):
         second.setUp()
         self.addCleanup(second.cleanUp)
         self.assertNotEqual(first.url, second.url)
+
+
+class TestSchemaAtStart(base.TestCase):
+    """The services refuse an empty or older schema, and only that."""
+
+    def setUp(self):
+        super().setUp()
+        path = os.path.join(self.useFixture(fixtures.TempDir()).path, 'x.db')
+        self.url = 'sqlite:///' + path
+        self.engine = sa.create_engine(self.url)
+        self.addCleanup(self.engine.dispose)
+        self.logged = self.useFixture(
+            fixtures.FakeLogger(name=migration.__name__))
+
+    def test_an_empty_database_is_refused(self):
+        error = self.assertRaises(exception.SchemaNotCurrent,
+                                  migration.check_schema_at_start, self.url)
+        self.assertEqual('The database schema is not current: the database '
+                         'has no schema; run: trove-upgrade-manage db sync',
+                         str(error))
+
+    def test_an_older_schema_is_refused(self):
+        older = migration.script_directory().get_revision(_head())
+        migration.upgrade(older.down_revision, engine=self.engine)
+        error = self.assertRaises(exception.SchemaNotCurrent,
+                                  migration.check_schema_at_start, self.url)
+        self.assertIn('at revision %s, not at %s' % (older.down_revision,
+                                                     _head()), str(error))
+
+    def test_the_current_schema_passes(self):
+        migration.upgrade(engine=self.engine)
+        self.assertIsNone(migration.check_schema_at_start(self.url))
+        self.assertEqual('', self.logged.output)
+
+    def test_a_newer_schema_passes_with_a_warning(self):
+        migration.upgrade(engine=self.engine)
+        with self.engine.begin() as connection:
+            connection.execute(sa.text(
+                "UPDATE alembic_version SET version_num = 'f00dfeedbeef'"))
+        self.assertIsNone(migration.check_schema_at_start(self.url))
+        self.assertIn('revision f00dfeedbeef, which this release does not '
+                      'know', self.logged.output)
+
+    def test_an_unreachable_database_is_left_to_outage_handling(self):
+        directory = os.path.join(self.useFixture(fixtures.TempDir()).path,
+                                 'missing')
+        url = 'sqlite:///%s/x.db' % directory
+        self.assertIsNone(migration.check_schema_at_start(url))
+        self.assertIn('Could not read the database schema', self.logged.output)
+        self.assertFalse(os.path.exists(directory))
+
+    def test_compare_with_head(self):
+        self.assertEqual(migration.CURRENT,
+                         migration.compare_with_head(_head()))
+        self.assertEqual(migration.EMPTY, migration.compare_with_head(None))
+        self.assertEqual(migration.NEWER,
+                         migration.compare_with_head('f00dfeedbeef'))
+        older = migration.script_directory().get_revision(_head())
+        self.assertEqual(migration.OLDER,
+                         migration.compare_with_head(older.down_revision))
 
 
 class TestManage(base.TestCase):
