@@ -22,6 +22,8 @@ backend: trove-api is eventlet's, and its own.
 The application is the standalone API's router and handlers; only the
 layers Trove already has (request id, proxy headers, authentication) are
 left out, and the caller's identity comes from Trove's context.
+``resources`` gives Trove's mapper the routes to let through, derived
+from the router's own declarations.
 """
 
 from oslo_db import options as db_options
@@ -91,6 +93,39 @@ def load(config_files):
     application = TroveContextAdapter(handler.Router(conf))
     application = sizelimit.RequestBodySizeLimit(application, conf)
     return fault_wrap.FaultWrapper(application)
+
+
+def resources():
+    """The standalone API's mgmt routes, as Trove's mapper takes them.
+
+    ``{collection: (member_actions, collection_actions)}``, the collections
+    relative to Trove's ``/v1.0``, derived from ``ROUTE_DECLARATIONS``:
+    Trove's mapper gives a collection GET and POST and a member (``{id}``)
+    GET, PUT, PATCH and DELETE; a path below a member
+    (``rollouts/{rollout_id}/pause``) is a member action, a word below a
+    collection (``packages/fleet``) a collection action. Trove's mapper
+    only has to let each declared route through: given the request as it
+    came, the router picks the handler, or answers 404 or 405.
+    """
+    from trove_upgrade.api import handler
+    found = {}
+    # Sorted: a collection comes before the paths below it.
+    for path in sorted(handler.ROUTE_DECLARATIONS):
+        if not path.startswith(handler.MGMT + '/'):
+            continue
+        methods = handler.ROUTE_DECLARATIONS[path]
+        route = path[len(API_PREFIX) + 1:]
+        parent, _, last = route.rpartition('/')
+        grandparent, _, member = parent.rpartition('/')
+        if parent in found:
+            if not last.startswith('{'):
+                found[parent][1].update((last, m) for m in methods)
+            # Otherwise the member itself, which Trove's mapper routes.
+        elif grandparent in found and member.startswith('{'):
+            found[grandparent][0].update((last, m) for m in methods)
+        else:
+            found[route] = ({}, {})
+    return found
 
 
 class TroveContextAdapter:

@@ -16,8 +16,9 @@ Trove wraps each resource's controller in its own ``wsgi.Resource``; the
 deserializer and serializer given here leave the body and the response
 alone, so trove-upgrade's handlers parse, validate and answer exactly as
 on the standalone API (same JSON bodies and errors, same policy), and
-every action of a resource goes to trove-upgrade's router, which also
-answers 405 and 404 as the standalone API does.
+every action of a resource, whatever Trove's mapper names it, goes to
+trove-upgrade's router, which also answers 405 and 404 as the standalone
+API does. The resources are the router's own routes (``app.resources``).
 
 Trove's own ``Mgmt`` extension routes ``POST {tenant_id}/mgmt/instances/
 {instance_id}/upgrade`` to a controller that only casts to the guest.
@@ -40,24 +41,16 @@ LOG = logging.getLogger(__name__)
 
 TROVE_UPGRADE_ROUTE = '{tenant_id}/mgmt/instances/{instance_id}/upgrade'
 
-# Collection -> member actions (name: method), as Trove's mapper takes them.
-RESOURCES = {
-    '{tenant_id}/mgmt/upgrades': {},
-    '{tenant_id}/mgmt/agents': {},
-    '{tenant_id}/mgmt/rollouts': {'pause': 'POST', 'resume': 'POST',
-                                  'abort': 'POST'},
-    TROVE_UPGRADE_ROUTE: {},
-}
-
 
 class PassThroughDeserializer:
     """Routing arguments only: the handlers read and validate the body."""
 
     def deserialize(self, request):
         args = dict(request.environ['wsgiorg.routing_args'][1])
-        for name in ('controller', 'format'):
+        for name in ('controller', 'format', 'action'):
             args.pop(name, None)
-        return args.pop('action', None), args, None
+        # Whichever action Trove's mapper found, the router chooses.
+        return 'delegate', args, None
 
 
 class PassThroughSerializer:
@@ -68,7 +61,7 @@ class PassThroughSerializer:
 
 
 class DelegatingController:
-    """Every action Trove's mapper names goes to trove-upgrade's router."""
+    """Every request Trove's mapper routes goes to trove-upgrade's router."""
 
     def __init__(self, application):
         self.application = application
@@ -78,11 +71,6 @@ class DelegatingController:
 
     def delegate(self, req, **routing_args):
         return webob.Request(req.environ).get_response(self.application)
-
-    # The actions of routes' resource mapper, Trove's PATCH route, and the
-    # rollouts' member actions.
-    index = create = show = update = delete = new = edit = delegate
-    pause = resume = abort = delegate
 
 
 def _drop_trove_upgrade_route():
@@ -116,8 +104,8 @@ class TroveUpgradeExtension(extensions.ExtensionDescriptor):
         return 'TroveUpgrade'
 
     def get_description(self):
-        return ('Guest-agent upgrades, agents and rollouts of '
-                'trove-upgrade.')
+        return ('Guest-agent upgrades, agents, rollouts, packages and '
+                'desired versions of trove-upgrade.')
 
     def get_namespace(self):
         return 'https://docs.openstack.org/trove-upgrade/latest/'
@@ -135,6 +123,8 @@ class TroveUpgradeExtension(extensions.ExtensionDescriptor):
         return [
             extensions.BaseResourceExtension(
                 collection, controller, member_actions=member_actions,
+                collection_actions=collection_actions,
                 deserializer=PassThroughDeserializer(),
                 serializer=PassThroughSerializer())
-            for collection, member_actions in RESOURCES.items()]
+            for collection, (member_actions, collection_actions)
+            in app.resources().items()]

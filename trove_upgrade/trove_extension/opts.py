@@ -30,7 +30,8 @@ OPTS = [
     cfg.BoolOpt('enabled',
                 default=False,
                 help='Serve the trove-upgrade management API (mgmt '
-                     'upgrades, agents, rollouts) on Trove\'s endpoint and '
+                     'upgrades, agents, rollouts, packages, desired '
+                     'versions, targets) on Trove\'s endpoint and '
                      'answer Trove\'s POST /mgmt/instances/{id}/upgrade '
                      'with a recorded upgrade. Off, the installed '
                      'extension serves nothing and Trove\'s own route '

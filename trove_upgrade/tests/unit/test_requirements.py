@@ -48,7 +48,8 @@ ROLES = {
                            'trove_upgrade.cmd.status',
                            'trove_upgrade.cmd.package',
                            'trove_upgrade.wsgi'],
-               'groups': []},
+               # The package registry fetches manifests with them.
+               'groups': ['trove_upgrade.strategies']},
     'agent': {'modules': ['trove_upgrade.cmd.agent',
                           'trove_upgrade.cmd.package'],
               'groups': ['trove_upgrade.strategies']},

@@ -26,6 +26,7 @@ test's instance is a row the test writes there as Trove would.
 
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -35,9 +36,14 @@ import uuid
 
 import fixtures
 import kombu
+from oslo_serialization import jsonutils
 from oslo_utils import uuidutils
 from testtools import content
+import webob
 
+from trove_upgrade.api import deploy
+from trove_upgrade.api import handler
+from trove_upgrade.db import agents as db_agents
 from trove_upgrade.db import common as db_common
 from trove_upgrade.db import upgrades as db_upgrades
 from trove_upgrade import rpc_interface
@@ -92,7 +98,8 @@ class SharedDatabase(fixtures.Fixture):
 
 class TestTroveAPIExtension(harness.AgentTestCase):
 
-    packages = {'2.0.0': 'ok', '3.0.0': 'ok', '4.0.0': 'ok'}
+    # 5.0.0 only for the package registry: no agent of the class runs it.
+    packages = {'2.0.0': 'ok', '3.0.0': 'ok', '4.0.0': 'ok', '5.0.0': 'ok'}
 
     @classmethod
     def setUpClass(cls):
@@ -137,6 +144,10 @@ class TestTroveAPIExtension(harness.AgentTestCase):
         cls.db_url = 'sqlite:///%s/trove_upgrade.sqlite' % cls.dir
         cls.trove_db_url = 'sqlite:///%s/trove.sqlite' % cls.dir
         cls.tu_conf = os.path.join(cls.dir, 'trove-upgrade.conf')
+        # The registry fetches manifests from the class's repository.
+        strategy_dir = os.path.join(cls.dir, 'strategies.d')
+        servers.write_strategy_conf(strategy_dir, 'local',
+                                    {'allowed_dirs': [cls.repo]})
         conffile.write_conf(cls.tu_conf, {
             'DEFAULT': {'transport_url': harness.RABBIT_URL,
                         'control_exchange': exchange,
@@ -144,6 +155,9 @@ class TestTroveAPIExtension(harness.AgentTestCase):
             'database': {'connection': cls.db_url},
             'conductor': {'topic': topic},
             'trove': {'connection': cls.trove_db_url},
+            'packages': {'strategy_config_dir': strategy_dir,
+                         'allowed_strategies': ['local'],
+                         'trusted_key_files': [cls.signing_key + '.pub']},
         })
         _run(cls._bin('trove-upgrade-manage'), '--config-file', cls.tu_conf,
              'db', 'sync')
@@ -239,6 +253,29 @@ class TestTroveAPIExtension(harness.AgentTestCase):
             endpoint_filter={'service_type': 'database',
                              'interface': 'public'},
             endpoint_override=self.trove_url + '/v1.0')
+
+    def trove(self, method, path, body=None):
+        """``method`` on Trove's endpoint, ``path`` below the mgmt prefix."""
+        return self.session().request(
+            '/%s/mgmt%s' % (self.keystone.admin_project_id, path), method,
+            json=body, raise_exc=False,
+            endpoint_override=self.trove_url + '/v1.0')
+
+    def standalone(self, method, path, body=None):
+        """The same request to the standalone API, in this process."""
+        if not hasattr(self, 'app'):
+            self.conf([], default_config_files=[], default_config_dirs=[])
+            self.flags(group='api', auth_strategy='noauth2')
+            self.app = deploy.loadapp(self.conf)
+        project_id = self.keystone.admin_project_id
+        req = webob.Request.blank('/v1.0/%s/mgmt%s' % (project_id, path),
+                                  method=method)
+        req.headers.update({'X-User-Id': 'operator',
+                            'X-Project-Id': project_id, 'X-Roles': 'admin'})
+        if body is not None:
+            req.body = jsonutils.dump_as_bytes(body)
+            req.content_type = 'application/json'
+        return req.get_response(self.app)
 
     def openstack(self, *argv):
         env = {k: v for k, v in os.environ.items() if not k.startswith('OS_')}
@@ -422,3 +459,99 @@ class TestTroveAPIExtension(harness.AgentTestCase):
                               timeout=TIMEOUT, cwd=self.dir)
         self.assertEqual(0, proc.returncode, proc.stderr[-3000:])
         self.assertEqual('[True, False]', proc.stdout.strip().splitlines()[-1])
+
+    def test_packages_and_desired_versions_as_on_the_standalone_api(self):
+        project_id = self.keystone.admin_project_id
+        unknown = uuidutils.generate_uuid()
+        # Every mgmt route the standalone API declares reaches its router:
+        # bodiless, on unknown ids, each is answered by trove-upgrade.
+        for path, methods in handler.ROUTE_DECLARATIONS.items():
+            if not path.startswith(handler.MGMT + '/'):
+                continue
+            path = re.sub(r'{\w+}', unknown, path[len(handler.MGMT):])
+            for method in methods:
+                resp = self.trove(method, path)
+                self.assertTrue(resp.ok or 'errors' in resp.json(),
+                                (method, path, resp.status_code, resp.text))
+
+        # An agent the desired version finds ahead of it: nothing to send.
+        db_agents.register_agent(self.context, self.instance_id, {
+            'guest_version': '6.0.0', 'labels': {'group': 'blue'}})
+        package_body = {'package': {
+            'name': 'trove-guestagent', 'version': '5.0.0',
+            'strategy': 'local', 'location': self.location('5.0.0')}}
+        resp = self.trove('POST', '/packages', package_body)
+        self.assertEqual(201, resp.status_code, resp.text)
+        package = resp.json()['package']
+        self.assertEqual(
+            ('5.0.0', 'active', '%s/v1.0/%s/mgmt/packages/%s'
+             % (self.trove_url, project_id, package['id'])),
+            (package['version'], package['state'], resp.headers['Location']))
+        # packages/fleet is the collection's action, not a package.
+        resp = self.trove('GET', '/packages/fleet')
+        self.assertEqual(200, resp.status_code, resp.text)
+        fleet = {row['version']: row for row in resp.json()['versions']}
+        self.assertEqual([package['id']],
+                         [p['id'] for p in fleet['5.0.0']['packages']])
+        self.assertEqual(1, fleet['6.0.0']['running'])
+
+        desired_body = {'desired_version': {
+            'name': 'blue runs 5.0.0', 'package': 'trove-guestagent',
+            'version': '5.0.0',
+            'selector': {'instance_ids': [self.instance_id]}}}
+        resp = self.trove('POST', '/desired-versions', desired_body)
+        self.assertEqual(201, resp.status_code, resp.text)
+        desired = resp.json()['desired_version']
+        dv_path = '/desired-versions/%s' % desired['id']
+        resp = self.trove('GET', '/targets?instance_id=' + self.instance_id)
+        self.assertEqual(200, resp.status_code, resp.text)
+        target, = resp.json()['targets']
+        self.assertEqual(
+            (self.instance_id, '5.0.0', '6.0.0', desired['id']),
+            (target['instance_id'], target['version'],
+             target['running_version'], target['owner']['id']))
+        for action, status in (('pause', 'PAUSED'), ('resume', 'ACTIVE')):
+            resp = self.trove('POST', '%s/%s' % (dv_path, action))
+            self.assertEqual((200, status), (
+                resp.status_code,
+                resp.json()['desired_version']['status']), resp.text)
+        resp = self.trove('PATCH', dv_path,
+                          {'desired_version': {'max_in_flight': 2}})
+        self.assertEqual(
+            (200, 2), (resp.status_code,
+                       resp.json()['desired_version']['max_in_flight']),
+            resp.text)
+        package_path = '/packages/%s' % package['id']
+        resp = self.trove('PATCH', package_path,
+                          {'package': {'state': 'deprecated'}})
+        self.assertEqual((200, 'deprecated'), (
+            resp.status_code, resp.json()['package']['state']), resp.text)
+
+        # Refusals: the standalone API's, body for body.
+        for method, path, body, status in (
+                ('GET', '/packages/' + unknown, None, 404),
+                ('POST', '/packages', package_body, 409),
+                ('PATCH', package_path, {'package': {'state': 'gone'}}, 400),
+                # In use by the desired version.
+                ('DELETE', package_path, None, 409),
+                # The instance is the first desired version's already.
+                ('POST', '/desired-versions', desired_body, 409),
+                ('POST', '/desired-versions/%s/resume' % unknown, None, 404),
+                ('PATCH', dv_path, {'desired_version': {}}, 400),
+                ('DELETE', '/packages/fleet', None, 405)):
+            resp = self.trove(method, path, body)
+            expected = self.standalone(method, path, body)
+            error, = resp.json()['errors']
+            self.assertEqual(resp.headers['x-openstack-request-id'],
+                             error.pop('request_id'))
+            error_alone, = expected.json['errors']
+            del error_alone['request_id']
+            self.assertEqual(
+                (status, error_alone, expected.headers.get('Allow')),
+                (resp.status_code, error, resp.headers.get('Allow')),
+                (method, path))
+
+        for path in (dv_path, package_path):
+            resp = self.trove('DELETE', path)
+            self.assertEqual(204, resp.status_code, resp.text)
+            self.assertEqual(404, self.trove('GET', path).status_code)

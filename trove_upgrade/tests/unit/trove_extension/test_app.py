@@ -25,11 +25,14 @@ import sys
 import textwrap
 
 import fixtures
+import routes
 
+from trove_upgrade.api import handler
 from trove_upgrade import hosted_conf
 from trove_upgrade.tests import base
 from trove_upgrade.tests import conffile
 from trove_upgrade.tests.fixtures import database
+from trove_upgrade.trove_extension import app
 
 _SCRIPT = textwrap.dedent('''
     import json
@@ -176,3 +179,73 @@ class TestLoadRefusals(base.TestCase):
         self.assertIn('RuntimeError: The trove-upgrade API extension is '
                       'enabled but no trove-upgrade configuration file was '
                       'found', proc.stderr)
+
+
+def trove_mapper(resources):
+    """A mapper built as trove 25.1.0's TroveExtensionMiddleware builds it.
+
+    Each resource's collection actions first, then routes' resource
+    mapper, then Trove's PATCH route on the member; the controller is the
+    collection's name here.
+    """
+    mapper = routes.Mapper()
+    for collection, (member, collection_actions) in resources.items():
+        for action, method in collection_actions.items():
+            mapper.connect('/%s/%s' % (collection, action),
+                           controller=collection, action=action,
+                           conditions={'method': [method]})
+        mapper.resource(collection, collection, controller=collection,
+                        collection=dict(collection_actions),
+                        member=dict(member))
+        mapper.connect('/%s/{id}' % collection, controller=collection,
+                       action='edit', conditions={'method': ['PATCH']})
+    return mapper
+
+
+class TestResources(base.TestCase):
+    """Trove's resources, derived from the standalone API's routes."""
+
+    def test_every_mgmt_collection_with_its_actions(self):
+        self.assertEqual({
+            '{tenant_id}/mgmt/upgrades': ({}, {}),
+            '{tenant_id}/mgmt/instances/{instance_id}/upgrade': ({}, {}),
+            '{tenant_id}/mgmt/agents': ({}, {}),
+            '{tenant_id}/mgmt/rollouts': (
+                {'pause': 'POST', 'resume': 'POST', 'abort': 'POST'}, {}),
+            '{tenant_id}/mgmt/packages': ({}, {'fleet': 'GET'}),
+            '{tenant_id}/mgmt/desired-versions': (
+                {'pause': 'POST', 'resume': 'POST'}, {}),
+            '{tenant_id}/mgmt/targets': ({}, {}),
+        }, app.resources())
+
+    def test_trove_routes_every_declared_mgmt_route_and_no_other(self):
+        mapper = trove_mapper(app.resources())
+
+        def match(method, path):
+            return mapper.match(environ={'PATH_INFO': path,
+                                         'REQUEST_METHOD': method})
+
+        declared = [(method, path) for path, methods
+                    in handler.ROUTE_DECLARATIONS.items()
+                    if path.startswith(handler.MGMT + '/')
+                    for method in methods]
+        self.assertIn(('PATCH', handler.MGMT + '/packages/{package_id}'),
+                      declared)
+        for method, path in declared:
+            # As Trove's router hands it on: below /v1.0, ids filled in.
+            url = path[len(app.API_PREFIX):].replace(
+                '{tenant_id}', 'p1').replace('{', '').replace('}', '')
+            self.assertIsNotNone(match(method, url), (method, url))
+        # A word below a collection is the collection's action, not a
+        # member; either way the router would choose from the full path.
+        self.assertEqual('fleet', match('GET', '/p1/mgmt/packages/fleet')[
+            'action'])
+        self.assertEqual('edit', match('PATCH', '/p1/mgmt/packages/x')[
+            'action'])
+        # Trove's own mgmt resources stay Trove's.
+        for method, url in (('GET', '/p1/mgmt/instances'),
+                            ('GET', '/p1/mgmt/instances/x'),
+                            ('POST', '/p1/mgmt/instances/x/action'),
+                            ('GET', '/p1/mgmt/quotas/x'),
+                            ('GET', '/p1/instances')):
+            self.assertIsNone(match(method, url), (method, url))
