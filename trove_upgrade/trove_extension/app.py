@@ -70,9 +70,11 @@ def _configure_database(conf):
     # Imported only now: it registers [database] on the configuration,
     # which must be ours by then.
     from trove_upgrade.db import common as db_common
-    # As the standalone API: a URL no driver serves fails here, not in
-    # every request.
+    from trove_upgrade.db import migration
+    # As the standalone API: a URL no driver serves, or a database without
+    # this release's schema, fails here, not in every request.
     db_common.check_connection_url(conf.database.connection)
+    migration.check_schema_at_start(conf.database.connection)
     db_common.context_manager.configure(**{
         opt.dest: conf.database[opt.dest]
         for opt in db_options.database_opts})

@@ -169,6 +169,19 @@ class TestLoadRefusals(base.TestCase):
         self.assertIn('[database] connection names a database driver that '
                       'is not installed', proc.stderr)
 
+    def test_a_database_without_the_schema_is_refused(self):
+        tmp = self.useFixture(fixtures.TempDir()).path
+        path = os.path.join(tmp, 'trove-upgrade.conf')
+        conffile.write_conf(path, {'database': {
+            'connection': 'sqlite:///%s/empty.sqlite' % tmp}})
+
+        proc = self.load(path)
+
+        self.assertNotEqual(0, proc.returncode)
+        self.assertIn('The database schema is not current: the database has '
+                      'no schema; run: trove-upgrade-manage db sync',
+                      proc.stderr)
+
     def test_no_file_at_all_is_refused(self):
         if os.path.exists('/etc/trove-upgrade/trove-upgrade.conf'):
             self.skipTest('this machine has a trove-upgrade configuration')
