@@ -27,6 +27,7 @@ import datetime
 from oslo_log import log as logging
 from oslo_utils import timeutils
 
+from trove_upgrade.conductor import db_outage
 from trove_upgrade import conf
 from trove_upgrade.db import desired_versions as db
 from trove_upgrade import desired_versions
@@ -44,11 +45,8 @@ def run(context, owner, agent_api):
     """Reconcile every ACTIVE desired version, oldest first."""
     for desired in db.list_desired_versions(
             context, filters={'status': desired_versions.ACTIVE}):
-        try:
-            reconcile(context, desired, owner, agent_api)
-        except Exception:
-            LOG.exception('Reconciling desired version %s failed; the next '
-                          'pass tries again.', desired['id'])
+        db_outage.attempt('Reconciling desired version %s' % desired['id'],
+                          reconcile, context, desired, owner, agent_api)
 
 
 def _pause(context, desired, reason):

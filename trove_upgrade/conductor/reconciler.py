@@ -72,11 +72,10 @@ class Reconciler:
         """One pass over the active rollouts, then the desired versions."""
         active = db_rollouts.list_rollouts_in(context, rs.ACTIVE_STATES)
         for rollout in active:
-            try:
-                self.reconcile(context, rollout, active)
-            except Exception:
-                LOG.exception('Reconciling rollout %s failed; the next pass '
-                              'tries again.', rollout['id'])
+            # Each alone, in one line when the database went away since
+            # the list was read.
+            db_outage.attempt('Reconciling rollout %s' % rollout['id'],
+                              self.reconcile, context, rollout, active)
         desired_reconciler.run(context, self.owner, self.agent_api)
 
     def reconcile(self, context, rollout, active=None):

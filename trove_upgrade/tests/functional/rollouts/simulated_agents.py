@@ -17,9 +17,9 @@ ConductorAPI, serves its instance's ``guestagent_upgrade.<instance id>``
 topic with a real oslo.messaging RPC server, and answers an ``upgrade``
 cast as the real agent does on the wire: it claims the upgrade
 (``start_upgrade``), reports INSTALLING, then SUCCESS or FAILED, and on
-success heartbeats its new version; a claim or report that gets no answer
-is sent again, as the real agent's outbox does. Installing takes no
-time.
+success heartbeats its new version; a claim or report that fails (no
+answer, the conductor's database or the broker away) is sent again, as
+the real agent's runner and outbox do. Installing takes no time.
 
 The rollout functional tests and ``tools/bench/rollout_scale.py`` start it
 as a subprocess::
@@ -72,9 +72,10 @@ from trove_upgrade import states
 
 CONF = conf.CONF
 AGENT_VERSION = 'simulated-1.0'
-# Sends of one claim or report before the simulated agent gives up; each
-# waits [DEFAULT] rpc_response_timeout for the answer.
-CALL_ATTEMPTS = 5
+# Seconds a simulated agent keeps sending one claim or report before it
+# gives up: each send waits [DEFAULT] rpc_response_timeout for the answer,
+# or fails at once (the conductor's database or the broker is away).
+CALL_PATIENCE = 300
 
 
 class SimulatedAgent:
@@ -94,22 +95,28 @@ class SimulatedAgent:
             'simulated')
 
     def _call(self, method, *args):
-        """Call the conductor, again when the answer does not come.
+        """Call the conductor, again until it answers.
 
-        As the real agent's outbox does: a conductor killed with the
-        message in hand never answers, and the next one records a resent
-        claim or report once (a repeated claim is granted again, a
-        repeated report ignored).
+        As the real agent's runner and outbox do, whatever the failure: a
+        conductor killed with the message in hand never answers (the next
+        one records a resent claim or report once: a repeated claim is
+        granted again, a repeated report ignored), a conductor whose
+        database is away answers DatabaseUnavailable, a broker that is
+        away refuses the send, and one that restarts returns it (no
+        conductor's queue yet). Giving up on the first of these left the
+        upgrade unfinished, and the rollout sent the agent a second one.
         """
-        for attempt in range(1, CALL_ATTEMPTS + 1):
+        deadline = time.monotonic() + CALL_PATIENCE
+        while True:
             try:
                 return getattr(self.fleet.conductor, method)(
                     self.fleet.context, self.instance_id, *args)
-            except (messaging.MessagingTimeout,
-                    messaging.MessageUndeliverable):
-                # Returned: no conductor's queue yet (or any more).
-                if attempt == CALL_ATTEMPTS:
+            except Exception as e:
+                if time.monotonic() > deadline:
                     raise
+                sys.stderr.write('%s: %s failed, sent again: %s: %s\n' % (
+                    self.instance_id, method, type(e).__name__,
+                    str(e).split('\n')[0]))
                 time.sleep(1)
 
     def upgrade(self, context, upgrade_id, instance_id, instance_version,

@@ -27,6 +27,7 @@ import time
 import fixtures
 from testtools import content
 
+from trove_upgrade.conductor import agent_rpcapi
 from trove_upgrade import context
 from trove_upgrade.db import rollouts as db_rollouts
 from trove_upgrade.db import upgrades as db_upgrades
@@ -288,3 +289,44 @@ class TestConductorFailures(RolloutTestCase):
         self.wait_for_status(rollout['id'], rs.COMPLETED)
         self.assertUpgradedOnce(rollout['id'], blue)
         self.assertInFlightAtMost(rollout['id'], 10)
+
+
+class TestDatabaseOutage(RolloutTestCase):
+
+    def test_claim_refused_while_the_database_is_away_is_sent_again(self):
+        """The simulated agents try again, as real agents do.
+
+        A conductor whose database is away answers a claim with
+        DatabaseUnavailable at once. The simulated agent took only a
+        timeout for a reason to send again and gave the upgrade up, so a
+        rollout running through a database outage dispatched a second
+        upgrade to that agent. The upgrade here is recorded but never
+        sent again by the conductor: only the agent's retry can finish
+        it.
+        """
+        conductor = self.fleet.start_conductor()
+        [instance_id] = self.fleet.start_agents(1)
+        upgrade = db_upgrades.create_upgrade(self.admin, {
+            'instance_id': instance_id, 'instance_version': 'v2.0.0',
+            'strategy': 'http', 'location': 'https://repo/agent.tar'})
+        self.addCleanup(self.database.allow_connections, True)
+        self.database.allow_connections(False)
+        self.database.terminate()
+        # Sent unsealed on the fleet's exchange, as the fleet declares it.
+        self.flags(require_sealed=False, group='conductor')
+        self.flags(amqp_auto_delete=False, group='oslo_messaging_rabbit')
+        agent_rpcapi.AgentAPI().upgrade_with_keys(self.admin, upgrade, [])
+        refused = ('The start_upgrade message of instance %s failed, the '
+                   'database is unavailable' % instance_id)
+
+        def conductor_log():
+            with open(conductor.log_path) as f:
+                return f.read()
+        wait_until(lambda: refused in conductor_log(),
+                   'the conductor to refuse the claim')
+        self.database.allow_connections(True)
+
+        wait_until(lambda: db_upgrades.get_upgrade(
+            self.admin, upgrade['id'])['status'] == states.SUCCESS,
+            'the upgrade to succeed')
+        self.assertEqual({instance_id: 1}, dict(self.fleet.claims()))

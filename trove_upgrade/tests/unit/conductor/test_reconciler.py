@@ -15,9 +15,11 @@
 import datetime
 from unittest import mock
 
+import fixtures
 from oslo_messaging import exceptions as messaging_exc
 from oslo_utils import timeutils
 from oslo_utils import uuidutils
+from sqlalchemy import exc as sa_exc
 
 from trove_upgrade.conductor import reconciler
 from trove_upgrade import context
@@ -77,6 +79,30 @@ class TestReconciler(base.TestCase):
             self.assertEqual((states.SENT, rollout['id'], 'v2.0.0'),
                              (upgrade['status'], upgrade['rollout_id'],
                               upgrade['instance_version']))
+
+    def test_database_gone_after_the_list_is_one_line(self):
+        """As every part of a pass: no traceback for an outage.
+
+        The fault-schedule run closed the database between the pass's
+        list of rollouts and its lease of one, and the log got a
+        traceback per rollout and pass.
+        """
+        rollout = self.create()
+        logger = self.useFixture(fixtures.FakeLogger(name='trove_upgrade'))
+        gone = sa_exc.OperationalError(
+            'UPDATE rollouts', {}, Exception('server closed the connection'
+                                             '\nunexpectedly'))
+        with mock.patch.object(db_rollouts, 'lease_rollout',
+                               side_effect=gone):
+            self.reconciler.run(self.ctx)
+        self.assertIn('Reconciling rollout %s failed, the database is '
+                      'unavailable; the next pass tries again: server '
+                      'closed the connection' % rollout['id'],
+                      logger.output)
+        self.assertNotIn('Traceback', logger.output)
+        self.assertEqual([], self.upgrades(rollout['id']))
+        self.reconciler.run(self.ctx)
+        self.assertEqual(2, len(self.upgrades(rollout['id'])))
 
     def test_runs_to_completion(self):
         rollout = self.create()
