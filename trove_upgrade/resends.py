@@ -50,9 +50,39 @@ RETURNED = ('RabbitMQ returned it: no queue of the instance\'s agent took '
             'the agent claims it.')
 
 
+# What a cast raises while the messaging server cannot be reached (through
+# [DEFAULT] rpc_send_retries): the next send may well get through.
+UNREACHABLE_ERRORS = (messaging.MessageDeliveryFailure,
+                      messaging.MessagingTimeout, OSError)
+
+
 def returned(error):
     """True when ``error`` says that no queue took a mandatory cast."""
     return isinstance(error, messaging.MessageUndeliverable)
+
+
+def sent_again_later(error):
+    """True when a cast that raised ``error`` is to be sent again.
+
+    Returned casts and a messaging server out of reach are for the
+    resends; anything else (the version cap, the instance's keys) would
+    fail every send alike, and ends the upgrade.
+    """
+    return returned(error) or isinstance(error, UNREACHABLE_ERRORS)
+
+
+def not_sent_detail(error):
+    """The detail recorded with a first send that did not get through."""
+    if returned(error):
+        return RETURNED
+    return ('Not sent: the messaging server could not be reached (%s: %s). '
+            'It is sent again until the agent claims it.'
+            % (type(error).__name__, _bounded(str(error))))
+
+
+def _bounded(text, limit=300):
+    text = ' '.join(text.split())
+    return text if len(text) <= limit else text[:limit] + '...'
 
 
 def resend_at(send_count, now=None):
@@ -72,7 +102,7 @@ def _not_sent(upgrade, error):
     if returned(error):
         return 'Send %d: %s' % (count, RETURNED)
     return ('Send %d failed: %s: %s. It is sent again on %s.'
-            % (count, type(error).__name__, error,
+            % (count, type(error).__name__, _bounded(str(error)),
                upgrade['resend_at'].isoformat(timespec='seconds')))
 
 

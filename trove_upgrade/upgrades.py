@@ -123,7 +123,7 @@ def create_upgrade(context, values):
                 return db_upgrades.get_upgrade(context, upgrade['id'])
             raise exception.DispatchFailed(upgrade_id=upgrade['id'],
                                            reason=reason)
-        _warn_returned(upgrade)
+        _warn_not_sent(upgrade, resends.RETURNED)
         now = timeutils.utcnow()
         db_resends.record_sends(context, [(upgrade, resends.RETURNED)],
                                 'api', now)
@@ -160,7 +160,8 @@ def send_held_upgrades(context, agent_api):
     before its cast, so that of two conductors only one sends it; the
     release counts as its first send, so a conductor killed between the
     two leaves it to be sent again ``[conductor] resend_interval`` seconds
-    later (``trove_upgrade.resends``), as does a cast RabbitMQ returned.
+    later (``trove_upgrade.resends``), as does a cast RabbitMQ returned or
+    could not take.
     ``[conductor] upgrade_timeout`` counts from creation, held time
     included.
     """
@@ -185,10 +186,11 @@ def send_held_upgrades(context, agent_api):
         try:
             _send(context, agent_api, released)
         except Exception as e:
-            if resends.returned(e):
-                _warn_returned(released)
+            if resends.sent_again_later(e):
+                detail = resends.not_sent_detail(e)
+                _warn_not_sent(released, detail)
                 db_resends.record_sends(
-                    context, [(released, resends.RETURNED)], 'conductor',
+                    context, [(released, detail)], 'conductor',
                     timeutils.utcnow())
                 continue
             record_unsent(context, released, e, 'conductor')
@@ -200,38 +202,39 @@ def send_held_upgrades(context, agent_api):
     return sent
 
 
-def _warn_returned(upgrade):
+def _warn_not_sent(upgrade, detail):
     LOG.warning('Upgrade %(id)s to instance %(instance)s: %(reason)s',
                 {'id': upgrade['id'], 'instance': upgrade['instance_id'],
-                 'reason': resends.RETURNED})
+                 'reason': detail})
 
 
 def record_casts(context, cast, failures, source):
     """Record what became of the casts of the PENDING upgrades ``cast``.
 
     ``failures`` are ``AgentAPI.upgrade_many``'s. The upgrades sent, and
-    those RabbitMQ returned (with that reason), are marked SENT and sent
-    again until their agents claim them; the others are FAILED. Returns
-    the ids of the upgrades sent, returned ones included.
+    those RabbitMQ returned or could not take (out of reach), are marked
+    SENT, the latter with the reason, and sent again until their agents
+    claim them: a broker restart must not fail a rollout's attempts. The
+    others are FAILED. Returns the ids of the upgrades marked SENT.
     """
-    returned, sent = [], []
+    by_detail = {None: []}
     for upgrade in cast:
         error = failures.get(upgrade['id'])
         if error is None:
-            sent.append(upgrade['id'])
-        elif resends.returned(error):
-            returned.append(upgrade)
+            by_detail[None].append(upgrade['id'])
+        elif resends.sent_again_later(error):
+            detail = resends.not_sent_detail(error)
+            _warn_not_sent(upgrade, detail)
+            by_detail.setdefault(detail, []).append(upgrade['id'])
         else:
             record_unsent(context, upgrade, error, source)
     first_resend = resends.resend_at(1)
-    db_upgrades.mark_upgrades_sent(context, sent, source, first_resend)
-    if returned:
-        for upgrade in returned:
-            _warn_returned(upgrade)
-        db_upgrades.mark_upgrades_sent(
-            context, [u['id'] for u in returned], source, first_resend,
-            detail=resends.RETURNED)
-    return sent + [u['id'] for u in returned]
+    marked = []
+    for detail, ids in by_detail.items():
+        db_upgrades.mark_upgrades_sent(context, ids, source, first_resend,
+                                       detail=detail)
+        marked.extend(ids)
+    return marked
 
 
 def record_unsent(context, upgrade, error, source, allowed_from=None):

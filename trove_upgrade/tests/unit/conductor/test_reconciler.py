@@ -16,7 +16,7 @@ import datetime
 from unittest import mock
 
 import fixtures
-from oslo_messaging import exceptions as messaging_exc
+import oslo_messaging as messaging
 from oslo_utils import timeutils
 from oslo_utils import uuidutils
 from sqlalchemy import exc as sa_exc
@@ -236,16 +236,38 @@ class TestReconciler(base.TestCase):
                              'status'])
         self.assertEqual(2, len(self.upgrades(rollout['id'])))
 
-    def test_a_failed_cast_fails_the_attempt(self):
+    def test_a_cast_that_cannot_work_fails_the_attempt(self):
         rollout = self.create(max_in_flight=1, max_failures=6)
         with mock.patch.object(
                 self.reconciler.agent_api, '_cast_upgrade',
-                side_effect=messaging_exc.MessageDeliveryFailure('down')):
+                side_effect=messaging.RPCVersionCapError('1.3', '1.0')):
             self.reconciler.run(self.ctx)
         upgrade, = self.upgrades(rollout['id'])
         self.assertEqual(states.FAILED, upgrade['status'])
-        self.assertIn('MessageDeliveryFailure: down',
-                      upgrade['status_detail'])
+        self.assertIn('RPCVersionCapError: ', upgrade['status_detail'])
+
+    def test_a_broker_out_of_reach_leaves_the_attempt_to_the_resends(self):
+        # A broker restart during a pass once failed its attempts, which
+        # could pause the rollout.
+        rollout = self.create(max_in_flight=1, max_failures=0)
+        with mock.patch.object(
+                self.reconciler.agent_api, '_cast_upgrade',
+                side_effect=messaging.MessageDeliveryFailure('down')):
+            self.reconciler.run(self.ctx)
+        upgrade, = self.upgrades(rollout['id'])
+        self.assertEqual(states.SENT, upgrade['status'])
+        self.assertEqual(
+            'Not sent: the messaging server could not be reached '
+            '(MessageDeliveryFailure: down). It is sent again until the '
+            'agent claims it.', upgrade['status_detail'])
+        self.assertEqual(rs.RUNNING, db_rollouts.get_rollout(
+            self.ctx, rollout['id'])['status'])
+        due = timeutils.utcnow() + datetime.timedelta(
+            seconds=self.conf.conductor.resend_interval + 1)
+        with mock.patch.object(timeutils, 'utcnow', return_value=due):
+            sent = resends.send_unclaimed_upgrades(
+                self.ctx, self.reconciler.agent_api)
+        self.assertEqual([upgrade['id']], sent)
 
     def test_the_older_rollout_owns_a_late_agent(self):
         first = self.create(selector={'group': 'blue'})

@@ -20,6 +20,7 @@ from oslo_utils import fixture as utils_fixture
 
 from trove_upgrade.conductor import agent_rpcapi
 from trove_upgrade import context
+from trove_upgrade.db import agents as db_agents
 from trove_upgrade.db import held as db_held
 from trove_upgrade.db import resends as db_resends
 from trove_upgrade.db import upgrades as db_upgrades
@@ -190,16 +191,26 @@ class TestReturned(ResendsTestCase):
 
     def test_batch_of_a_rollout_is_sent_with_the_reason(self):
         created = [db_upgrades.create_upgrade(self.context, VALUES)
-                   for _ in range(2)]
+                   for _ in range(3)]
         failures = {created[0]['id']: self.refuse_with,
-                    created[1]['id']: messaging.MessageDeliveryFailure('x')}
-        self.assertEqual([created[0]['id']], upgrades.record_casts(
-            self.context, created, failures, 'conductor'))
-        returned, failed = (self.get(u['id']) for u in created)
+                    created[1]['id']: messaging.MessageDeliveryFailure('x'),
+                    created[2]['id']: messaging.RPCVersionCapError('1.3',
+                                                                   '1.0')}
+        self.assertEqual([created[0]['id'], created[1]['id']],
+                         upgrades.record_casts(self.context, created,
+                                               failures, 'conductor'))
+        returned, unreachable, failed = (self.get(u['id']) for u in created)
         self.assertEqual(
             (states.SENT, resends.RETURNED, 1),
             (returned['status'], returned['status_detail'],
              returned['send_count']))
+        # The broker out of reach: sent again, as a returned cast is.
+        self.assertEqual(
+            (states.SENT, 'Not sent: the messaging server could not be '
+                          'reached (MessageDeliveryFailure: x). It is sent '
+                          'again until the agent claims it.'),
+            (unreachable['status'], unreachable['status_detail']))
+        self.assertIsNotNone(unreachable['resend_at'])
         self.assertEqual(states.FAILED, failed['status'])
 
 
@@ -225,6 +236,21 @@ class TestHeld(ResendsTestCase):
         self.assertEqual([held['id']], self.resend())
         self.assertEqual(('conductor', states.DEFERRED, states.DEFERRED),
                          self.history(held['id'])[-1])
+
+    def test_release_with_the_broker_out_of_reach_is_sent_again(self):
+        held = self.hold()
+        db_agents.register_agent(self.context, INSTANCE,
+                                 {'guest_version': 'v1.0.0'})
+        self.refuse_with = messaging.MessageDeliveryFailure('down')
+        self.assertEqual([], upgrades.send_held_upgrades(self.context,
+                                                         self.agent_api))
+        released = self.get(held['id'])
+        self.assertEqual(states.DEFERRED, released['status'])
+        self.assertIn('could not be reached (MessageDeliveryFailure: down)',
+                      released['events'][-1]['detail'])
+        self.refuse_with = None
+        self.later(10)
+        self.assertEqual([held['id']], self.resend())
 
     def test_agent_report_of_a_released_upgrade_stops_the_resends(self):
         held = self.hold()
