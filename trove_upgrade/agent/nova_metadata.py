@@ -90,7 +90,9 @@ def labels(conf):
     A zone given in ``[agent] labels`` wins over the metadata's.
     """
     reported = dict(conf.agent.labels)
+    # One label more than the conductor takes would refuse them all.
     if (rpc_interface.AVAILABILITY_ZONE_LABEL not in reported
+            and len(reported) < rpc_interface.MAX_LABELS
             and conf.agent.nova_metadata_file):
         zone = availability_zone(conf.agent.nova_metadata_file)
         if zone is not None:

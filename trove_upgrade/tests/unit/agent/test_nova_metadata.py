@@ -90,3 +90,10 @@ class TestNovaMetadata(base.TestCase):
                          nova_metadata.labels(self.conf))
         self.flags(group='agent', labels={ZONE: 'az-9'})
         self.assertEqual({ZONE: 'az-9'}, nova_metadata.labels(self.conf))
+
+    def test_no_zone_beyond_the_most_labels(self):
+        # A 65th label made the conductor refuse every registration.
+        self.write('{"availability_zone": "nova"}')
+        full = {'k%d' % i: 'v' for i in range(rpc_interface.MAX_LABELS)}
+        self.flags(group='agent', labels=full, nova_metadata_file=self.path)
+        self.assertEqual(full, nova_metadata.labels(self.conf))
