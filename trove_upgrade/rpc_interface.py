@@ -119,6 +119,13 @@ REPORT_FIELDS = ('upgrade_id', 'to_state', 'detail', 'from_version',
 MAX_LABELS = 64
 MAX_LABEL_LENGTH = 255
 
+# An upgrade's metadata: a flat object of at most so many keys of at most
+# so many characters, each value a string of at most so many, a number, a
+# boolean or null (api/schemas/upgrades.py; the agent checks it again).
+MAX_METADATA_ITEMS = 64
+MAX_METADATA_KEY_LENGTH = 255
+MAX_METADATA_VALUE_LENGTH = 1024
+
 # The most reports one ``report_upgrade_states`` call carries: an agent's
 # outbox sends more in several calls, a conductor refuses more.
 MAX_REPORTS_PER_CALL = 50

@@ -176,7 +176,8 @@ def _check_envelope(envelope):
         raise MalformedSeal('the seal must have exactly the fields %s'
                             % ', '.join(sorted(_ENVELOPE_FIELDS)))
     if envelope['format'] != FORMAT:
-        raise MalformedSeal('unknown seal format %r' % (envelope['format'],))
+        raise MalformedSeal('unknown seal format %s'
+                            % package_exc.quoted(envelope['format']))
     for name in ('instance_id', 'key_id', 'message_id', 'version'):
         if not isinstance(envelope[name], str) or not envelope[name]:
             raise MalformedSeal('the seal %s must be a string' % name)
@@ -226,11 +227,11 @@ def open_sealed(keyring, envelope, method, direction, args, max_age,
                             keyring.instance_id))
     try:
         expected = canonical_json(args)
-    except (TypeError, ValueError) as e:
-        # NaN, Infinity, a lone surrogate: what seal() cannot encode was
-        # not sealed.
+    except (TypeError, ValueError, RecursionError) as e:
+        # NaN, Infinity, a lone surrogate, nesting deeper than the encoder
+        # goes: what seal() cannot encode was not sealed.
         raise BadSeal('the %s message arguments cannot have been sealed: '
-                      '%s' % (method, e))
+                      '%s' % (method, package_exc.bounded(e, 200)))
     nonce = _unb64(envelope['nonce'], 'nonce')
     ciphertext = _unb64(envelope['ciphertext'], 'ciphertext')
     if len(nonce) != NONCE_SIZE:
@@ -339,7 +340,8 @@ def load_key_file(path, instance_id=None):
         keyring = InstanceKeys(data['instance_id'], keys)
     except package_exc.KeyFileError:
         raise
-    except (OSError, ValueError, KeyError, TypeError, MalformedSeal) as e:
+    except (OSError, ValueError, KeyError, TypeError, RecursionError,
+            MalformedSeal) as e:
         raise package_exc.KeyFileError('cannot read instance key file %s: %s'
                                        % (path, e))
     if not keyring:

@@ -44,6 +44,7 @@ from oslo_log import log as logging
 
 from trove_upgrade.agent import journal as journal_mod
 from trove_upgrade import exception
+from trove_upgrade.packaging import exceptions as package_exc
 from trove_upgrade.packaging import wheels as wheels_mod
 
 LOG = logging.getLogger(__name__)
@@ -282,7 +283,10 @@ class InstallRoot:
     def _check_entry_point(self, dest, wheel_paths, console_script):
         entry = None
         for path in wheel_paths:
-            entry = wheels_mod.console_scripts(path).get(console_script)
+            try:
+                entry = wheels_mod.console_scripts(path).get(console_script)
+            except package_exc.PackageError as e:
+                raise InstallError(str(e))
             if entry:
                 break
         script = os.path.join(dest, 'bin', console_script)

@@ -35,6 +35,7 @@ import os
 import threading
 
 from trove_upgrade import exception
+from trove_upgrade import rpc_interface
 
 JOURNAL_NAME = 'journal.json'
 TMP_SUFFIX = '.tmp'
@@ -98,6 +99,42 @@ def _empty():
     }
 
 
+def _is_int(value):
+    return type(value) is int
+
+
+def _is_upgrade(value):
+    return isinstance(value, dict) and isinstance(value.get('id'), str)
+
+
+def _is_report(value):
+    return (isinstance(value, dict) and _is_int(value.get('seq'))
+            and all(name in value for name in rpc_interface.REPORT_FIELDS))
+
+
+# What every reader takes each field to be: a journal that parses but
+# holds anything else (a damaged disk, a hand edit) is refused where it
+# is read, not met as a TypeError in whichever thread reads it next.
+_SHAPE = {
+    'last_known_good': lambda v: v is None or isinstance(v, str),
+    'current_upgrade': lambda v: v is None or _is_upgrade(v),
+    'queue': lambda v: isinstance(v, list) and all(map(_is_upgrade, v)),
+    'processed': lambda v: isinstance(v, dict),
+    'outbox': lambda v: isinstance(v, list) and all(map(_is_report, v)),
+    'next_report_seq': _is_int,
+    'seen_messages': lambda v: isinstance(v, dict) and all(
+        type(t) in (int, float) for t in v.values()),
+}
+
+
+def _shape_problem(data):
+    """The first field of ``data`` that is not what it must be, or None."""
+    for name, check in _SHAPE.items():
+        if not check(data[name]):
+            return 'its %s is not what the agent writes there' % name
+    return None
+
+
 def fsync_dir(path):
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
     try:
@@ -138,14 +175,19 @@ class UpgradeJournal:
                 data = json.load(f)
         except FileNotFoundError:
             return _empty()
-        except (OSError, ValueError) as e:
+        except (OSError, ValueError, RecursionError) as e:
             raise JournalError('cannot read the agent journal %s: %s'
                                % (self.path, e))
-        if not isinstance(data, dict) or data.get('format') != FORMAT:
+        if not isinstance(data, dict) or data.get('format') != FORMAT or (
+                type(data['format']) is not int):
             raise JournalError('the agent journal %s has an unknown format'
                                % self.path)
         base = _empty()
         base.update(data)
+        problem = _shape_problem(base)
+        if problem:
+            raise JournalError('the agent journal %s is damaged: %s'
+                               % (self.path, problem))
         return base
 
     def _save(self, data):

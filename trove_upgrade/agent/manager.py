@@ -72,6 +72,53 @@ def _is_upgrade_id(value):
     return True
 
 
+def _is_version_name(value):
+    try:
+        install.check_version_name(value)
+    except install.InstallError:
+        return False
+    return True
+
+
+def _metadata_problem(metadata):
+    """Why ``metadata`` is not what the API accepts, or None.
+
+    The API sends a flat object of bounded strings, numbers, booleans and
+    nulls; anything else (a nesting deeper than the journal's parser goes
+    once made the journal unreadable, and the agent with it) is refused.
+    """
+    if not isinstance(metadata, dict):
+        return 'the metadata must be an object'
+    if len(metadata) > rpc_interface.MAX_METADATA_ITEMS:
+        return ('the metadata has %d keys, at most %d are allowed'
+                % (len(metadata), rpc_interface.MAX_METADATA_ITEMS))
+    for key, value in metadata.items():
+        if not (_is_upgrade_text(key, rpc_interface.MAX_METADATA_KEY_LENGTH)
+                and (value is None or type(value) in (bool, int, float)
+                     or _is_upgrade_text(
+                         value, rpc_interface.MAX_METADATA_VALUE_LENGTH,
+                         allow_empty=True))):
+            return ('the metadata key %s must be a string of 1 to %d '
+                    'characters, its value null, a boolean, a number or a '
+                    'string of at most %d characters'
+                    % (package_exc.quoted(key),
+                       rpc_interface.MAX_METADATA_KEY_LENGTH,
+                       rpc_interface.MAX_METADATA_VALUE_LENGTH))
+    return None
+
+
+def _is_upgrade_text(value, limit, allow_empty=False):
+    """A string of at most ``limit`` characters with a UTF-8 form."""
+    if not isinstance(value, str) or len(value) > limit or not (
+            value or allow_empty):
+        return False
+    try:
+        value.encode('utf-8')
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 class JournalReplayCache(sealing.ReplayCache):
     """Accepted message ids, in the journal so a restart keeps them."""
 
@@ -154,10 +201,13 @@ class AgentManager:
             with self.journal.update() as data:
                 if reason:
                     data['processed'][upgrade_id] = states.FAILED
+                    # Only a version the conductor accepts in a report:
+                    # one it refuses would hold the outbox for ever.
                     self.journal.add_report(
                         data, upgrade_id, states.FAILED, reason,
                         self.pipeline.installs.current_version(),
-                        instance_version)
+                        instance_version if _is_version_name(
+                            instance_version) else None)
                 else:
                     data['queue'].append(upgrade)
         if reason:
@@ -180,8 +230,9 @@ class AgentManager:
             return str(e)
         if not isinstance(upgrade['location'], str):
             return 'the location must be a string'
-        if not isinstance(upgrade['metadata'], dict):
-            return 'the metadata must be an object'
+        problem = _metadata_problem(upgrade['metadata'])
+        if problem:
+            return problem
         # bool() of the string "false" is True: a downgrade is allowed
         # only by a boolean that says so.
         if not isinstance(upgrade['allow_downgrade'], bool):
@@ -195,7 +246,8 @@ class AgentManager:
             if not isinstance(e, strategy_exc.StrategyError):
                 LOG.exception('Strategy %s failed to check a location',
                               package_exc.quoted(upgrade['strategy']))
-            return 'strategy %s: %s' % (upgrade['strategy'], e)
+            return 'strategy %s: %s' % (
+                package_exc.quoted(upgrade['strategy']), e)
         return None
 
     # The runner.

@@ -27,6 +27,7 @@ import re
 
 from oslo_log import log as logging
 
+from trove_upgrade.packaging import exceptions as package_exc
 from trove_upgrade import rpc_interface
 
 LOG = logging.getLogger(__name__)
@@ -34,6 +35,9 @@ LOG = logging.getLogger(__name__)
 # What a selector's label value may be (api/schemas/rollouts.py): a zone
 # that no selector could name is not reported.
 _ZONE_RE = re.compile('[^\x00-\x1f\x7f]{1,255}')
+# A config drive's meta_data.json holds a few kilobytes; more is not one.
+MAX_METADATA_SIZE = 1024 * 1024
+MAX_LOGGED_ERROR = 200
 
 
 def availability_zone(path):
@@ -44,22 +48,40 @@ def availability_zone(path):
     """
     try:
         with open(path, 'rb') as f:
-            metadata = json.load(f)
+            data = f.read(MAX_METADATA_SIZE + 1)
+        if len(data) > MAX_METADATA_SIZE:
+            raise ValueError('more than %d bytes' % MAX_METADATA_SIZE)
+        metadata = json.loads(data)
     except FileNotFoundError:
         LOG.info('No Nova metadata at %s: no availability zone reported.',
                  path)
         return None
-    except (OSError, ValueError) as e:
+    except (OSError, ValueError, RecursionError) as e:
         LOG.warning('Nova metadata %s cannot be read (%s): no availability '
-                    'zone reported.', path, e)
+                    'zone reported.', path,
+                    package_exc.bounded(e, MAX_LOGGED_ERROR))
         return None
     zone = metadata.get('availability_zone') if isinstance(
         metadata, dict) else None
-    if not (isinstance(zone, str) and _ZONE_RE.fullmatch(zone)):
+    if not (isinstance(zone, str) and _ZONE_RE.fullmatch(zone)
+            and _is_text(zone)):
         LOG.warning('Nova metadata %s has no usable availability_zone '
-                    '(%r): none reported.', path, zone)
+                    '(%s): none reported.', path, package_exc.quoted(zone))
         return None
     return zone
+
+
+def _is_text(value):
+    """Whether ``value`` has a UTF-8 form: no lone surrogate.
+
+    JSON lets ``"\\ud800"`` through; a label holding one cannot be sealed,
+    so every registration and heartbeat carrying it would fail.
+    """
+    try:
+        value.encode('utf-8')
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def labels(conf):
@@ -68,7 +90,9 @@ def labels(conf):
     A zone given in ``[agent] labels`` wins over the metadata's.
     """
     reported = dict(conf.agent.labels)
+    # One label more than the conductor takes would refuse them all.
     if (rpc_interface.AVAILABILITY_ZONE_LABEL not in reported
+            and len(reported) < rpc_interface.MAX_LABELS
             and conf.agent.nova_metadata_file):
         zone = availability_zone(conf.agent.nova_metadata_file)
         if zone is not None:

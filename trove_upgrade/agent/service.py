@@ -83,12 +83,31 @@ def check_conf(conf):
         raise AgentConfigError(
             '[agent] guest_automatic_updates needs trusted_key_files and '
             'decryption_key_files: packages cannot be verified without them')
+    problem = _labels_problem(conf.agent.labels)
+    if problem:
+        raise AgentConfigError('[agent] labels: %s: the conductor would '
+                               'refuse every registration' % problem)
     if conf.agent.require_sealed and not (conf.agent.instance_key_file
                                           or conf.instance_rpc_encr_key):
         raise AgentConfigError(
             '[agent] require_sealed needs instance_key_file or Trove\'s '
             '[DEFAULT] instance_rpc_encr_key: upgrade messages cannot be '
             'authenticated without a key')
+
+
+def _labels_problem(labels):
+    """Why the conductor would refuse ``labels`` (``db.agents``), or None."""
+    longest = rpc_interface.MAX_LABEL_LENGTH
+    if len(labels) > rpc_interface.MAX_LABELS:
+        return '%d labels, at most %d are allowed' % (
+            len(labels), rpc_interface.MAX_LABELS)
+    for key, value in labels.items():
+        if not (0 < len(key) <= longest and len(value) <= longest):
+            return ('label %s: keys have 1 to %d characters, values at '
+                    'most %d' % (package_exc.quoted(key), longest, longest))
+        if '\x00' in key + value:
+            return 'label %s holds a NUL' % package_exc.quoted(key)
+    return None
 
 
 def load_trove_guest(conf):

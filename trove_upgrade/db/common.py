@@ -245,7 +245,8 @@ def check_json_object(name, value):
         raise exception.Invalid(reason='%s must be an object' % name)
     try:
         json.dumps(value, allow_nan=False)
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, RecursionError) as exc:
+        # RecursionError: nested deeper than the encoder goes from here.
         raise exception.Invalid(
             reason='%s cannot be stored as JSON: %s' % (name, exc))
     if not all(isinstance(key, str) for key in value):

@@ -82,6 +82,10 @@ class StreamHeader:
         if len(data) < HEADER_SIZE:
             raise exceptions.TruncatedPayloadError(
                 'the stream ends inside its %d-byte header' % HEADER_SIZE)
+        if len(data) > HEADER_SIZE:
+            raise exceptions.PayloadFormatError(
+                'a stream header is %d bytes, not %d'
+                % (HEADER_SIZE, len(data)))
         magic, version, chunk_size, key_id, salt = _HEADER.unpack(data)
         if magic != MAGIC:
             raise exceptions.PayloadFormatError(

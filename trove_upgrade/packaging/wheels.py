@@ -149,17 +149,28 @@ def list_wheels(directory):
 
 
 def console_scripts(wheel_path):
-    """The console scripts a wheel declares: {name: 'module:function'}."""
-    with zipfile.ZipFile(wheel_path) as zf:
-        names = [n for n in zf.namelist()
-                 if n.count('/') == 1
-                 and n.endswith('.dist-info/entry_points.txt')]
-        if not names:
-            return {}
-        parser = configparser.ConfigParser(delimiters=('=',),
-                                           interpolation=None)
-        parser.optionxform = str
-        parser.read_string(zf.read(names[0]).decode('utf-8'))
+    """The console scripts a wheel declares: {name: 'module:function'}.
+
+    :raises: BuildError when the file is no zip, or its entry points are
+        not UTF-8 or not an INI file (a section or a name twice, a line
+        outside a section).
+    """
+    try:
+        with zipfile.ZipFile(wheel_path) as zf:
+            names = [n for n in zf.namelist()
+                     if n.count('/') == 1
+                     and n.endswith('.dist-info/entry_points.txt')]
+            if not names:
+                return {}
+            parser = configparser.ConfigParser(delimiters=('=',),
+                                               interpolation=None)
+            parser.optionxform = str
+            parser.read_string(zf.read(names[0]).decode('utf-8'))
+    except (zipfile.BadZipFile, configparser.Error,
+            UnicodeDecodeError) as exc:
+        raise exceptions.BuildError(
+            'the entry points of wheel %s cannot be read: %s'
+            % (os.path.basename(wheel_path), exc))
     if not parser.has_section('console_scripts'):
         return {}
     return dict(parser.items('console_scripts'))

@@ -12,6 +12,7 @@
 
 """Schemas of /v1.0/{tenant_id}/mgmt/upgrades."""
 
+from trove_upgrade import rpc_interface
 from trove_upgrade import states
 from trove_upgrade import strategy_plugins
 
@@ -48,13 +49,15 @@ _UPGRADE = {
         },
         'metadata': {
             'type': 'object',
-            'maxProperties': 64,
+            'maxProperties': rpc_interface.MAX_METADATA_ITEMS,
             'propertyNames': {
-                'minLength': 1, 'maxLength': 255, 'pattern': _TEXT_PATTERN,
+                'minLength': 1,
+                'maxLength': rpc_interface.MAX_METADATA_KEY_LENGTH,
+                'pattern': _TEXT_PATTERN,
             },
             'additionalProperties': {
                 'type': ['string', 'number', 'boolean', 'null'],
-                'maxLength': 1024,
+                'maxLength': rpc_interface.MAX_METADATA_VALUE_LENGTH,
             },
         },
         'allow_downgrade': {'type': 'boolean'},

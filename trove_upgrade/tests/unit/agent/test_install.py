@@ -13,6 +13,7 @@
 """Side-by-side installs with real virtualenvs and real pip."""
 
 import os
+import zipfile
 
 import fixtures
 
@@ -73,6 +74,18 @@ class TestInstallRoot(base.TestCase):
                               console_script='trove-guestagent')
         self.assertIn('no console script trove-guestagent', str(e))
         self.assertFalse(os.path.exists(self.installs.path('2.0.0')))
+
+    def test_unreadable_entry_points_are_an_install_error(self):
+        # A configparser error once, which the pipeline could only
+        # record as an internal error.
+        bad = os.path.join(self.root, 'bad-1.0-py3-none-any.whl')
+        with zipfile.ZipFile(bad, 'w') as zf:
+            zf.writestr('bad-1.0.dist-info/entry_points.txt',
+                        '[console_scripts]\na = b:c\na = d:e\n')
+        e = self.assertRaises(install.InstallError,
+                              self.installs._check_entry_point,
+                              self.root, [bad], 'a')
+        self.assertIn('entry points of wheel bad-1.0', str(e))
 
     def test_pip_failure_leaves_nothing(self):
         bogus = os.path.join(self.wheels, 'bogus-1.0-py3-none-any.whl')

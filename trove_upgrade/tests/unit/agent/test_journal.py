@@ -122,6 +122,45 @@ class TestUpgradeJournal(base.TestCase):
         e = self.assertRaises(journal.JournalError, self.journal.read)
         self.assertIn('unknown format', str(e))
 
+    def test_deeply_nested_journal_is_an_error(self):
+        with open(self.journal.path, 'w') as f:
+            f.write('[' * 100000 + ']' * 100000)
+        e = self.assertRaises(journal.JournalError, self.journal.read)
+        self.assertIn('cannot read the agent journal', str(e))
+
+    def test_format_must_be_the_integer(self):
+        for value in ('true', '1.0', '"1"'):
+            with open(self.journal.path, 'w') as f:
+                f.write('{"format": %s}' % value)
+            self.assertRaises(journal.JournalError, self.journal.read)
+
+    def test_fields_of_the_wrong_shape_are_refused(self):
+        # Each once reached a reader and raised TypeError, AttributeError
+        # or KeyError there: in the RPC server, the runner or the outbox.
+        for field, value in (
+                ('queue', None), ('queue', [1]), ('queue', [{}]),
+                ('current_upgrade', 'x'), ('current_upgrade', {'id': 5}),
+                ('processed', []), ('outbox', [{}]),
+                ('outbox', [{'seq': '1'}]), ('seen_messages', []),
+                ('seen_messages', {'m': 'soon'}),
+                ('next_report_seq', '1'), ('next_report_seq', True),
+                ('last_known_good', 1)):
+            with open(self.journal.path, 'w') as f:
+                json.dump({'format': 1, field: value}, f)
+            e = self.assertRaises(journal.JournalError, self.journal.read)
+            self.assertIn('is damaged: its %s ' % field, str(e))
+            self.assertRaises(journal.JournalError,
+                              self.journal.is_known, 'x')
+
+    def test_a_journal_it_wrote_reads_back(self):
+        with self.journal.update() as data:
+            data['current_upgrade'] = {'id': 'running', 'step': 'accepted'}
+            data['queue'].append({'id': 'waiting'})
+            data['seen_messages']['m'] = 1.5
+            self.journal.add_report(data, 'u', 'FAILED', None, '1', '2')
+        self.assertEqual('running',
+                         self.journal.read()['current_upgrade']['id'])
+
     def test_is_known_covers_processed_current_and_queued(self):
         with self.journal.update() as data:
             data['processed']['done'] = 'SUCCESS'

@@ -80,3 +80,45 @@ class TestMalformedUpgrades(base.TestCase):
         self._run_queue()
         self.assertEqual([('none', {})], [(e['id'], e['metadata'])
                                           for e in self.pipeline.ran])
+
+    def test_metadata_the_api_would_not_send_is_refused(self):
+        # Metadata nested 800 deep was once queued: the journal was
+        # written, but could not be parsed back, and the agent could
+        # neither serve another message nor start again.
+        deep = []
+        for _ in range(800):
+            deep = [deep]
+        for i, value in enumerate((
+                {'a': deep}, {'a': {'b': 1}}, {'a': [1]}, {'': 1},
+                {'k' * 256: 1}, {'a': 'v' * 1025}, {'a': '\ud800'},
+                {'\ud800': 1}, {str(n): n for n in range(65)})):
+            self._upgrade(upgrade_id='u%d' % i, metadata=value)
+            report = self.journal.read()['outbox'][-1]
+            self.assertEqual(('u%d' % i, states.FAILED),
+                             (report['upgrade_id'], report['to_state']))
+            self.assertIn('the metadata', report['detail'])
+        self.assertEqual([], self.journal.read()['queue'])
+        flat = {'s': 'v' * 1024, 'n': 1.5, 'i': 2, 'b': True, 'z': None,
+                'e': ''}
+        self._upgrade(upgrade_id='ok', metadata=flat)
+        self._run_queue()
+        self.assertEqual([('ok', flat)], [(e['id'], e['metadata'])
+                                          for e in self.pipeline.ran])
+
+    def test_a_refused_version_is_not_reported_as_the_target(self):
+        # The conductor refuses a report whose to_version is not a
+        # string, and the outbox kept it, and every report after it.
+        for i, value in enumerate((5, ['2.0'], {'a': 1}, 'x' * 100000,
+                                   '../2.0')):
+            self._upgrade(upgrade_id='u%d' % i, instance_version=value)
+            report = self.journal.read()['outbox'][-1]
+            self.assertEqual(states.FAILED, report['to_state'])
+            self.assertIsNone(report['to_version'])
+            self.assertLessEqual(len(report['detail']), 1024)
+
+    def test_a_strategy_that_is_not_a_name_is_quoted_bounded(self):
+        self._upgrade(strategy='s' * 100000)
+        report = self.journal.read()['outbox'][-1]
+        self.assertEqual(states.FAILED, report['to_state'])
+        self.assertIn('strategy ', report['detail'])
+        self.assertLessEqual(len(report['detail']), 1024)

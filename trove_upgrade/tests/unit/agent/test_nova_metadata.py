@@ -63,6 +63,24 @@ class TestNovaMetadata(base.TestCase):
                               text)
             self.assertIn(reason, self.logs.output.splitlines()[-1], text)
 
+    def test_hostile_files_report_no_zone(self):
+        # Each once raised out of the agent's start (RecursionError) or
+        # was reported, and then no registration or heartbeat carrying
+        # it could be sealed (a lone surrogate has no UTF-8 form).
+        self.useFixture(fixtures.MockPatchObject(
+            nova_metadata, 'MAX_METADATA_SIZE', 1000))
+        for text, reason in (
+                ('[' * 100000 + ']' * 100000, 'cannot be read'),
+                ('{"availability_zone": "\\ud800"}', "('\\ud800')"),
+                ('{"availability_zone": "a%s"}' % (' ' * 1000),
+                 'more than 1000 bytes')):
+            self.write(text)
+            self.assertIsNone(nova_metadata.availability_zone(self.path),
+                              text[:40])
+            last = self.logs.output.splitlines()[-1]
+            self.assertIn(reason, last, text[:40])
+            self.assertLess(len(last), 500)
+
     def test_labels_add_the_zone_unless_given(self):
         self.write('{"availability_zone": "nova"}')
         self.flags(group='agent', labels={'group': 'blue'})
@@ -72,3 +90,10 @@ class TestNovaMetadata(base.TestCase):
                          nova_metadata.labels(self.conf))
         self.flags(group='agent', labels={ZONE: 'az-9'})
         self.assertEqual({ZONE: 'az-9'}, nova_metadata.labels(self.conf))
+
+    def test_no_zone_beyond_the_most_labels(self):
+        # A 65th label made the conductor refuse every registration.
+        self.write('{"availability_zone": "nova"}')
+        full = {'k%d' % i: 'v' for i in range(rpc_interface.MAX_LABELS)}
+        self.flags(group='agent', labels=full, nova_metadata_file=self.path)
+        self.assertEqual(full, nova_metadata.labels(self.conf))

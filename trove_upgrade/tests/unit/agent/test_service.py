@@ -47,6 +47,23 @@ class TestAgentStart(base.TestCase):
         self.assertIn('needs trusted_key_files and decryption_key_files',
                       str(e))
 
+    def test_labels_the_conductor_refuses_stop_the_start(self):
+        # Once accepted: then every registration and heartbeat was
+        # refused by the conductor, one warning an interval.
+        for labels, reason in (
+                ({'k%d' % i: 'v' for i in range(65)}, '65 labels'),
+                ({'k': 'v' * 256}, "label 'k': keys have 1 to 255"),
+                ({'k' * 256: 'v'}, "label 'kkkk"),
+                ({'k': 'a\x00b'}, "label 'k' holds a NUL")):
+            self.flags(group='agent', instance_id='i', guest_command='bin/g',
+                       labels=labels)
+            e = self.assertRaises(service.AgentConfigError,
+                                  service.check_conf, self.conf)
+            self.assertIn('[agent] labels: %s' % reason, str(e))
+        self.flags(group='agent', labels={'k%d' % i: 'v' * 255
+                                          for i in range(64)})
+        service.check_conf(self.conf)
+
     def test_no_verifier_without_keys(self):
         self.assertIsNone(service.build_verifier(self.conf))
 

@@ -112,7 +112,11 @@ class TestMalformedIds(test_manager.ManagerTestCase):
         self.assertEqual('tar: \ufffd in name', recorded['status_detail'])
 
     def test_labels_no_json_parser_reads_back_are_refused(self):
-        for value in (float('nan'), float('inf')):
+        deep = []
+        for _ in range(100000):
+            deep = [deep]
+        # The nesting was once a RecursionError out of the endpoint.
+        for value in (float('nan'), float('inf'), deep):
             self.assertRefused(self.manager.register_agent, self.context,
                                **dict(AGENT, labels={'zone': value}))
         self.assertRaises(exception.AgentNotFound, db_agents.get_agent,

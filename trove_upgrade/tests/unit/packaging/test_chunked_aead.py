@@ -108,6 +108,13 @@ class TestChunkFraming(base.TestCase):
         stream = encrypt(b'x' * 1000, 100)
         self.assertRaises(exc.TruncatedPayloadError, decrypt, stream[:20])
 
+    def test_header_of_more_bytes_is_refused(self):
+        # Found by fuzzing: struct.error, not a PackageError.
+        stream = encrypt(b'x' * 1000, 100)
+        self.assertRaises(exc.PayloadFormatError,
+                          chunked_aead.StreamHeader.from_bytes,
+                          stream[:chunked_aead.HEADER_SIZE + 1])
+
     def test_truncated_inside_a_chunk(self):
         stream = encrypt(b'x' * 1000, 100)
         cut = chunked_aead.HEADER_SIZE + 3 * 116 + 50

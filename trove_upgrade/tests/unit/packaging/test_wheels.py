@@ -82,6 +82,25 @@ class TestConsoleScripts(base.PackagingTestCase):
                          wheels.check_console_script([plain, trove],
                                                      'trove-guestagent'))
 
+    def test_unreadable_entry_points_are_a_build_error(self):
+        # Each was a configparser, zipfile or Unicode error out of the
+        # build, and out of the agent's check of a new install.
+        for name, entry_points in (
+                ('dup', ENTRY_POINTS + 'trove-api = x:y\n'),
+                ('sections', ENTRY_POINTS + ENTRY_POINTS),
+                ('header', 'trove-api = x:y\n'),
+                ('utf8', b'[console_scripts]\nx = \xff:y\n')):
+            path = self._wheel('%s-1.0-py3-none-any.whl' % name,
+                               entry_points)
+            e = self.assertRaises(exc.BuildError, wheels.console_scripts,
+                                  path)
+            self.assertIn('entry points of wheel %s' % name, str(e))
+        path = os.path.join(self.tmp, 'zip-1.0-py3-none-any.whl')
+        with open(path, 'wb') as f:
+            f.write(b'not a zip')
+        self.assertRaises(exc.BuildError, wheels.check_console_script,
+                          [path], 'trove-api')
+
     def test_missing_script_is_refused(self):
         plain = self._wheel('six-1.0-py3-none-any.whl', None)
         e = self.assertRaises(exc.BuildError, wheels.check_console_script,

@@ -114,6 +114,21 @@ class TestSealing(base.TestCase):
                        dict(envelope, key_id=7)):
             self.assertRaises(sealing.MalformedSeal, self.open, broken)
 
+    def test_a_refusal_quotes_a_huge_format_bounded(self):
+        envelope = dict(self.seal(), format='x' * 1000000)
+        e = self.assertRaises(sealing.MalformedSeal, self.open, envelope)
+        self.assertLess(len(str(e)), 200)
+
+    def test_arguments_nested_too_deeply_were_not_sealed(self):
+        # Once a RecursionError out of the endpoint, before any key check.
+        deep = []
+        for _ in range(100000):
+            deep = [deep]
+        e = self.assertRaises(sealing.BadSeal, self.open, self.seal(),
+                              args=dict(ARGS, metadata={'a': deep}))
+        self.assertIn('cannot have been sealed', str(e))
+        self.assertLess(len(str(e)), 400)
+
     def test_replay(self):
         envelope = self.seal()
         self.open(envelope)
@@ -200,6 +215,13 @@ class TestKeyFiles(base.TestCase):
                           self.path)
         fd = os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o600)
         os.write(fd, b'{"instance_id": "x", "keys": [{"key": "AA=="}]}')
+        os.close(fd)
+        self.assertRaises(package_exc.KeyFileError, sealing.load_key_file,
+                          self.path)
+
+    def test_refuses_nesting_too_deep(self):
+        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o600)
+        os.write(fd, b'[' * 100000 + b']' * 100000)
         os.close(fd)
         self.assertRaises(package_exc.KeyFileError, sealing.load_key_file,
                           self.path)
