@@ -18,17 +18,22 @@ the connection checkout, its ping and the commit. When several agents
 report at once (a rollout's fleet does), one thread writes the chains
 that arrived while it wrote the last batch in one transaction
 (``db.upgrades.transition_chains_once``), which costs each a share of
-that overhead instead of all of it.
+that overhead instead of all of it. The writer keeps its connection
+between batches that follow closely (``db.common.KeptConnection``), so
+that its transactions, even of one chain each, skip the checkout and
+its ping.
 
 The thread that received a message waits for its chain to be written, as
 it waited for its own transaction before: the answer of a call still
 means the report is recorded, and the reports of one instance are still
 recorded one message at a time. A chain that lost its race in the batch
 is tried again on its own, as before; when the batch's transaction fails,
-each of its chains is tried on its own, so that one chain's failure
-fails no other. The queue is bounded: when it is full, the receiving
-threads wait. Before the writer runs and once it stopped, each chain is
-written by the thread that received it.
+each of its chains is tried on its own, in a transaction of its own
+checked out of the pool, so that one chain's failure fails no other and
+a kept connection that broke (the database restarted) fails none. The
+queue is bounded: when it is full, the receiving threads wait. Before
+the writer runs and once it stopped, each chain is written by the
+thread that received it.
 """
 
 import queue
@@ -37,6 +42,7 @@ import threading
 from oslo_log import log as logging
 
 from trove_upgrade import context as tu_context
+from trove_upgrade.db import common as db_common
 from trove_upgrade.db import errors as db_errors
 from trove_upgrade.db import upgrades as db_upgrades
 
@@ -67,6 +73,9 @@ class ReportWriter:
         self._queue = queue.Queue(max_queued)
         self._lock = threading.Lock()
         self._running = False
+        # The writer thread's own.
+        self._context = tu_context.get_admin_context()
+        self._kept = db_common.KeptConnection()
 
     def transition(self, chain):
         """Write ``chain`` (a ``db.upgrades.Chain``) once; its result.
@@ -122,6 +131,7 @@ class ReportWriter:
                         waiting.result = e
                         waiting.done.set()
             if stopping:
+                self._kept.close()
                 return
 
     def _take(self):
@@ -142,16 +152,18 @@ class ReportWriter:
 
     def _write(self, batch):
         results = None
-        if len(batch) > 1:
+        if batch:
             try:
                 results = db_upgrades.transition_chains_once(
-                    tu_context.get_admin_context(),
-                    [waiting.chain for waiting in batch])
+                    self._context, [waiting.chain for waiting in batch],
+                    kept=self._kept)
             except Exception as e:
-                LOG.warning('Could not record %(count)d report chains in one '
-                            'transaction, recording each alone: %(error)s',
-                            {'count': len(batch),
-                             'error': db_errors.first_line(e)})
+                # One chain alone is tried again quietly: an outage costs
+                # its message one line of the log, the endpoint's.
+                log = LOG.warning if len(batch) > 1 else LOG.debug
+                log('Could not record %(count)d report chains in one '
+                    'transaction, recording each alone: %(error)s',
+                    {'count': len(batch), 'error': db_errors.first_line(e)})
         for index, waiting in enumerate(batch):
             if results is not None:
                 waiting.result = results[index]

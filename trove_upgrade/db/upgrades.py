@@ -419,24 +419,26 @@ def transition_chain_once(chain):
                             chain.instance_id, chain.known)
 
 
-def transition_chains_once(context, chains):
+def transition_chains_once(context, chains, kept=None):
     """One try at several agents' chains, all in one transaction.
 
     The group commit of the conductor's report writer: one connection
     checkout, its ping and one commit for them all, and one INSERT of
-    every chain's events. Each chain is decided and compare-and-swapped
-    as ``transition_chain_once`` would, in the order of the upgrade ids,
-    so that two conductors' transactions lock their rows in the same
-    order. Returns per chain what ``transition_chain_once`` returns, or
-    the UpgradeNotFound its upgrade is. A chain whose race was lost
-    changes nothing here and is to be tried again on its own. Any error
-    of the transaction rolls back every chain and is raised: the caller
-    then tries each on its own, so that one chain cannot fail the others.
+    every chain's events; with ``kept`` (a ``common.KeptConnection``) the
+    transaction is the kept connection's, and ``context`` is not used.
+    Each chain is decided and compare-and-swapped as
+    ``transition_chain_once`` would, in the order of the upgrade ids, so
+    that two conductors' transactions lock their rows in the same order.
+    Returns per chain what ``transition_chain_once`` returns, or the
+    UpgradeNotFound its upgrade is. A chain whose race was lost changes
+    nothing here and is to be tried again on its own. Any error of the
+    transaction rolls back every chain and is raised: the caller then
+    tries each on its own, so that one chain cannot fail the others.
     """
     results = [None] * len(chains)
     rows = []
-    with common.context_manager.writer.connection.using(
-            context) as connection:
+    with (common.context_manager.writer.connection.using(context)
+          if kept is None else kept.transaction()) as connection:
         if connection.dialect.name == 'sqlite':
             for chain in chains:
                 connection.execute(_SQLITE_LOCK, {'b_id': chain.upgrade_id})

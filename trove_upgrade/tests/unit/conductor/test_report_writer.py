@@ -97,9 +97,13 @@ class TestReportWriter(db_base.DbTestCase):
                     db_upgrades, 'transition_chain_once',
                     wraps=db_upgrades.transition_chain_once) as alone:
             results = self._submit(chains)
-        # Three in one transaction, the fourth alone.
-        self.assertEqual([3], [len(c.args[1]) for c in batch.call_args_list])
-        self.assertEqual(1, alone.call_count)
+        # Three in one transaction, the fourth in one of its own, both on
+        # the writer's kept connection.
+        self.assertEqual([3, 1],
+                         [len(c.args[1]) for c in batch.call_args_list])
+        self.assertEqual(0, alone.call_count)
+        for call in batch.call_args_list:
+            self.assertIs(self.writer._kept, call.kwargs['kept'])
         for upgrade, (outcomes, moved) in zip(upgrades, results):
             self.assertEqual([True, True], [o[0] for o in outcomes])
             self.assertEqual(states.INSTALLING, moved['status'])
@@ -153,15 +157,46 @@ class TestReportWriter(db_base.DbTestCase):
     def test_a_writer_failing_answers_its_batch_and_carries_on(self):
         upgrades = [self._claimed() for _ in range(4)]
         chains = [self._chain(u, states.VERIFYING) for u in upgrades]
+        real = db_upgrades.transition_chains_once
+        answers = [[]]
+
+        def batch(*args, **kwargs):
+            return answers.pop() if answers else real(*args, **kwargs)
+
         # A batch answered with fewer results than chains: the writer's
         # own fault, not the database's.
         with mock.patch.object(db_upgrades, 'transition_chains_once',
-                               return_value=[]):
+                               side_effect=batch):
             results = self._submit(chains)
         for index in range(3):
             self.assertIsInstance(results[index], IndexError)
         self.assertEqual(states.VERIFYING, results[3][1]['status'])
         self.assertEqual(states.VERIFYING, self._status(upgrades[3]))
+
+    def test_a_chain_whose_kept_connection_broke_is_written_alone(self):
+        upgrade = self._claimed()
+        real = db_upgrades.transition_chains_once
+        broken = iter([db_exc.DBConnectionError('server closed the '
+                                                'connection')])
+
+        def batch(*args, **kwargs):
+            error = next(broken, None)
+            if error is not None:
+                raise error
+            return real(*args, **kwargs)
+
+        with mock.patch.object(db_upgrades, 'transition_chains_once',
+                               side_effect=batch), \
+                mock.patch.object(
+                    db_upgrades, 'transition_chain_once',
+                    wraps=db_upgrades.transition_chain_once) as alone, \
+                mock.patch.object(report_writer.LOG, 'warning') as warning:
+            [result] = self._submit([self._chain(upgrade, states.VERIFYING)])
+        self.assertEqual(states.VERIFYING, result[1]['status'])
+        self.assertEqual(states.VERIFYING, self._status(upgrade))
+        self.assertEqual(1, alone.call_count)
+        # The endpoint logs what the message's failure costs, if any.
+        warning.assert_not_called()
 
     def test_a_refused_claim_in_a_batch_refuses_only_itself(self):
         claimable = self._create(instance_id=uuidutils.generate_uuid())

@@ -19,6 +19,7 @@ import sqlalchemy as sa
 
 from trove_upgrade import context
 from trove_upgrade.db import common as db_common
+from trove_upgrade.db import upgrades as db_upgrades
 from trove_upgrade.tests import base
 from trove_upgrade.tests.fixtures import database
 
@@ -87,3 +88,75 @@ class TestSQLiteFilePool(base.TestCase):
                 connection.connection.dbapi_connection.in_transaction)
             self.assertEqual(0, connection.exec_driver_sql(
                 'SELECT count(*) FROM upgrade_events').scalar())
+
+
+class TestKeptConnection(base.TestCase):
+    """``KeptConnection`` on an SQLite file, its clock moved by hand."""
+
+    EVENT = ("INSERT INTO upgrade_events (upgrade_id, created_at, source, "
+             "to_state) VALUES ('none', '2026-01-01', 'x', 'PENDING')")
+
+    def setUp(self):
+        super().setUp()
+        self.fixture = self.useFixture(database.Database())
+        self.now = 100.0
+        self.kept = db_common.KeptConnection(idle=1.0, lifetime=60.0,
+                                             timer=lambda: self.now)
+        self.addCleanup(self.kept.close)
+
+    def _connection(self):
+        with self.kept.transaction() as connection:
+            self.assertTrue(connection.in_transaction())
+            return connection
+
+    def _checked_out(self):
+        return self.fixture.engine.pool.checkedout()
+
+    def test_transactions_that_follow_closely_share_it(self):
+        first = self._connection()
+        self.now += 0.9
+        self.assertIs(first, self._connection())
+        self.assertFalse(first.in_transaction())
+        self.assertEqual(1, self._checked_out())
+        self.kept.close()
+        self.assertEqual(0, self._checked_out())
+
+    def test_after_a_pause_one_is_checked_out_again(self):
+        first = self._connection()
+        self.now += 1.1
+        self.assertIsNot(first, self._connection())
+        self.assertTrue(first.closed)
+        self.assertEqual(1, self._checked_out())
+
+    def test_after_its_lifetime_one_is_checked_out_again(self):
+        first = self._connection()
+        start = self.now
+        while self.now + 0.9 - start <= 60.0:
+            self.now += 0.9
+            self.assertIs(first, self._connection())
+        self.now += 0.9
+        self.assertIsNot(first, self._connection())
+
+    def test_a_transaction_commits(self):
+        upgrade = db_upgrades.create_upgrade(context.get_admin_context(), {
+            'instance_id': '6f1c1a53-9d63-4c43-a0a1-6b1ad1f3c001',
+            'instance_version': '2.0.0', 'strategy': 'swift',
+            'location': 'agents/2.0.0.tar'})
+        with self.kept.transaction() as connection:
+            connection.execute(
+                sa.text("UPDATE upgrades SET status = 'SENT' "
+                        "WHERE id = :id"), {'id': upgrade['id']})
+        self.assertEqual('SENT', db_upgrades.get_upgrade(
+            context.get_admin_context(), upgrade['id'])['status'])
+
+    def test_an_error_rolls_back_and_gives_it_back(self):
+        first = self._connection()
+
+        def fail():
+            with self.kept.transaction() as connection:
+                connection.exec_driver_sql(self.EVENT)
+        # The upgrade does not exist: the foreign key refuses the event.
+        self.assertRaises(db_exception.DBReferenceError, fail)
+        self.assertTrue(first.closed)
+        self.assertEqual(0, self._checked_out())
+        self.assertIsNot(first, self._connection())
