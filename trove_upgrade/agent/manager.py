@@ -62,14 +62,7 @@ MAX_UPGRADE_ID_LENGTH = 255
 
 def _is_upgrade_id(value):
     """A non-empty string of characters the journal can store."""
-    if not isinstance(value, str) or not (
-            0 < len(value) <= MAX_UPGRADE_ID_LENGTH):
-        return False
-    try:
-        value.encode('utf-8')
-    except UnicodeEncodeError:
-        return False
-    return True
+    return _is_upgrade_text(value, MAX_UPGRADE_ID_LENGTH)
 
 
 def _is_version_name(value):

@@ -17,6 +17,7 @@ import threading
 
 import fixtures
 
+from trove_upgrade.tests.fixtures import proxy
 from trove_upgrade.tests.functional import servers
 
 
@@ -88,12 +89,7 @@ class BrokerProxy(fixtures.Fixture):
         with self._lock:
             self._up = False
             sockets, self._sockets = self._sockets, []
-        for sock in sockets:
-            try:
-                sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-            sock.close()
+        proxy.close_all(sockets)
 
     def restore(self):
         with self._lock:
