@@ -61,8 +61,13 @@ MAX_UPGRADE_ID_LENGTH = 255
 
 
 def _is_upgrade_id(value):
-    """A non-empty string of characters the journal can store."""
-    return _is_upgrade_text(value, MAX_UPGRADE_ID_LENGTH)
+    """A non-empty string the journal can store and a log line can quote.
+
+    Printable only: an id with a newline or a NUL, logged at every step,
+    could forge or cut the agent's log lines.
+    """
+    return (_is_upgrade_text(value, MAX_UPGRADE_ID_LENGTH)
+            and value.isprintable())
 
 
 def _is_version_name(value):

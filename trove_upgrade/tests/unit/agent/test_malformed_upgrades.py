@@ -50,7 +50,8 @@ class TestMalformedUpgrades(base.TestCase):
 
     def test_upgrade_ids_that_are_not_ids_are_dropped(self):
         for upgrade_id in (5, 2 ** 70, 1.5, True, None, [], {'a': 1}, '',
-                           'x' * 256, '\ud800'):
+                           'x' * 256, '\ud800', 'u1\nERROR forged',
+                           'u\x00', '\x1b[31m'):
             self._upgrade(upgrade_id=upgrade_id)
         data = self.journal.read()
         self.assertEqual(([], {}, []), (data['queue'], data['processed'],
