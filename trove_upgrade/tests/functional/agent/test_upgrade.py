@@ -152,7 +152,7 @@ class TestUpgrade(harness.AgentTestCase):
         upgrade = self.create_upgrade('2.0.0', strategy='swift')
         done = self.wait_for_status(upgrade['id'], states.FINAL_STATES)
         self.assertEqual(states.FAILED, done['status'])
-        self.assertIn('strategy swift', done['events'][-1]['detail'])
+        self.assertIn("strategy 'swift'", done['events'][-1]['detail'])
 
     def test_missing_package_fails_validation(self):
         self.start_agent()
