@@ -84,8 +84,8 @@ class StreamHeader:
                 'the stream ends inside its %d-byte header' % HEADER_SIZE)
         if len(data) > HEADER_SIZE:
             raise exceptions.PayloadFormatError(
-                'a stream header is %d bytes, not %d'
-                % (HEADER_SIZE, len(data)))
+                'a stream header of %d bytes, not %d'
+                % (len(data), HEADER_SIZE))
         magic, version, chunk_size, key_id, salt = _HEADER.unpack(data)
         if magic != MAGIC:
             raise exceptions.PayloadFormatError(

@@ -111,9 +111,12 @@ class TestChunkFraming(base.TestCase):
     def test_header_of_more_bytes_is_refused(self):
         # Found by fuzzing: struct.error, not a PackageError.
         stream = encrypt(b'x' * 1000, 100)
-        self.assertRaises(exc.PayloadFormatError,
-                          chunked_aead.StreamHeader.from_bytes,
-                          stream[:chunked_aead.HEADER_SIZE + 1])
+        error = self.assertRaises(exc.PayloadFormatError,
+                                  chunked_aead.StreamHeader.from_bytes,
+                                  stream[:chunked_aead.HEADER_SIZE + 1])
+        self.assertIn('a stream header of %d bytes, not %d'
+                      % (chunked_aead.HEADER_SIZE + 1,
+                         chunked_aead.HEADER_SIZE), str(error))
 
     def test_truncated_inside_a_chunk(self):
         stream = encrypt(b'x' * 1000, 100)
