@@ -103,6 +103,19 @@ def new_key_id():
     return uuid.uuid4().hex
 
 
+def sealable_text(value):
+    """Whether the string ``value`` has a UTF-8 form, as a seal needs.
+
+    JSON and Python let a lone surrogate (``"\\ud800"``) through; a
+    message holding one cannot be sealed, nor written to the journal.
+    """
+    try:
+        value.encode('utf-8')
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def canonical_json(value):
     """The one JSON text of ``value`` both sides compute identically."""
     return canonical.dumps(value, floats=True)

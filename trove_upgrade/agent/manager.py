@@ -107,14 +107,8 @@ def _metadata_problem(metadata):
 
 def _is_upgrade_text(value, limit, allow_empty=False):
     """A string of at most ``limit`` characters with a UTF-8 form."""
-    if not isinstance(value, str) or len(value) > limit or not (
-            value or allow_empty):
-        return False
-    try:
-        value.encode('utf-8')
-    except UnicodeEncodeError:
-        return False
-    return True
+    return (isinstance(value, str) and len(value) <= limit
+            and bool(value or allow_empty) and sealing.sealable_text(value))
 
 
 class JournalReplayCache(sealing.ReplayCache):

@@ -29,6 +29,7 @@ from oslo_log import log as logging
 
 from trove_upgrade.packaging import exceptions as package_exc
 from trove_upgrade import rpc_interface
+from trove_upgrade import sealing
 
 LOG = logging.getLogger(__name__)
 
@@ -64,24 +65,11 @@ def availability_zone(path):
     zone = metadata.get('availability_zone') if isinstance(
         metadata, dict) else None
     if not (isinstance(zone, str) and _ZONE_RE.fullmatch(zone)
-            and _is_text(zone)):
+            and sealing.sealable_text(zone)):
         LOG.warning('Nova metadata %s has no usable availability_zone '
                     '(%s): none reported.', path, package_exc.quoted(zone))
         return None
     return zone
-
-
-def _is_text(value):
-    """Whether ``value`` has a UTF-8 form: no lone surrogate.
-
-    JSON lets ``"\\ud800"`` through; a label holding one cannot be sealed,
-    so every registration and heartbeat carrying it would fail.
-    """
-    try:
-        value.encode('utf-8')
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def labels(conf):
