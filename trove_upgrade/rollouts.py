@@ -121,20 +121,65 @@ def _unheard_since_timeout(agent, attempt, now, down_time):
     return (now - timed_out_at).total_seconds() <= down_time
 
 
-def _agent_state(rollout, agent, attempts, now, down_time):
-    if attempts and attempts[-1]['status'] == states.SUCCESS:
-        return rs.AGENT_SUCCEEDED
-    if attempts and attempts[-1]['status'] not in states.FINAL_STATES:
-        return rs.AGENT_IN_PROGRESS
-    if same_version(agent['guest_version'], rollout['instance_version']):
-        return rs.AGENT_CURRENT
+def _agent_state(rollout, agent, attempts, now, down_time, current):
+    """``current(version)`` says whether a version is the rollout's."""
     if not attempts:
+        if current(agent['guest_version']):
+            return rs.AGENT_CURRENT
         return rs.AGENT_WAITING
+    if attempts[-1]['status'] == states.SUCCESS:
+        return rs.AGENT_SUCCEEDED
+    if attempts[-1]['status'] not in states.FINAL_STATES:
+        return rs.AGENT_IN_PROGRESS
+    if current(agent['guest_version']):
+        return rs.AGENT_CURRENT
     if _unheard_since_timeout(agent, attempts[-1], now, down_time):
         return rs.AGENT_IN_PROGRESS
     if len(attempts) <= rollout['per_agent_retries']:
         return rs.AGENT_RETRYING
     return rs.AGENT_FAILED
+
+
+def _least_tolerance(rollout):
+    """The failure tolerance the rollout has at the least, any pass."""
+    if rollout['canary'] > 0 or rollout['max_failures_kind'] == PERCENT:
+        return 0
+    return rollout['max_failures']
+
+
+def window_full(context, rollout):
+    """True when a pass over RUNNING ``rollout`` can only wait.
+
+    Its unfinished upgrades fill ``max_in_flight``, so it dispatches
+    nothing; it cannot complete while one is in flight; and it could pause
+    only for failed agents, whose attempts have ended. The reconciler then
+    skips :func:`plan_for`, which reads every selected agent and every
+    attempt: a pass's largest cost, growing with the fleet, paid once a
+    second through a rollout whose agents take minutes each. Judged on
+    bounds, so that no pass skips a plan that would act:
+
+    * every unfinished upgrade of the rollout counts as in flight, as the
+      plan counts it, unless its agent stopped matching the selector
+      (the plan then runs once that upgrade ends, or times out at the
+      rollout's ``agent_deadline``);
+    * a percent ``max_in_flight`` is taken of every registered agent: a
+      limit no lower than the plan's;
+    * every upgrade that ended other than SUCCESS counts as a failed agent
+      (a failed agent has one at least), against the tolerance the
+      rollout has at the least (:func:`_least_tolerance`).
+    """
+    if rollout['status_detail'] == NOTHING_SELECTED:
+        return False
+    unfinished, unsuccessful = db_rollouts.count_rollout_upgrades(
+        context, rollout['id'])
+    if (unsuccessful - rollout['failures_acknowledged']
+            > _least_tolerance(rollout)):
+        return False
+    if rollout['max_in_flight_kind'] == PERCENT:
+        limit = in_flight_limit(rollout, db_agents.count_agents(context))
+    else:
+        limit = rollout['max_in_flight']
+    return unfinished >= max(limit, 1)
 
 
 def plan(rollout, agents, dispatches, busy, now=None, down_time=None):
@@ -156,10 +201,19 @@ def plan(rollout, agents, dispatches, busy, now=None, down_time=None):
     for dispatch in dispatches:
         attempts[dispatch['instance_id']].append(dispatch)
     canaries = {d['instance_id'] for d in dispatches if d['canary']}
+    # A fleet runs a few versions: each is compared once, not per agent.
+    compared = {}
+
+    def current(version):
+        if version not in compared:
+            compared[version] = same_version(version,
+                                             rollout['instance_version'])
+        return compared[version]
+
     agent_states = {
         a['instance_id']: _agent_state(rollout, a,
-                                       attempts[a['instance_id']], now,
-                                       down_time)
+                                       attempts.get(a['instance_id']), now,
+                                       down_time, current)
         for a in agents}
     counters = collections.Counter(agent_states.values())
     targets = len(agents)

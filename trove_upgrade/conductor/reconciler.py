@@ -91,6 +91,8 @@ class Reconciler:
             rollout = self._start(context, rollout)
         if rollout is None or rollout['status'] != rs.RUNNING:
             return
+        if rollouts.window_full(context, rollout):
+            return
         started = time.monotonic()
         plan = rollouts.plan_for(context, rollout, active)
         if (plan.action != rollouts.WAIT

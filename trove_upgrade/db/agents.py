@@ -380,6 +380,13 @@ def _agent_rows(context, query, after, limit):
              'last_heartbeat_at': r[2], 'labels': r[3]} for r in rows]
 
 
+def count_agents(context):
+    """How many agents are registered."""
+    with common.context_manager.reader.using(context) as session:
+        return session.connection().scalar(
+            sa.select(sa.func.count()).select_from(models.Agent))
+
+
 def _version_tuple(version):
     return tuple(int(part) for part in version.split('.'))
 

@@ -255,6 +255,29 @@ def list_rollout_dispatches(context, rollout_id):
             for r in rows]
 
 
+_UNFINISHED = models.Upgrade.status.not_in(states.FINAL_STATES)
+_ENDED_UNSUCCESSFUL = models.Upgrade.status.in_(
+    sorted(states.FINAL_STATES - {states.SUCCESS}))
+
+
+def count_rollout_upgrades(context, rollout_id):
+    """``(unfinished, ended other than SUCCESS)`` of a rollout's upgrades.
+
+    One aggregate over the rollout's upgrades (indexed by rollout): what
+    a pass reads to know, without the fleet, that it has nothing to do.
+    """
+    upgrade = models.Upgrade
+    with common.context_manager.reader.using(context) as session:
+        row = session.connection().execute(
+            sa.select(
+                sa.func.coalesce(sa.func.sum(sa.case((_UNFINISHED, 1),
+                                                     else_=0)), 0),
+                sa.func.coalesce(sa.func.sum(sa.case((_ENDED_UNSUCCESSFUL,
+                                                      1), else_=0)), 0))
+            .where(upgrade.rollout_id == rollout_id)).one()
+    return int(row[0]), int(row[1])
+
+
 def _rollout_upgrade_rows(context, rollout, targets, now, resend_at):
     """Rows of the upgrades and of their dispatches."""
     upgrades, dispatches = [], []

@@ -104,6 +104,61 @@ class TestReconciler(base.TestCase):
         self.reconciler.run(self.ctx)
         self.assertEqual(2, len(self.upgrades(rollout['id'])))
 
+    def test_a_full_window_skips_the_plan_until_a_slot_frees(self):
+        rollout = self.create()
+        self.reconciler.run(self.ctx)
+        with mock.patch.object(rollouts, 'plan_for',
+                               wraps=rollouts.plan_for) as plan_for:
+            self.reconciler.run(self.ctx)
+            self.assertEqual(0, plan_for.call_count)
+            first = self.upgrades(rollout['id'])[0]
+            db_upgrades.transition_upgrade(self.ctx, first['id'],
+                                           states.SUCCESS, 'agent')
+            self.reconciler.run(self.ctx)
+            self.assertEqual(1, plan_for.call_count)
+        self.assertEqual(3, len(self.upgrades(rollout['id'])))
+
+    def test_a_full_window_with_a_failure_is_planned(self):
+        """A retry fills the window again; the failure still gets judged."""
+        rollout = self.create(per_agent_retries=1)
+        self.reconciler.run(self.ctx)
+        first = self.upgrades(rollout['id'])[0]
+        db_upgrades.transition_upgrade(self.ctx, first['id'], states.FAILED,
+                                       'agent')
+        self.reconciler.run(self.ctx)
+        self.assertEqual((2, 1), db_rollouts.count_rollout_upgrades(
+            self.ctx, rollout['id']))
+        running = db_rollouts.get_rollout(self.ctx, rollout['id'])
+        self.assertFalse(rollouts.window_full(self.ctx, running))
+        # Within a count tolerance of one, the window is full again.
+        tolerant = dict(running, max_failures=1)
+        self.assertTrue(rollouts.window_full(self.ctx, tolerant))
+        # But not with canaries, whose phase tolerates no failure.
+        self.assertFalse(rollouts.window_full(self.ctx,
+                                              dict(tolerant, canary=1)))
+
+    def test_a_percent_window_counts_every_registered_agent(self):
+        for _ in range(4):
+            db_agents.register_agent(self.ctx, uuidutils.generate_uuid(), {
+                'guest_version': 'v1.0.0', 'labels': {'group': 'green'}})
+        # 50% of the 6 selected is 3; of the 10 registered, 5.
+        rollout = self.create(max_in_flight=50, max_in_flight_kind='percent')
+        self.reconciler.run(self.ctx)
+        self.assertEqual(3, len(self.upgrades(rollout['id'])))
+        running = db_rollouts.get_rollout(self.ctx, rollout['id'])
+        self.assertFalse(rollouts.window_full(self.ctx, running))
+        self.assertTrue(rollouts.window_full(
+            self.ctx, dict(running, max_in_flight=30)))
+        self.reconciler.run(self.ctx)
+        self.assertEqual(3, len(self.upgrades(rollout['id'])))
+
+    def test_an_empty_window_is_never_full(self):
+        rollout = self.create()
+        self.assertFalse(rollouts.window_full(
+            self.ctx, dict(rollout, max_in_flight=0)))
+        self.assertFalse(rollouts.window_full(
+            self.ctx, dict(rollout, status_detail=rollouts.NOTHING_SELECTED)))
+
     def test_runs_to_completion(self):
         rollout = self.create()
         for _ in range(4):
