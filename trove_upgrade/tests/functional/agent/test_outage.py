@@ -13,10 +13,10 @@
 """A broker outage mid-upgrade delays the reports and loses none.
 
 The agent talks to RabbitMQ through a relay the test cuts while the
-upgrade runs (see ``broker_proxy.BrokerProxy``): restarting the RabbitMQ that
-every other test shares would disturb them. For the agent the effect is
-the same as a broker restart: its connections drop and reconnecting fails
-until the relay is restored.
+upgrade runs (see ``relay.Relay``): restarting the RabbitMQ that every other
+test shares would disturb them. For the agent the effect is the same as a
+broker restart: its connections drop and reconnecting fails until the relay
+is restored.
 """
 
 import time
@@ -24,17 +24,23 @@ import time
 from testtools import content
 
 from trove_upgrade import states
-from trove_upgrade.tests.functional.agent import broker_proxy
+from trove_upgrade.tests.fixtures import relay
 from trove_upgrade.tests.functional.agent import harness
 from trove_upgrade.tests.functional import rabbit_node
 
 
 class TestBrokerOutage(harness.AgentTestCase):
 
+    def relay_broker(self):
+        """A relay to the shared RabbitMQ, and the agent's URL through it."""
+        broker = self.useFixture(relay.Relay(5672))
+        return broker, harness.RABBIT_URL.replace(':5672/',
+                                                  ':%d/' % broker.port)
+
     def test_final_state_reaches_the_database_after_the_outage(self):
-        proxy = self.useFixture(broker_proxy.BrokerProxy())
+        broker, url = self.relay_broker()
         # A long health grace keeps the upgrade running after the cut.
-        self.start_agent(transport_url=proxy.url, health_grace=3)
+        self.start_agent(transport_url=url, health_grace=3)
         self.wait_for_guest('1.0.0')
         self.wait_for_log('Registered with the conductor')
         upgrade = self.create_upgrade('2.0.0')
@@ -42,7 +48,7 @@ class TestBrokerOutage(harness.AgentTestCase):
             lambda: (self.journal()['current_upgrade'] or {}).get('step')
             in ('installing', 'switching', 'restarting'),
             'the upgrade to reach the install step')
-        proxy.cut()
+        broker.cut()
         self.wait_for(
             lambda: self.journal()['processed'].get(upgrade['id']),
             'the agent to finish the upgrade offline')
@@ -53,29 +59,29 @@ class TestBrokerOutage(harness.AgentTestCase):
         self.assertNotEqual(states.SUCCESS,
                             self.get_upgrade(upgrade['id'])['status'])
         self.assertEqual('2.0.0', self.running_guest_version())
-        proxy.restore()
+        broker.restore()
         done = self.wait_for_status(upgrade['id'], states.FINAL_STATES)
         self.assertEqual(states.SUCCESS, done['status'])
         self.wait_for_outbox_empty()
 
     def test_reports_survive_an_outage_and_an_agent_restart(self):
-        proxy = self.useFixture(broker_proxy.BrokerProxy())
-        self.start_agent(transport_url=proxy.url, health_grace=3)
+        broker, url = self.relay_broker()
+        self.start_agent(transport_url=url, health_grace=3)
         self.wait_for_guest('1.0.0')
         upgrade = self.create_upgrade('2.0.0')
         self.wait_for(
             lambda: (self.journal()['current_upgrade'] or {}).get('step')
             in ('installing', 'switching', 'restarting'),
             'the upgrade to reach the install step')
-        proxy.cut()
+        broker.cut()
         self.wait_for(
             lambda: self.journal()['processed'].get(upgrade['id']),
             'the agent to finish the upgrade offline')
         self.kill_agent()
         self.assertIn(states.SUCCESS,
                       [r['to_state'] for r in self.journal()['outbox']])
-        proxy.restore()
-        self.start_agent(transport_url=proxy.url)
+        broker.restore()
+        self.start_agent(transport_url=url)
         done = self.wait_for_status(upgrade['id'], states.FINAL_STATES)
         self.assertEqual(states.SUCCESS, done['status'])
         self.assertEqual('2.0.0', self.running_guest_version())

@@ -16,7 +16,7 @@ The test ends the server connections of its own database only
 (``pg_terminate_backend``), and closes that database to new connections
 (``ALLOW_CONNECTIONS false``) for an outage the API cannot reconnect
 through, while a real ``trove-upgrade-api`` serves it. A database that
-hangs instead is one behind a proxy that stops passing bytes.
+hangs instead is one behind a relay that stops passing bytes.
 """
 
 import os
@@ -27,7 +27,7 @@ import requests
 import sqlalchemy as sa
 
 from trove_upgrade.tests.fixtures import database
-from trove_upgrade.tests.fixtures import proxy
+from trove_upgrade.tests.fixtures import relay
 from trove_upgrade.tests.functional.api import test_api_process
 
 DATABASE_UNAVAILABLE = 'The database is unavailable.'
@@ -186,12 +186,12 @@ class TestHungDatabase(_PostgresqlAPI):
     """The database answers nothing: neither refuses nor replies."""
 
     def setUp(self):
-        self.proxy = self.useFixture(proxy.FreezableProxy(5432))
+        self.relay = self.useFixture(relay.Relay(5432))
         super().setUp()
 
     def connection_url(self):
         return self.database.url.replace(
-            '@127.0.0.1/', '@127.0.0.1:%d/' % self.proxy.port)
+            '@127.0.0.1/', '@127.0.0.1:%d/' % self.relay.port)
 
     def health_within(self, seconds):
         """The answer, or None when there is none in ``seconds``.
@@ -206,7 +206,7 @@ class TestHungDatabase(_PostgresqlAPI):
 
     def test_healthcheck_is_unavailable_while_the_database_hangs(self):
         self.assertEqual(200, self.health().status_code)
-        self.proxy.freeze()
+        self.relay.freeze()
         deadline = time.monotonic() + 60
         while True:
             resp = self.health_within(2)
@@ -224,7 +224,7 @@ class TestHungDatabase(_PostgresqlAPI):
             'The health check answers unavailable: the database has not '
             'answered a query for'))
 
-        self.proxy.thaw()
+        self.relay.thaw()
         resp = self.health_once(200)
         self.assertEqual((200, 'OK'), (resp.status_code, resp.text))
         self.assertEqual(200, self.mgmt('GET').status_code)
