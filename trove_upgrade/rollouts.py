@@ -147,39 +147,46 @@ def _least_tolerance(rollout):
     return rollout['max_failures']
 
 
-def window_full(context, rollout):
-    """True when a pass over RUNNING ``rollout`` can only wait.
+def can_only_wait(context, rollout):
+    """True when a pass over RUNNING ``rollout`` would only wait.
 
-    Its unfinished upgrades fill ``max_in_flight``, so it dispatches
-    nothing; it cannot complete while one is in flight; and it could pause
-    only for failed agents, whose attempts have ended. The reconciler then
-    skips :func:`plan_for`, which reads every selected agent and every
-    attempt: a pass's largest cost, growing with the fleet, paid once a
-    second through a rollout whose agents take minutes each. Judged on
-    bounds, so that no pass skips a plan that would act:
+    The reconciler then skips :func:`plan_for`, which reads every selected
+    agent and every attempt: a pass's largest cost, growing with the
+    fleet, paid once a second while a rollout's agents take minutes each.
+    Two small reads tell when the pass could neither complete (an upgrade
+    of the rollout is unfinished), nor pause (counting every upgrade that
+    ended other than SUCCESS as a failed agent, against the smallest
+    tolerance the rollout has: :func:`_least_tolerance`), nor dispatch:
+    its unfinished upgrades fill ``max_in_flight`` (a percent taken of
+    every registered agent, a limit no lower than the plan's), or no
+    attempt can be retried and no agent the selector picks waits for a
+    first dispatch (its ``trove`` facts aside: a wider choice).
 
-    * every unfinished upgrade of the rollout counts as in flight, as the
-      plan counts it, unless its agent stopped matching the selector
-      (the plan then runs once that upgrade ends, or times out at the
-      rollout's ``agent_deadline``);
-    * a percent ``max_in_flight`` is taken of every registered agent: a
-      limit no lower than the plan's;
-    * every upgrade that ended other than SUCCESS counts as a failed agent
-      (a failed agent has one at least), against the tolerance the
-      rollout has at the least (:func:`_least_tolerance`).
+    On these bounds no pass skips a plan that would act, but for one
+    case: an unfinished upgrade whose agent stopped matching the selector
+    keeps its place in flight until it ends or times out at the
+    rollout's ``agent_deadline``.
     """
     if rollout['status_detail'] == NOTHING_SELECTED:
         return False
     unfinished, unsuccessful = db_rollouts.count_rollout_upgrades(
         context, rollout['id'])
-    if (unsuccessful - rollout['failures_acknowledged']
-            > _least_tolerance(rollout)):
+    if not unfinished or (unsuccessful - rollout['failures_acknowledged']
+                          > _least_tolerance(rollout)):
         return False
     if rollout['max_in_flight_kind'] == PERCENT:
         limit = in_flight_limit(rollout, db_agents.count_agents(context))
     else:
         limit = rollout['max_in_flight']
-    return unfinished >= max(limit, 1)
+    if unfinished >= limit:
+        return True
+    if unsuccessful and rollout['per_agent_retries']:
+        return False
+    version = rollout['instance_version']
+    return all(same_version(found, version)
+               for found in db_agents.selected_undispatched_versions(
+                   context, _agent_selector(rollout['selector']),
+                   rollout['id']))
 
 
 def plan(rollout, agents, dispatches, busy, now=None, down_time=None):
@@ -275,6 +282,14 @@ def plan(rollout, agents, dispatches, busy, now=None, down_time=None):
     return Plan(agent_states, summary, dispatch, None, None)
 
 
+def _agent_selector(selector):
+    """What of ``selector`` the agents' own rows answer: all but ``trove``."""
+    agent_selector = {k: v for k, v in selector.items() if k != 'trove'}
+    if not agent_selector.keys() & {'instance_ids', 'group', 'labels'}:
+        agent_selector['labels'] = {}
+    return agent_selector
+
+
 def select_agents(context, selector, after=None, limit=None):
     """The agents ``selector`` picks, ordered by instance id.
 
@@ -285,9 +300,7 @@ def select_agents(context, selector, after=None, limit=None):
     (``trove_instances.select``). ``after`` and ``limit`` give one page:
     the first ``limit`` agents whose instance id sorts after ``after``.
     """
-    agent_selector = {k: v for k, v in selector.items() if k != 'trove'}
-    if not agent_selector.keys() & {'instance_ids', 'group', 'labels'}:
-        agent_selector['labels'] = {}
+    agent_selector = _agent_selector(selector)
     if 'trove' not in selector:
         return db_agents.list_selected_agents(context, agent_selector, after,
                                               limit)

@@ -91,7 +91,7 @@ class Reconciler:
             rollout = self._start(context, rollout)
         if rollout is None or rollout['status'] != rs.RUNNING:
             return
-        if rollouts.window_full(context, rollout):
+        if rollouts.can_only_wait(context, rollout):
             return
         started = time.monotonic()
         plan = rollouts.plan_for(context, rollout, active)

@@ -296,6 +296,7 @@ def list_agents_by_health(context, reachable, heartbeat_since, filters=None,
 
 # Rows read at once while matching labels for a page of a selection.
 _SELECTION_CHUNK = 1000
+_LABELS_TEXT = sa.type_coerce(models.Agent.labels, sa.Text)
 
 
 def list_selected_agents(context, selector, after=None, limit=None):
@@ -309,30 +310,14 @@ def list_selected_agents(context, selector, after=None, limit=None):
     ``limit`` give one page: the first ``limit`` agents whose instance id
     sorts after ``after``.
     """
-    common.check_keys('selector field', selector, frozenset(
-        ['instance_ids', 'group', 'labels', 'availability_zone']))
-    if len(set(selector) & {'instance_ids', 'group', 'labels'}) != 1:
-        raise exception.Invalid(
-            reason='a selector has exactly one of instance_ids, group and '
-                   'labels')
     common.check_limit(limit)
     # Plain rows, and the labels as their JSON text: a reconcile pass
     # reads the whole fleet, on every pass.
     agent = models.Agent
     query = sa.select(agent.instance_id, agent.guest_version,
-                      agent.last_heartbeat_at,
-                      sa.type_coerce(agent.labels, sa.Text)
+                      agent.last_heartbeat_at, _LABELS_TEXT
                       ).order_by(agent.instance_id)
-    wanted = {}
-    if 'instance_ids' in selector:
-        query = query.where(agent.instance_id.in_(selector['instance_ids']))
-    elif 'labels' in selector:
-        wanted = dict(selector['labels'])
-    else:
-        wanted = {'group': selector['group']}
-    if 'availability_zone' in selector:
-        wanted[rpc_interface.AVAILABILITY_ZONE_LABEL] = (
-            selector['availability_zone'])
+    query, wanted = _selecting(query, selector)
     if wanted:
         found = _rows_matching(context, query, wanted, after, limit)
     else:
@@ -340,6 +325,63 @@ def list_selected_agents(context, selector, after=None, limit=None):
     for row in found:
         del row['labels']
     return found
+
+
+def _selecting(query, selector):
+    """``query`` narrowed in SQL by ``selector``, and the labels it wants.
+
+    The labels are matched in Python, on each agent's labels' JSON text.
+    """
+    common.check_keys('selector field', selector, frozenset(
+        ['instance_ids', 'group', 'labels', 'availability_zone']))
+    if len(set(selector) & {'instance_ids', 'group', 'labels'}) != 1:
+        raise exception.Invalid(
+            reason='a selector has exactly one of instance_ids, group and '
+                   'labels')
+    wanted = {}
+    if 'instance_ids' in selector:
+        query = query.where(
+            models.Agent.instance_id.in_(selector['instance_ids']))
+    elif 'labels' in selector:
+        wanted = dict(selector['labels'])
+    else:
+        wanted = {'group': selector['group']}
+    if 'availability_zone' in selector:
+        wanted[rpc_interface.AVAILABILITY_ZONE_LABEL] = (
+            selector['availability_zone'])
+    return query, wanted
+
+
+def selected_undispatched_versions(context, selector, rollout_id):
+    """The versions of agents ``selector`` picks the rollout never tried.
+
+    A generator, a page of agents at a time, each page in a transaction
+    of its own: a pass stops at the first agent that waits for a first
+    dispatch, reading the labels' text and the version of the agents
+    without one rather than the fleet. Each distinct labels text is
+    decoded and matched once.
+    """
+    agent, dispatch = models.Agent, models.RolloutDispatch
+    query = (sa.select(agent.instance_id, agent.guest_version, _LABELS_TEXT)
+             .where(~sa.exists().where(
+                 dispatch.rollout_id == rollout_id,
+                 dispatch.instance_id == agent.instance_id))
+             .order_by(agent.instance_id).limit(_SELECTION_CHUNK))
+    query, wanted = _selecting(query, selector)
+    decided, after = {}, None
+    while True:
+        page = query if after is None else query.where(
+            agent.instance_id > after)
+        with common.context_manager.reader.using(context) as session:
+            rows = session.connection().execute(page).all()
+        for _instance_id, version, labels in rows:
+            if labels not in decided:
+                decided[labels] = _labels_match(json.loads(labels), wanted)
+            if decided[labels]:
+                yield version
+        if len(rows) < _SELECTION_CHUNK:
+            return
+        after = rows[-1][0]
 
 
 def _rows_matching(context, query, wanted, after, limit):

@@ -118,6 +118,47 @@ class TestReconciler(base.TestCase):
             self.assertEqual(1, plan_for.call_count)
         self.assertEqual(3, len(self.upgrades(rollout['id'])))
 
+    def test_the_tail_of_a_rollout_skips_the_plan(self):
+        """All dispatched, some in flight: only waiting, until they end."""
+        rollout = self.create(max_in_flight=4)
+        self.reconciler.run(self.ctx)
+        self.finish(rollout['id'])
+        self.reconciler.run(self.ctx)
+        self.assertEqual(6, len(self.upgrades(rollout['id'])))
+        with mock.patch.object(rollouts, 'plan_for',
+                               wraps=rollouts.plan_for) as plan_for:
+            self.reconciler.run(self.ctx)
+            self.assertEqual(0, plan_for.call_count)
+            # An agent that registers late is dispatched to at once.
+            late = 'f' * 8 + uuidutils.generate_uuid()[8:]
+            db_agents.register_agent(self.ctx, late, {
+                'guest_version': 'v1.0.0', 'labels': {'group': 'blue'}})
+            self.reconciler.run(self.ctx)
+            self.assertEqual(1, plan_for.call_count)
+            self.assertEqual(7, len(self.upgrades(rollout['id'])))
+            # One already at the version waits for nothing.
+            db_agents.register_agent(self.ctx, uuidutils.generate_uuid(), {
+                'guest_version': 'v2.0.0', 'labels': {'group': 'blue'}})
+            self.reconciler.run(self.ctx)
+            self.assertEqual(1, plan_for.call_count)
+            self.finish(rollout['id'])
+            self.reconciler.run(self.ctx)
+            self.assertEqual(2, plan_for.call_count)
+        done = db_rollouts.get_rollout(self.ctx, rollout['id'])
+        self.assertEqual(rs.COMPLETED, done['status'])
+
+    def test_a_tail_with_a_retry_left_is_planned(self):
+        rollout = self.create(max_in_flight=6, per_agent_retries=1,
+                              max_failures=1)
+        self.reconciler.run(self.ctx)
+        first = self.upgrades(rollout['id'])[0]
+        db_upgrades.transition_upgrade(self.ctx, first['id'], states.FAILED,
+                                       'agent')
+        running = db_rollouts.get_rollout(self.ctx, rollout['id'])
+        self.assertFalse(rollouts.can_only_wait(self.ctx, running))
+        self.reconciler.run(self.ctx)
+        self.assertEqual(7, len(self.upgrades(rollout['id'])))
+
     def test_a_full_window_with_a_failure_is_planned(self):
         """A retry fills the window again; the failure still gets judged."""
         rollout = self.create(per_agent_retries=1)
@@ -129,13 +170,13 @@ class TestReconciler(base.TestCase):
         self.assertEqual((2, 1), db_rollouts.count_rollout_upgrades(
             self.ctx, rollout['id']))
         running = db_rollouts.get_rollout(self.ctx, rollout['id'])
-        self.assertFalse(rollouts.window_full(self.ctx, running))
+        self.assertFalse(rollouts.can_only_wait(self.ctx, running))
         # Within a count tolerance of one, the window is full again.
         tolerant = dict(running, max_failures=1)
-        self.assertTrue(rollouts.window_full(self.ctx, tolerant))
+        self.assertTrue(rollouts.can_only_wait(self.ctx, tolerant))
         # But not with canaries, whose phase tolerates no failure.
-        self.assertFalse(rollouts.window_full(self.ctx,
-                                              dict(tolerant, canary=1)))
+        self.assertFalse(rollouts.can_only_wait(
+            self.ctx, dict(tolerant, canary=1)))
 
     def test_a_percent_window_counts_every_registered_agent(self):
         for _ in range(4):
@@ -146,17 +187,17 @@ class TestReconciler(base.TestCase):
         self.reconciler.run(self.ctx)
         self.assertEqual(3, len(self.upgrades(rollout['id'])))
         running = db_rollouts.get_rollout(self.ctx, rollout['id'])
-        self.assertFalse(rollouts.window_full(self.ctx, running))
-        self.assertTrue(rollouts.window_full(
+        self.assertFalse(rollouts.can_only_wait(self.ctx, running))
+        self.assertTrue(rollouts.can_only_wait(
             self.ctx, dict(running, max_in_flight=30)))
         self.reconciler.run(self.ctx)
         self.assertEqual(3, len(self.upgrades(rollout['id'])))
 
     def test_an_empty_window_is_never_full(self):
         rollout = self.create()
-        self.assertFalse(rollouts.window_full(
+        self.assertFalse(rollouts.can_only_wait(
             self.ctx, dict(rollout, max_in_flight=0)))
-        self.assertFalse(rollouts.window_full(
+        self.assertFalse(rollouts.can_only_wait(
             self.ctx, dict(rollout, status_detail=rollouts.NOTHING_SELECTED)))
 
     def test_runs_to_completion(self):
