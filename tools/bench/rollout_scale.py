@@ -108,6 +108,8 @@ _DISPATCHED = re.compile(
     r'recorded in ([\d.]+) s, cast in ([\d.]+) s, marked SENT in '
     r'([\d.]+) s; process CPU ([\d.]+) s recording, ([\d.]+) s casting, '
     r'([\d.]+) s marking')
+_SENT_AGAIN = re.compile(r'Upgrade \S+ sent to the agent of instance \S+ '
+                         r'again')
 
 
 def _stat(pid):
@@ -428,6 +430,7 @@ def _run(args, fleet, exchange):
     _warm_up(admin, fleet, args)
     alone = _first_pass_alone(admin, fleet, args)
     claims_before = fleet.claims()
+    sent_again_before = len(_SENT_AGAIN.findall(fleet.logs()))
     cpu_before = _cpu_seconds(conductor.pid)
     reconciler_before = _own_cpu_seconds(reconciler)
     with RawCastsMeanwhile(exchange) as meanwhile:
@@ -438,6 +441,7 @@ def _run(args, fleet, exchange):
         cpu = _cpu_seconds(conductor.pid) - cpu_before
         reconciler_cpu = _own_cpu_seconds(reconciler) - reconciler_before
     claims = fleet.claims() - claims_before
+    sent_again = len(_SENT_AGAIN.findall(fleet.logs())) - sent_again_before
     _rate, raw_cpu_after = bench_raw_casts(exchange, max(args.agents, 1000))
     with RawCastsMeanwhile(exchange) as paced_idle:
         time.sleep(IDLE_PACED_SECONDS)
@@ -449,7 +453,8 @@ def _run(args, fleet, exchange):
             'raw_cpu_meanwhile': meanwhile.cpu_per_cast(),
             'raw_cpu_paced_idle': paced_idle.cpu_per_cast(),
             'reconciler_cpu': reconciler_cpu,
-            'claimed_twice': sum(1 for c in claims.values() if c > 1)}
+            'claimed_twice': sum(1 for c in claims.values() if c > 1),
+            'sent_again': sent_again}
 
 
 # How long the paced raw casts run with the fleet idle, after the rollout.
@@ -470,8 +475,11 @@ def _report(args, connection, result):
           % (args.agents, args.processes, args.max_in_flight,
              args.send_threads,
              connection.split(':')[0].split('+')[0]))
-    print('rollout %s; %d upgrades dispatched, %d agents claimed twice'
-          % (result['status'], dispatched, result['claimed_twice']))
+    print('rollout %s; %d upgrades dispatched, %d agents claimed twice, '
+          '%d upgrades sent again (not claimed within [conductor] '
+          'resend_interval)' % (result['status'], dispatched,
+                                result['claimed_twice'],
+                                result['sent_again']))
     per_dispatch = result['reconciler_cpu'] / max(dispatched, 1)
     ratio = per_dispatch / result['raw_cpu']
     print()
