@@ -17,20 +17,31 @@ Locations are ``https://host[:port]/path`` (``http://`` only with
 that ``location + '.manifest'`` names the manifest. Redirects are not
 followed: a redirect could leave TLS or the host the operator chose.
 
+Each attempt ends at ``[agent] download_timeout``: the socket timeout
+bounds one read, not their sum, so a watchdog shuts the connection down at
+the attempt's deadline, and a server dripping its headers or body a byte a
+time cannot hold the download (or the control plane's manifest fetch) for
+longer. Text the server chose (status reason, Location) is quoted, bounded,
+in the reasons.
+
 A transfer broken mid-body resumes with ``Range: bytes=N-`` (and
 ``If-Range`` when the server gave a validator). A 206 is accepted only when
 its Content-Range starts at N; a 200 restarts the file from zero.
 """
 
+import contextlib
 import http.client
 import re
 import socket
 import ssl
+import threading
+import time
 import urllib.parse
 
 from trove_upgrade.agent.strategies import base
 from trove_upgrade.agent.strategies import exceptions
 from trove_upgrade.conf import strategies as conf_strategies
+from trove_upgrade.packaging import exceptions as package_exc
 
 _CONTENT_RANGE = re.compile(r'^bytes (\d+)-(\d+)/(\d+|\*)$')
 _RETRIED_STATUSES = (408, 425, 429, 500, 502, 503, 504)
@@ -85,8 +96,9 @@ class HttpStrategy(base.Strategy):
                        parts.path)
 
     def _check(self, target, deadline):
-        conn, resp = self._request(target, 'HEAD', {}, deadline)
-        conn.close()
+        conn = self._connection(target)
+        with _Watchdog(conn, deadline), contextlib.closing(conn):
+            resp = self._request(conn, target, 'HEAD', {}, deadline)
         self._raise_for_status(target, resp)
 
     def _fetch_once(self, target, part_path, max_bytes, deadline):
@@ -97,8 +109,9 @@ class HttpStrategy(base.Strategy):
                 headers['Range'] = 'bytes=%d-' % offset
                 if target.validator:
                     headers['If-Range'] = target.validator
-            conn, resp = self._request(target, 'GET', headers, deadline)
-            try:
+            conn = self._connection(target)
+            with _Watchdog(conn, deadline), contextlib.closing(conn):
+                resp = self._request(conn, target, 'GET', headers, deadline)
                 offset = self._start_offset(target, resp, out, offset)
                 announced = resp.getheader('Content-Length')
                 if announced and announced.isdigit() and \
@@ -114,9 +127,12 @@ class HttpStrategy(base.Strategy):
                                                 target.location, max_bytes,
                                                 deadline)
                 except (http.client.HTTPException, OSError) as exc:
+                    self.check_deadline(deadline)
                     raise exceptions.TransientError(
                         reason='the transfer broke after %d bytes: %s'
                                % (out.tell(), _describe(exc))) from exc
+                # The watchdog's shutdown reads as the end of the body.
+                self.check_deadline(deadline)
                 if resp.length:
                     # http.client ends a body cut short of its
                     # Content-Length silently; resume it.
@@ -125,8 +141,6 @@ class HttpStrategy(base.Strategy):
                                'bytes short of the announced length'
                                % (written, resp.length))
                 return written
-            finally:
-                conn.close()
 
     def _start_offset(self, target, resp, out, offset):
         """Position ``out`` where the response body starts."""
@@ -139,7 +153,8 @@ class HttpStrategy(base.Strategy):
             raise exceptions.TransientError(
                 reason='the server answered the resume request with '
                        'Content-Range "%s" instead of bytes %d-; starting '
-                       'over' % (resp.getheader('Content-Range'), offset))
+                       'over' % (_server_text(resp.getheader('Content-Range')),
+                                 offset))
         if resp.status == 416 and offset:
             out.truncate(0)
             raise exceptions.TransientError(
@@ -150,28 +165,29 @@ class HttpStrategy(base.Strategy):
             raise exceptions.RequestRejected(
                 location=target.location, strategy=self.name,
                 reason='unexpected HTTP status %d %s'
-                       % (resp.status, resp.reason))
+                       % (resp.status, _server_text(resp.reason)))
         out.truncate(0)
         out.seek(0)
         target.validator = _strong_validator(resp)
         return 0
 
-    def _request(self, target, method, headers, deadline):
-        self.check_deadline(deadline)
+    def _connection(self, target):
         if target.scheme == 'https':
-            conn = http.client.HTTPSConnection(
+            return http.client.HTTPSConnection(
                 target.host, target.port, timeout=self.timeout,
                 context=self._ssl_context)
-        else:
-            conn = http.client.HTTPConnection(
-                target.host, target.port, timeout=self.timeout)
+        return http.client.HTTPConnection(target.host, target.port,
+                                          timeout=self.timeout)
+
+    def _request(self, conn, target, method, headers, deadline):
+        self.check_deadline(deadline)
         try:
             conn.request(method, urllib.parse.quote(target.path,
                                                     safe=_PATH_SAFE),
                          headers=headers)
-            return conn, conn.getresponse()
+            resp = conn.getresponse()
         except ssl.SSLError as exc:
-            conn.close()
+            self.check_deadline(deadline)
             if 'CERTIFICATE' in (exc.reason or ''):
                 raise exceptions.AccessDenied(
                     location=target.location, strategy=self.name,
@@ -180,16 +196,19 @@ class HttpStrategy(base.Strategy):
             raise exceptions.TransientError(
                 reason='TLS error: %s' % _describe(exc)) from exc
         except (http.client.HTTPException, OSError) as exc:
-            conn.close()
+            self.check_deadline(deadline)
             raise exceptions.TransientError(
                 reason='cannot reach %s: %s'
                        % (target.host, _describe(exc))) from exc
+        # Headers the watchdog cut short parse as a whole response.
+        self.check_deadline(deadline)
+        return resp
 
     def _raise_for_status(self, target, resp):
         status = resp.status
         if status in (200, 206):
             return
-        reason = 'HTTP %d %s' % (status, resp.reason)
+        reason = 'HTTP %d %s' % (status, _server_text(resp.reason))
         kwargs = {'location': target.location, 'strategy': self.name,
                   'reason': reason}
         if status in (404, 410):
@@ -200,7 +219,7 @@ class HttpStrategy(base.Strategy):
             raise exceptions.TransientError(reason=reason)
         if 300 <= status < 400:
             kwargs['reason'] = '%s to %s; redirects are not followed' % (
-                reason, resp.getheader('Location'))
+                reason, _server_text(resp.getheader('Location')))
         raise exceptions.RequestRejected(**kwargs)
 
     def _make_ssl_context(self):
@@ -226,4 +245,45 @@ def _strong_validator(resp):
 def _describe(exc):
     if isinstance(exc, socket.timeout):
         return 'timed out'
-    return str(exc) or exc.__class__.__name__
+    # http.client quotes what the server sent (a status line, say).
+    return _server_text(str(exc)) or exc.__class__.__name__
+
+
+def _server_text(text):
+    """Text a server chose, printable and bounded, for a reason."""
+    if text is None:
+        return None
+    text = str(text)
+    if text.isprintable() and len(text) <= package_exc.MAX_QUOTED_LENGTH:
+        return text
+    return package_exc.quoted(text)
+
+
+class _Watchdog:
+    """Shuts ``conn``'s socket down at ``deadline``.
+
+    Reads then end at once, as if the server had closed; the caller's
+    ``check_deadline`` names the timeout.
+    """
+
+    def __init__(self, conn, deadline):
+        self._conn = conn
+        self._timer = threading.Timer(max(0.0, deadline - time.monotonic()),
+                                      self._expire)
+        self._timer.daemon = True
+
+    def __enter__(self):
+        self._timer.start()
+        return self
+
+    def __exit__(self, *exc_info):
+        self._timer.cancel()
+
+    def _expire(self):
+        sock = self._conn.sock
+        if sock is None:
+            return
+        # The plain socket's shutdown: an SSLSocket's would also drop its
+        # TLS state under the reading thread's feet.
+        with contextlib.suppress(OSError):
+            socket.socket.shutdown(sock, socket.SHUT_RDWR)

@@ -177,6 +177,14 @@ class _FileHandler(http.server.BaseHTTPRequestHandler):
             server.released.wait()
             self.close_connection = True
             return
+        if fault is not None and fault.kind == 'drip':
+            self.close_connection = True
+            for i in range(start, len(data)):
+                self.wfile.write(data[i:i + 1])
+                self.wfile.flush()
+                if server.released.wait(fault.after):
+                    return
+            return
         if fault is not None and fault.kind == 'drop':
             self.wfile.write(data[start:start + fault.after])
             self.wfile.flush()
@@ -235,7 +243,7 @@ class HttpsFileServer(fixtures.Fixture):
 
     ``client_ca`` (a CertificateAuthority) makes the server require a client
     certificate it issued. ``tls=False`` serves plain HTTP. Faults are set
-    per file name with :meth:`drop_after`, :meth:`stall_after`,
+    per file name with :meth:`drop_after`, :meth:`stall_after`, :meth:`drip`,
     :meth:`fail_with`, :meth:`send_endless` and :meth:`lie_about_length`;
     ``requests`` lists
     (method, name, Range header) of every request received.
@@ -288,6 +296,10 @@ class HttpsFileServer(fixtures.Fixture):
         hangs mid-transfer; once released, it closes.
         """
         self._set_fault(name, _Fault('stall', nbytes, times))
+
+    def drip(self, name, interval, times=1):
+        """Send the body a byte every ``interval`` seconds, until released."""
+        self._set_fault(name, _Fault('drip', interval, times))
 
     def fail_with(self, name, status, times=None):
         """Answer ``status`` to ``times`` requests (all when None)."""

@@ -13,6 +13,7 @@
 """The http strategy against a real HTTPS server with its own CA."""
 
 import os
+import time
 
 import fixtures
 
@@ -116,6 +117,23 @@ class HttpsStrategyTestCase(base.TestCase):
         self.assertIn('closed after 3000 bytes', str(error))
         self.assertEqual([None, 'bytes=1000-', 'bytes=2000-'],
                          [r[2] for r in self._requests('pkg.tar')])
+        self.assertEqual([], os.listdir(self.dest_dir))
+
+    def test_dripped_body_ends_at_the_timeout(self):
+        # Each read gets a byte before the socket timeout: only the
+        # attempt's deadline stops it, through TLS as well.
+        self.server.drip('pkg.tar', 0.05)
+        self.flags(group='agent', download_timeout=1, download_retries=0)
+        strategy = self._strategy()
+        started = time.monotonic()
+
+        error = self.assertRaises(
+            exceptions.DownloadFailed, strategy.fetch,
+            self.server.url('pkg.tar'), self.dest, len(PACKAGE))
+
+        self.assertIn('took longer than [agent] download_timeout',
+                      str(error))
+        self.assertLess(time.monotonic() - started, 5)
         self.assertEqual([], os.listdir(self.dest_dir))
 
     def test_not_found_is_not_retried(self):
