@@ -53,6 +53,14 @@ MAX_RESULT_SIZE = 1024 * 1024
 DOWNLOAD = 'download'
 VERIFY = 'verify'
 _KILL_WAIT = 10
+# What each step's result holds: the parent reads no other shape.
+_OPTIONAL_TEXT = (str, type(None))
+_RESULT_SHAPES = {
+    DOWNLOAD: {'size': int},
+    VERIFY: {'wheels': list, 'health_command': _OPTIONAL_TEXT,
+             'health_timeout': (int, type(None)),
+             'console_script': _OPTIONAL_TEXT},
+}
 _PR_SET_PDEATHSIG = 1
 
 
@@ -245,16 +253,25 @@ def _read_result(path, step, returncode):
             data = f.read(MAX_RESULT_SIZE + 1)
         os.unlink(path)
         result = json.loads(data) if len(data) <= MAX_RESULT_SIZE else None
-    except (OSError, ValueError):
+    # RecursionError: a result nested thousands deep.
+    except (OSError, ValueError, RecursionError):
         result = None
     if not isinstance(result, dict) or not (
-            isinstance(result.get('ok'), dict)
+            _has_shape(result.get('ok'), _RESULT_SHAPES[step])
             or isinstance(result.get('failed'), str)):
         raise StepFailed('the %s step ended without a result (exit status '
                          '%s)%s' % (step, returncode, _full_disk(path)))
     if 'failed' in result:
-        raise StepFailed(result['failed'])
+        raise StepFailed(package_exc.bounded(result['failed']))
     return result['ok']
+
+
+def _has_shape(ok, shape):
+    """Whether ``ok`` holds exactly the keys of ``shape``, of its types."""
+    return (isinstance(ok, dict) and ok.keys() == shape.keys()
+            and all(isinstance(ok[k], t) and not isinstance(ok[k], bool)
+                    for k, t in shape.items())
+            and all(isinstance(w, str) for w in ok.get('wheels', ())))
 
 
 def _full_disk(path):

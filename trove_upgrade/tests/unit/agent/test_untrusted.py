@@ -13,6 +13,7 @@
 """The child-process runner of the untrusted steps, with real processes."""
 
 import errno
+import json
 import os
 import subprocess
 import sys
@@ -137,13 +138,38 @@ class TestChildProcessSteps(base.TestCase):
             'open(r["result"], "w").write("[1, 2")\n')
         self.assertIn('without a result', str(error))
 
+    def test_result_of_another_shape_or_nested_deep_fails(self):
+        """A child the package subverted answers what the parent reads."""
+        for written in ('{"ok": {}}', '{"ok": {"size": "7"}}',
+                        '{"ok": {"size": true}}',
+                        '{"ok": {"size": 7, "extra": 1}}',
+                        '{"ok": ' + '[' * 100000 + ']' * 100000 + '}'):
+            error = self.assertRaises(
+                untrusted.StepFailed, self.run_child,
+                'import json, sys\n'
+                'r = json.load(sys.stdin)\n'
+                'open(r["result"], "w").write(%r)\n' % written)
+            self.assertIn('without a result', str(error))
+
+    def test_a_long_refusal_is_bounded(self):
+        error = self.assertRaises(
+            untrusted.StepFailed, self.run_child,
+            'import json, sys\n'
+            'r = json.load(sys.stdin)\n'
+            'open(r["result"], "w").write(json.dumps({"failed": "n" * '
+            '500000}))\n')
+        self.assertLessEqual(len(str(error)), package_exc.MAX_MESSAGE_LENGTH)
+
     def test_request_names_the_config_and_the_parent(self):
-        result = self.run_child(
+        # Told back through a refusal: a result has the step's shape only.
+        error = self.assertRaises(
+            untrusted.StepFailed, self.run_child,
             'import json, os, sys\n'
             'r = json.load(sys.stdin)\n'
             'ok = r["parent"] == os.getppid() and r["step"] == "download"\n'
-            'open(r["result"], "w").write(json.dumps('
-            '{"ok": {"seen": ok, "config": r["config"]}}))\n')
+            'open(r["result"], "w").write(json.dumps({"failed": json.dumps('
+            '{"seen": ok, "config": r["config"]})}))\n')
+        result = json.loads(str(error))
         self.assertTrue(result['seen'])
         self.assertEqual(untrusted._config_args(self.conf),
                          result['config'])
