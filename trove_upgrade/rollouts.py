@@ -147,46 +147,112 @@ def _least_tolerance(rollout):
     return rollout['max_failures']
 
 
-def can_only_wait(context, rollout):
-    """True when a pass over RUNNING ``rollout`` would only wait.
+def quick_plan(context, rollout, active=None):
+    """The pass's :class:`Plan` when a few small reads decide it, or None.
 
-    The reconciler then skips :func:`plan_for`, which reads every selected
-    agent and every attempt: a pass's largest cost, growing with the
-    fleet, paid once a second while a rollout's agents take minutes each.
-    Two small reads tell when the pass could neither complete (an upgrade
-    of the rollout is unfinished), nor pause (counting every upgrade that
-    ended other than SUCCESS as a failed agent, against the smallest
-    tolerance the rollout has: :func:`_least_tolerance`), nor dispatch:
-    its unfinished upgrades fill ``max_in_flight`` (a percent taken of
-    every registered agent, a limit no lower than the plan's), or no
-    attempt can be retried and no agent the selector picks waits for a
-    first dispatch (its ``trove`` facts aside: a wider choice).
+    :func:`plan_for` reads every selected agent and every attempt: a
+    pass's largest cost, growing with the fleet, paid once a second. A
+    count over the rollout's upgrades, and the first agents it never
+    dispatched to, decide two passes as the plan would (``agents`` and
+    ``counters`` are then None), on bounds documented in
+    ``doc/source/admin/rollouts.rst``:
 
-    On these bounds no pass skips a plan that would act, but for one
+    * a pass that can only wait (WAIT, keeping the status detail): an
+      upgrade of the rollout is unfinished, so it cannot complete; no
+      failure could pause it (every upgrade that ended other than SUCCESS
+      counted as a failed agent, against the smallest tolerance the
+      rollout has: :func:`_least_tolerance`); and its unfinished upgrades
+      fill ``max_in_flight`` (a percent taken of every registered agent,
+      a limit no lower than the plan's), or no attempt can be retried and
+      no agent the selector picks waits for a first dispatch (its
+      ``trove`` facts aside: a wider choice);
+    * a pass on the happy path: no upgrade of the rollout ended other than
+      SUCCESS, the canary phase is over, ``max_in_flight`` is a count and
+      the selector has no ``trove`` facts. The plan then dispatches the
+      first waiting agents in instance order that nothing else is busy
+      with, as many as the unfinished upgrades leave room for.
+
+    Either way no pass skips a plan that would act otherwise, but for one
     case: an unfinished upgrade whose agent stopped matching the selector
     keeps its place in flight until it ends or times out at the
     rollout's ``agent_deadline``.
     """
     if rollout['status_detail'] == NOTHING_SELECTED:
-        return False
-    unfinished, unsuccessful = db_rollouts.count_rollout_upgrades(
-        context, rollout['id'])
-    if not unfinished or (unsuccessful - rollout['failures_acknowledged']
-                          > _least_tolerance(rollout)):
-        return False
+        return None
+    counts = db_rollouts.count_rollout_upgrades(context, rollout['id'])
+    if (counts.unsuccessful - rollout['failures_acknowledged']
+            > _least_tolerance(rollout)):
+        return None
     if rollout['max_in_flight_kind'] == PERCENT:
         limit = in_flight_limit(rollout, db_agents.count_agents(context))
     else:
         limit = rollout['max_in_flight']
-    if unfinished >= limit:
-        return True
-    if unsuccessful and rollout['per_agent_retries']:
-        return False
+    wait = Plan(None, None, [], WAIT, rollout['status_detail'])
+    if counts.unfinished and counts.unfinished >= limit:
+        return wait
+    if counts.unsuccessful and rollout['per_agent_retries']:
+        return None
+    waiting = _waiting_agents(context, rollout, limit - counts.unfinished)
+    if (counts.unsuccessful or rollout['max_in_flight_kind'] == PERCENT
+            or 'trove' in rollout['selector']
+            or (rollout['canary'] and not counts.beyond_canaries)):
+        if counts.unfinished and next(waiting, None) is None:
+            return wait
+        return None
+    free, any_waiting = _free_agents(context, rollout, active, waiting,
+                                     limit - counts.unfinished)
+    if free:
+        return Plan(None, None, [(i, 1, False) for i in free], None, None)
+    if counts.unfinished and not any_waiting:
+        return wait
+    return None
+
+
+def _waiting_agents(context, rollout, room):
+    """Instance ids of the agents that wait for a first dispatch, in order.
+
+    Those ``_agent_selector`` picks that the rollout never dispatched to
+    and that are not at its version yet; read a page at a time, the first
+    one about ``room`` long.
+    """
     version = rollout['instance_version']
-    return all(same_version(found, version)
-               for found in db_agents.selected_undispatched_versions(
-                   context, _agent_selector(rollout['selector']),
-                   rollout['id']))
+    for instance_id, found in db_agents.selected_undispatched_agents(
+            context, _agent_selector(rollout['selector']), rollout['id'],
+            first_page=room + _PAGE_SLACK):
+        if not same_version(found, version):
+            yield instance_id
+
+
+# Agents read beyond the room of a pass, for those some other upgrade or
+# Trove is busy with.
+_PAGE_SLACK = 16
+
+
+def _free_agents(context, rollout, active, waiting, room):
+    """The first ``room`` of ``waiting`` no one else is busy with.
+
+    Busy as :func:`plan_for` judges it: an unfinished upgrade of anyone's,
+    Trove busy with the instance; an older active rollout owning it takes
+    it out of this one's targets. Also says whether any agent waited.
+    """
+    taken = db_upgrades.list_busy_instances(context) | _owned_elsewhere(
+        context, rollout, active)
+    free, candidates, any_waiting = [], [], False
+    for instance_id in waiting:
+        any_waiting = True
+        if instance_id not in taken:
+            candidates.append(instance_id)
+        if len(free) + len(candidates) >= room:
+            free += _not_busy_in_trove(candidates)
+            candidates = []
+            if len(free) >= room:
+                return free[:room], any_waiting
+    return free + _not_busy_in_trove(candidates), any_waiting
+
+
+def _not_busy_in_trove(instance_ids):
+    busy = trove_instances.busy_instances(set(instance_ids))
+    return [i for i in instance_ids if i not in busy]
 
 
 def plan(rollout, agents, dispatches, busy, now=None, down_time=None):

@@ -91,10 +91,9 @@ class Reconciler:
             rollout = self._start(context, rollout)
         if rollout is None or rollout['status'] != rs.RUNNING:
             return
-        if rollouts.can_only_wait(context, rollout):
-            return
         started = time.monotonic()
-        plan = rollouts.plan_for(context, rollout, active)
+        plan = (rollouts.quick_plan(context, rollout, active)
+                or rollouts.plan_for(context, rollout, active))
         if (plan.action != rollouts.WAIT
                 and rollout['status_detail'] == rollouts.NOTHING_SELECTED):
             db_rollouts.update_rollout(context, rollout['id'], {rs.RUNNING},

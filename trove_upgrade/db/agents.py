@@ -352,36 +352,42 @@ def _selecting(query, selector):
     return query, wanted
 
 
-def selected_undispatched_versions(context, selector, rollout_id):
-    """The versions of agents ``selector`` picks the rollout never tried.
+def selected_undispatched_agents(context, selector, rollout_id,
+                                 first_page=_SELECTION_CHUNK):
+    """``(instance_id, guest_version)`` of the agents the rollout never tried.
 
-    A generator, a page of agents at a time, each page in a transaction
-    of its own: a pass stops at the first agent that waits for a first
-    dispatch, reading the labels' text and the version of the agents
-    without one rather than the fleet. Each distinct labels text is
-    decoded and matched once.
+    Of those ``selector`` picks, ordered by instance id. A generator, a
+    page at a time, each page in a transaction of its own: a pass reads
+    only as far as it needs (the first agent that waits, or the few it
+    dispatches to next), not the fleet. The first page holds
+    ``first_page`` agents, each further one twice as many, up to
+    ``_SELECTION_CHUNK``. Each distinct labels text is decoded and
+    matched once.
     """
     agent, dispatch = models.Agent, models.RolloutDispatch
     query = (sa.select(agent.instance_id, agent.guest_version, _LABELS_TEXT)
              .where(~sa.exists().where(
                  dispatch.rollout_id == rollout_id,
                  dispatch.instance_id == agent.instance_id))
-             .order_by(agent.instance_id).limit(_SELECTION_CHUNK))
+             .order_by(agent.instance_id))
     query, wanted = _selecting(query, selector)
     decided, after = {}, None
+    size = max(1, min(first_page, _SELECTION_CHUNK))
     while True:
-        page = query if after is None else query.where(
-            agent.instance_id > after)
+        page = query.limit(size)
+        if after is not None:
+            page = page.where(agent.instance_id > after)
         with common.context_manager.reader.using(context) as session:
             rows = session.connection().execute(page).all()
-        for _instance_id, version, labels in rows:
+        for instance_id, version, labels in rows:
             if labels not in decided:
                 decided[labels] = _labels_match(json.loads(labels), wanted)
             if decided[labels]:
-                yield version
-        if len(rows) < _SELECTION_CHUNK:
+                yield instance_id, version
+        if len(rows) < size:
             return
         after = rows[-1][0]
+        size = min(2 * size, _SELECTION_CHUNK)
 
 
 def _rows_matching(context, query, wanted, after, limit):

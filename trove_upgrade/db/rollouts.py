@@ -17,6 +17,8 @@ upgrades'; the upgrades a rollout dispatches are recorded with their
 dispatch rows in one transaction.
 """
 
+import collections
+
 from oslo_db import exception as db_exc
 from oslo_log import log as logging
 from oslo_utils import timeutils
@@ -260,22 +262,31 @@ _ENDED_UNSUCCESSFUL = models.Upgrade.status.in_(
     sorted(states.FINAL_STATES - {states.SUCCESS}))
 
 
-def count_rollout_upgrades(context, rollout_id):
-    """``(unfinished, ended other than SUCCESS)`` of a rollout's upgrades.
+RolloutCounts = collections.namedtuple(
+    'RolloutCounts', ['unfinished', 'unsuccessful', 'beyond_canaries'])
 
-    One aggregate over the rollout's upgrades (indexed by rollout): what
-    a pass reads to know, without the fleet, that it has nothing to do.
+
+def count_rollout_upgrades(context, rollout_id):
+    """A :class:`RolloutCounts` of the rollout's upgrades, in one query.
+
+    How many are unfinished, how many ended other than SUCCESS, and
+    whether an agent outside the canaries was dispatched to (the canary
+    phase is over): what a pass reads, without the fleet, to know that it
+    can only wait or that the next waiting agents are all it needs.
+    Indexed by rollout.
     """
-    upgrade = models.Upgrade
+    upgrade, dispatch = models.Upgrade, models.RolloutDispatch
     with common.context_manager.reader.using(context) as session:
         row = session.connection().execute(
             sa.select(
                 sa.func.coalesce(sa.func.sum(sa.case((_UNFINISHED, 1),
                                                      else_=0)), 0),
                 sa.func.coalesce(sa.func.sum(sa.case((_ENDED_UNSUCCESSFUL,
-                                                      1), else_=0)), 0))
+                                                      1), else_=0)), 0),
+                sa.exists().where(dispatch.rollout_id == rollout_id,
+                                  dispatch.canary.is_(False)))
             .where(upgrade.rollout_id == rollout_id)).one()
-    return int(row[0]), int(row[1])
+    return RolloutCounts(int(row[0]), int(row[1]), bool(row[2]))
 
 
 def _rollout_upgrade_rows(context, rollout, targets, now, resend_at):

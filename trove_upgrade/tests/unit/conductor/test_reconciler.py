@@ -104,19 +104,29 @@ class TestReconciler(base.TestCase):
         self.reconciler.run(self.ctx)
         self.assertEqual(2, len(self.upgrades(rollout['id'])))
 
+    def waits(self, rollout):
+        """The quick plan of ``rollout`` decides that it can only wait."""
+        found = rollouts.quick_plan(self.ctx, rollout)
+        return found is not None and found.action == rollouts.WAIT
+
+    def running(self, rollout):
+        return db_rollouts.get_rollout(self.ctx, rollout['id'])
+
     def test_a_full_window_skips_the_plan_until_a_slot_frees(self):
         rollout = self.create()
         self.reconciler.run(self.ctx)
         with mock.patch.object(rollouts, 'plan_for',
                                wraps=rollouts.plan_for) as plan_for:
             self.reconciler.run(self.ctx)
-            self.assertEqual(0, plan_for.call_count)
+            self.assertTrue(self.waits(self.running(rollout)))
             first = self.upgrades(rollout['id'])[0]
             db_upgrades.transition_upgrade(self.ctx, first['id'],
                                            states.SUCCESS, 'agent')
+            # The freed slot goes to the next agent without a plan.
             self.reconciler.run(self.ctx)
-            self.assertEqual(1, plan_for.call_count)
-        self.assertEqual(3, len(self.upgrades(rollout['id'])))
+            self.assertEqual(0, plan_for.call_count)
+        self.assertEqual(sorted(self.ids[:3]), sorted(
+            u['instance_id'] for u in self.upgrades(rollout['id'])))
 
     def test_the_tail_of_a_rollout_skips_the_plan(self):
         """All dispatched, some in flight: only waiting, until they end."""
@@ -128,24 +138,79 @@ class TestReconciler(base.TestCase):
         with mock.patch.object(rollouts, 'plan_for',
                                wraps=rollouts.plan_for) as plan_for:
             self.reconciler.run(self.ctx)
-            self.assertEqual(0, plan_for.call_count)
+            self.assertTrue(self.waits(self.running(rollout)))
             # An agent that registers late is dispatched to at once.
             late = 'f' * 8 + uuidutils.generate_uuid()[8:]
             db_agents.register_agent(self.ctx, late, {
                 'guest_version': 'v1.0.0', 'labels': {'group': 'blue'}})
             self.reconciler.run(self.ctx)
-            self.assertEqual(1, plan_for.call_count)
             self.assertEqual(7, len(self.upgrades(rollout['id'])))
             # One already at the version waits for nothing.
             db_agents.register_agent(self.ctx, uuidutils.generate_uuid(), {
                 'guest_version': 'v2.0.0', 'labels': {'group': 'blue'}})
+            self.assertTrue(self.waits(self.running(rollout)))
             self.reconciler.run(self.ctx)
-            self.assertEqual(1, plan_for.call_count)
+            self.assertEqual(0, plan_for.call_count)
+            # Nothing unfinished: only the plan can complete it.
             self.finish(rollout['id'])
             self.reconciler.run(self.ctx)
-            self.assertEqual(2, plan_for.call_count)
+            self.assertEqual(1, plan_for.call_count)
         done = db_rollouts.get_rollout(self.ctx, rollout['id'])
         self.assertEqual(rs.COMPLETED, done['status'])
+
+    def test_the_quick_dispatch_is_the_plans(self):
+        """The next free waiting agents, in order, as the plan picks them."""
+        # An agent at the version already, and one busy with an upgrade
+        # of an operator's, both among the first in instance order.
+        db_agents.register_agent(self.ctx, self.ids[1], {
+            'guest_version': 'v2.0.0'})
+        db_upgrades.create_upgrade(self.ctx, {
+            'instance_id': self.ids[2], 'instance_version': 'v3.0.0',
+            'strategy': 'http', 'location': 'https://repo/b.tar'})
+        rollout = self.create(max_in_flight=3)
+        self.reconciler.run(self.ctx)
+        self.assertEqual([self.ids[0], self.ids[3], self.ids[4]], sorted(
+            u['instance_id'] for u in self.upgrades(rollout['id'])))
+        self.finish(rollout['id'])
+        running = self.running(rollout)
+        quick = rollouts.quick_plan(self.ctx, running)
+        planned = rollouts.plan_for(self.ctx, running)
+        self.assertEqual([(self.ids[5], 1, False)], quick.dispatch)
+        self.assertEqual(planned.dispatch, quick.dispatch)
+        self.assertEqual(planned.action, quick.action)
+
+    def test_an_agent_an_older_rollout_owns_is_not_dispatched(self):
+        older = self.create(name='older', selector={'labels': {'zone': 'x'}},
+                            max_in_flight=1)
+        rollout = self.create(max_in_flight=6)
+        self.reconciler.run(self.ctx)
+        self.finish(rollout['id'])
+        # Registered since: both select it, the older one takes it.
+        shared = 'f' * 8 + uuidutils.generate_uuid()[8:]
+        db_agents.register_agent(self.ctx, shared, {
+            'guest_version': 'v1.0.0',
+            'labels': {'group': 'blue', 'zone': 'x'}})
+        running = self.running(rollout)
+        self.assertIsNone(rollouts.quick_plan(self.ctx, running))
+        self.assertEqual([], rollouts.plan_for(self.ctx, running).dispatch)
+        self.reconciler.run(self.ctx)
+        self.assertEqual([shared], [u['instance_id']
+                                    for u in self.upgrades(older['id'])])
+        self.assertNotIn(shared, [u['instance_id']
+                                  for u in self.upgrades(rollout['id'])])
+
+    def test_the_canary_phase_is_planned(self):
+        rollout = self.create(canary=1, max_in_flight=3)
+        self.reconciler.run(self.ctx)
+        self.finish(rollout['id'])
+        self.assertIsNone(rollouts.quick_plan(self.ctx, self.running(rollout)))
+        self.reconciler.run(self.ctx)
+        # The first agent beyond the canary ends the phase.
+        self.assertEqual(4, len(self.upgrades(rollout['id'])))
+        self.finish(rollout['id'])
+        quick = rollouts.quick_plan(self.ctx, self.running(rollout))
+        self.assertEqual([(self.ids[4], 1, False), (self.ids[5], 1, False)],
+                         quick.dispatch)
 
     def test_a_tail_with_a_retry_left_is_planned(self):
         rollout = self.create(max_in_flight=6, per_agent_retries=1,
@@ -154,10 +219,17 @@ class TestReconciler(base.TestCase):
         first = self.upgrades(rollout['id'])[0]
         db_upgrades.transition_upgrade(self.ctx, first['id'], states.FAILED,
                                        'agent')
-        running = db_rollouts.get_rollout(self.ctx, rollout['id'])
-        self.assertFalse(rollouts.can_only_wait(self.ctx, running))
+        self.assertIsNone(rollouts.quick_plan(self.ctx,
+                                              self.running(rollout)))
         self.reconciler.run(self.ctx)
         self.assertEqual(7, len(self.upgrades(rollout['id'])))
+
+    def test_a_failure_sends_the_next_dispatch_to_the_plan(self):
+        rollout = self.create(max_in_flight=3, max_failures=2)
+        self.reconciler.run(self.ctx)
+        self.finish(rollout['id'], states.FAILED)
+        self.assertIsNone(rollouts.quick_plan(self.ctx,
+                                              self.running(rollout)))
 
     def test_a_full_window_with_a_failure_is_planned(self):
         """A retry fills the window again; the failure still gets judged."""
@@ -167,16 +239,15 @@ class TestReconciler(base.TestCase):
         db_upgrades.transition_upgrade(self.ctx, first['id'], states.FAILED,
                                        'agent')
         self.reconciler.run(self.ctx)
-        self.assertEqual((2, 1), db_rollouts.count_rollout_upgrades(
+        self.assertEqual((2, 1, True), db_rollouts.count_rollout_upgrades(
             self.ctx, rollout['id']))
-        running = db_rollouts.get_rollout(self.ctx, rollout['id'])
-        self.assertFalse(rollouts.can_only_wait(self.ctx, running))
+        running = self.running(rollout)
+        self.assertFalse(self.waits(running))
         # Within a count tolerance of one, the window is full again.
         tolerant = dict(running, max_failures=1)
-        self.assertTrue(rollouts.can_only_wait(self.ctx, tolerant))
+        self.assertTrue(self.waits(tolerant))
         # But not with canaries, whose phase tolerates no failure.
-        self.assertFalse(rollouts.can_only_wait(
-            self.ctx, dict(tolerant, canary=1)))
+        self.assertFalse(self.waits(dict(tolerant, canary=1)))
 
     def test_a_percent_window_counts_every_registered_agent(self):
         for _ in range(4):
@@ -186,18 +257,17 @@ class TestReconciler(base.TestCase):
         rollout = self.create(max_in_flight=50, max_in_flight_kind='percent')
         self.reconciler.run(self.ctx)
         self.assertEqual(3, len(self.upgrades(rollout['id'])))
-        running = db_rollouts.get_rollout(self.ctx, rollout['id'])
-        self.assertFalse(rollouts.can_only_wait(self.ctx, running))
-        self.assertTrue(rollouts.can_only_wait(
-            self.ctx, dict(running, max_in_flight=30)))
+        running = self.running(rollout)
+        self.assertIsNone(rollouts.quick_plan(self.ctx, running))
+        self.assertTrue(self.waits(dict(running, max_in_flight=30)))
         self.reconciler.run(self.ctx)
         self.assertEqual(3, len(self.upgrades(rollout['id'])))
 
     def test_an_empty_window_is_never_full(self):
         rollout = self.create()
-        self.assertFalse(rollouts.can_only_wait(
+        self.assertIsNone(rollouts.quick_plan(
             self.ctx, dict(rollout, max_in_flight=0)))
-        self.assertFalse(rollouts.can_only_wait(
+        self.assertIsNone(rollouts.quick_plan(
             self.ctx, dict(rollout, status_detail=rollouts.NOTHING_SELECTED)))
 
     def test_runs_to_completion(self):
