@@ -34,16 +34,8 @@ from trove_upgrade.tests.functional import servers
 
 TIMEOUT = 1.0
 respond = hostile_http.response
-
-
-def drip_status_line(conn, request, number):
-    hostile_http.drip(conn, b'HTTP/1.1 200 OK\r\nX-Slow: ' + b'x' * 1000,
-                      0.05)
-
-
-def drip_body(conn, request, number):
-    conn.sendall(respond(headers=['Content-Length: 1000']))
-    hostile_http.drip(conn, b'x' * 1000, 0.05)
+drip_status_line = hostile_http.drip_status_line
+drip_body = hostile_http.drip_body
 
 
 class HostileHttpTestCase(base.TestCase):
