@@ -346,10 +346,11 @@ class _SwiftErrors:
         if isinstance(exc, ksa_exc.EndpointNotFound):
             kwargs['reason'] = 'no object-store endpoint: %s' % _describe(exc)
             raise exceptions.RequestRejected(**kwargs) from exc
+        # UnicodeError: swiftclient decodes every header as UTF-8.
         if isinstance(exc, (ksa_exc.ClientException,
                             requests.exceptions.RequestException,
                             urllib3.exceptions.HTTPError,
-                            socket.timeout, OSError)):
+                            socket.timeout, OSError, UnicodeError)):
             raise exceptions.TransientError(
                 reason='cannot talk to Swift: %s' % _describe(exc)) from exc
         return False

@@ -206,3 +206,13 @@ class HostileHttpTestCase(base.TestCase):
 
         self.assertIn('download_timeout', str(error))
         self.assertLess(time.monotonic() - started, TIMEOUT + 3)
+
+    def test_content_length_of_non_ascii_digits_is_ignored(self):
+        def superscript(conn, request, number):
+            conn.sendall(respond(headers=['Content-Length: \xb2'],
+                                 body=b'x' * 10))
+
+        size = self._fetch(superscript)
+
+        # Not a length: the body runs to the end of the connection.
+        self.assertEqual(10, size)

@@ -19,6 +19,8 @@ server's text bounded and printable.
 """
 
 import os
+import socket
+import struct
 import threading
 import time
 
@@ -160,3 +162,27 @@ class HostileSwiftTestCase(base.TestCase):
         self.assertIn('cannot talk to Swift', message)
         self.assertNotIn('\x1b', message)
         self.assertLess(len(message), 800)
+
+    def test_reset_mid_body_is_retried_then_fails(self):
+        def reset(conn, request, number):
+            conn.sendall(respond(headers=['Content-Length: 1000'],
+                                 body=b'x' * 500))
+            conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
+                            struct.pack('ii', 1, 0))
+
+        error, _ = self._refused(exceptions.DownloadFailed,
+                                 hostile_http.swift_v1(reset))
+
+        self.assertIn('after 2 attempt(s)', str(error))
+        self.assertIn('cannot talk to Swift', str(error))
+
+    def test_undecodable_headers_are_refused(self):
+        def latin1(conn, request, number):
+            conn.sendall(respond(headers=['Content-Length: \xb2',
+                                          'X-Object-Meta-A: \xff'],
+                                 body=b'x' * 10))
+
+        error, _ = self._refused(exceptions.DownloadFailed,
+                                 hostile_http.swift_v1(latin1))
+
+        self.assertIn("can't decode byte 0xb2", str(error))
