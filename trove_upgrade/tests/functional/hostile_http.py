@@ -22,6 +22,7 @@ auth in front of such a function, for the swift strategy.
 """
 
 import socket
+import struct
 import threading
 import time
 
@@ -53,6 +54,13 @@ def drip_body(conn, request, number):
     """An answer whose 1000-byte body would take 50 s."""
     conn.sendall(response(headers=['Content-Length: 1000']))
     drip(conn, b'x' * 1000, 0.05)
+
+
+def reset_mid_body(conn, request, number):
+    """An answer reset (RST) after 500 of its 1000 bytes."""
+    conn.sendall(response(headers=['Content-Length: 1000'], body=b'x' * 500))
+    conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
+                    struct.pack('ii', 1, 0))
 
 
 SWIFT_AUTH_PATH = '/auth/v1.0'

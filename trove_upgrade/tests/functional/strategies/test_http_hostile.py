@@ -19,18 +19,12 @@ a failed download must leave no file behind.
 
 import gzip
 import os
-import socket
-import struct
 import time
 
-import fixtures
-
-from trove_upgrade.agent import strategies
 from trove_upgrade.agent.strategies import exceptions
 from trove_upgrade import package_registry
-from trove_upgrade.tests import base
 from trove_upgrade.tests.functional import hostile_http
-from trove_upgrade.tests.functional import servers
+from trove_upgrade.tests.functional.strategies import base
 
 TIMEOUT = 1.0
 respond = hostile_http.response
@@ -38,26 +32,24 @@ drip_status_line = hostile_http.drip_status_line
 drip_body = hostile_http.drip_body
 
 
-class HostileHttpTestCase(base.TestCase):
+class HostileHttpTestCase(base.StrategyTestCase):
+
+    strategy = 'http'
+    download_timeout = TIMEOUT
+    dest_name = 'pkg'
 
     def setUp(self):
         super().setUp()
-        self.config_dir = self.useFixture(fixtures.TempDir()).path
-        self.dest_dir = self.useFixture(fixtures.TempDir()).path
-        self.dest = os.path.join(self.dest_dir, 'pkg')
-        self.flags(group='agent', strategy_config_dir=self.config_dir,
-                   download_retries=1, download_retry_delay=0,
-                   download_timeout=TIMEOUT)
-        servers.write_strategy_conf(self.config_dir, 'http',
-                                    {'allow_insecure_http': True,
-                                     'chunk_size': 4096})
+        self.settings = {'allow_insecure_http': True, 'chunk_size': 4096}
+        # The registry's manifest fetch reads it too.
+        self._write_settings()
 
     def _serve(self, answer):
         return self.useFixture(hostile_http.HostileHttpServer(answer))
 
     def _fetch(self, answer, max_bytes=100000):
         self.server = self._serve(answer)
-        strategy = strategies.load('http', self.conf)
+        strategy = self._strategy()
         return strategy.fetch(self.server.url('pkg'), self.dest, max_bytes)
 
     def _refused(self, error_class, answer, max_bytes=100000):
@@ -85,7 +77,7 @@ class HostileHttpTestCase(base.TestCase):
 
     def test_check_location_of_dripped_headers_ends_at_the_timeout(self):
         server = self._serve(drip_status_line)
-        strategy = strategies.load('http', self.conf)
+        strategy = self._strategy()
         started = time.monotonic()
 
         error = self.assertRaises(exceptions.LocationUnreachable,
@@ -137,13 +129,8 @@ class HostileHttpTestCase(base.TestCase):
         self.assertNotIn('\n', str(error))
 
     def test_reset_mid_body_is_retried_then_fails(self):
-        def reset(conn, request, number):
-            conn.sendall(respond(headers=['Content-Length: 1000'],
-                                 body=b'x' * 500))
-            conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
-                            struct.pack('ii', 1, 0))
-
-        error, _ = self._refused(exceptions.DownloadFailed, reset)
+        error, _ = self._refused(exceptions.DownloadFailed,
+                                 hostile_http.reset_mid_body)
 
         self.assertIn('after 2 attempt(s)', str(error))
 
@@ -160,8 +147,7 @@ class HostileHttpTestCase(base.TestCase):
         size = self._fetch(answer)
 
         self.assertEqual(1000, size)
-        with open(self.dest, 'rb') as f:
-            self.assertEqual(b'y' * 1000, f.read())
+        self.assertEqual(b'y' * 1000, self._read_dest())
         self.assertIn(b'Range: bytes=500-', self.server.requests[1])
 
     def test_resume_answered_with_the_wrong_range_fails(self):

@@ -19,45 +19,32 @@ server's text bounded and printable.
 """
 
 import os
-import socket
-import struct
 import threading
 import time
 
-import fixtures
 import psutil
 
-from trove_upgrade.agent import strategies
 from trove_upgrade.agent.strategies import exceptions
-from trove_upgrade.tests import base
 from trove_upgrade.tests.functional import hostile_http
-from trove_upgrade.tests.functional import servers
+from trove_upgrade.tests.functional.strategies import base
 
 TIMEOUT = 1.0
 LOCATION = 'swift://packages/pkg.tar'
 respond = hostile_http.response
 
 
-class HostileSwiftTestCase(base.TestCase):
+class HostileSwiftTestCase(base.StrategyTestCase):
 
-    def setUp(self):
-        super().setUp()
-        self.config_dir = self.useFixture(fixtures.TempDir()).path
-        self.dest_dir = self.useFixture(fixtures.TempDir()).path
-        self.dest = os.path.join(self.dest_dir, 'pkg.tar')
-        self.flags(group='agent', strategy_config_dir=self.config_dir,
-                   download_retries=1, download_retry_delay=0,
-                   download_timeout=TIMEOUT)
+    strategy = 'swift'
+    download_timeout = TIMEOUT
 
     def _strategy(self, answer, **settings):
         self.server = self.useFixture(hostile_http.HostileHttpServer(answer))
-        conf = {'auth_version': '1', 'user': 'test:tester', 'key': 'testing',
-                'auth_url': self.server.url(
-                    hostile_http.SWIFT_AUTH_PATH.lstrip('/')),
-                'chunk_size': 4096}
-        conf.update(settings)
-        servers.write_strategy_conf(self.config_dir, 'swift', conf)
-        return strategies.load('swift', self.conf)
+        self.settings = {'auth_version': '1', 'user': 'test:tester',
+                         'key': 'testing', 'chunk_size': 4096,
+                         'auth_url': self.server.url(
+                             hostile_http.SWIFT_AUTH_PATH.lstrip('/'))}
+        return super()._strategy(**settings)
 
     def _refused(self, error_class, answer, **settings):
         strategy = self._strategy(answer, **settings)
@@ -164,14 +151,9 @@ class HostileSwiftTestCase(base.TestCase):
         self.assertLess(len(message), 800)
 
     def test_reset_mid_body_is_retried_then_fails(self):
-        def reset(conn, request, number):
-            conn.sendall(respond(headers=['Content-Length: 1000'],
-                                 body=b'x' * 500))
-            conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
-                            struct.pack('ii', 1, 0))
-
-        error, _ = self._refused(exceptions.DownloadFailed,
-                                 hostile_http.swift_v1(reset))
+        error, _ = self._refused(
+            exceptions.DownloadFailed,
+            hostile_http.swift_v1(hostile_http.reset_mid_body))
 
         self.assertIn('after 2 attempt(s)', str(error))
         self.assertIn('cannot talk to Swift', str(error))
