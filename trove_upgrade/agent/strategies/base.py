@@ -159,8 +159,8 @@ def _shut_down(sock):
     if sock is None:
         return
     # The plain socket's shutdown: an SSLSocket's would also drop its TLS
-    # state under the reading thread's feet. A closed socket has no fd and
-    # refuses (EBADF), so a reused fd number is never touched.
+    # state under the reading thread's feet. A socket its owner closed has
+    # no fd any more and refuses (EBADF).
     with contextlib.suppress(OSError):
         socket.socket.shutdown(sock, socket.SHUT_RDWR)
 
