@@ -55,7 +55,10 @@ private ``ConfigOpts``: see :func:`load_settings`.
 """
 
 import abc
+import contextlib
 import os
+import socket
+import threading
 import time
 
 from oslo_config import cfg
@@ -63,6 +66,7 @@ from oslo_log import log as logging
 import tenacity
 
 from trove_upgrade.agent.strategies import exceptions
+from trove_upgrade.packaging import exceptions as package_exc
 
 LOG = logging.getLogger(__name__)
 
@@ -89,6 +93,76 @@ def load_settings(name, group, opts, config_dir):
         raise exceptions.StrategyConfigError(
             name=name, path=path, reason=exc) from exc
     return settings[group.name]
+
+
+def server_text(text, limit=package_exc.MAX_QUOTED_LENGTH):
+    """Text a server chose, printable and bounded, for a reason."""
+    if text is None:
+        return None
+    text = str(text)
+    if text.isprintable() and len(text) <= limit:
+        return text
+    return package_exc.quoted(text, limit)
+
+
+def content_length(value):
+    """The byte count of a Content-Length header, or None if it is none."""
+    if value and value.isascii() and value.isdigit():
+        return int(value)
+    return None
+
+
+class Watchdog:
+    """Shuts the sockets of an attempt down at its deadline.
+
+    A socket timeout bounds one read, not their sum: a server dripping a
+    byte just inside it would hold the attempt for ever. From ``deadline``
+    on, the socket of every connection given to :meth:`watch` (anything
+    with a ``sock``, read when it fires, so a TLS handshake in progress is
+    cut too) is shut down, and again every ``_RECHECK`` seconds until the
+    attempt ends, so a connection opened meanwhile is cut as well. Reads
+    then end at once, as if the server had closed; the caller's
+    :meth:`Strategy.check_deadline` names the timeout. Leaving the
+    ``with`` block stops and joins the watchdog's thread.
+    """
+
+    _RECHECK = 0.05
+
+    def __init__(self, deadline):
+        self._deadline = deadline
+        self._connections = []
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True,
+                                        name='download-watchdog')
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info):
+        self._done.set()
+        self._thread.join()
+        self._connections = []
+
+    def watch(self, connection):
+        self._connections.append(connection)
+
+    def _run(self):
+        wait = max(0.0, self._deadline - time.monotonic())
+        while not self._done.wait(wait):
+            for connection in list(self._connections):
+                _shut_down(connection.sock)
+            wait = self._RECHECK
+
+
+def _shut_down(sock):
+    if sock is None:
+        return
+    # The plain socket's shutdown: an SSLSocket's would also drop its TLS
+    # state under the reading thread's feet. A socket its owner closed has
+    # no fd any more and refuses (EBADF).
+    with contextlib.suppress(OSError):
+        socket.socket.shutdown(sock, socket.SHUT_RDWR)
 
 
 def remove_quietly(path):

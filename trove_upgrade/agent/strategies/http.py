@@ -34,14 +34,11 @@ import http.client
 import re
 import socket
 import ssl
-import threading
-import time
 import urllib.parse
 
 from trove_upgrade.agent.strategies import base
 from trove_upgrade.agent.strategies import exceptions
 from trove_upgrade.conf import strategies as conf_strategies
-from trove_upgrade.packaging import exceptions as package_exc
 
 _CONTENT_RANGE = re.compile(r'^bytes (\d+)-(\d+)/(\d+|\*)$')
 _RETRIED_STATUSES = (408, 425, 429, 500, 502, 503, 504)
@@ -97,7 +94,8 @@ class HttpStrategy(base.Strategy):
 
     def _check(self, target, deadline):
         conn = self._connection(target)
-        with _Watchdog(conn, deadline), contextlib.closing(conn):
+        with base.Watchdog(deadline) as watchdog, contextlib.closing(conn):
+            watchdog.watch(conn)
             resp = self._request(conn, target, 'HEAD', {}, deadline)
         self._raise_for_status(target, resp)
 
@@ -110,16 +108,18 @@ class HttpStrategy(base.Strategy):
                 if target.validator:
                     headers['If-Range'] = target.validator
             conn = self._connection(target)
-            with _Watchdog(conn, deadline), contextlib.closing(conn):
+            with base.Watchdog(deadline) as watchdog, \
+                    contextlib.closing(conn):
+                watchdog.watch(conn)
                 resp = self._request(conn, target, 'GET', headers, deadline)
                 offset = self._start_offset(target, resp, out, offset)
-                announced = resp.getheader('Content-Length')
-                if announced and announced.isdigit() and \
-                        offset + int(announced) > max_bytes:
+                announced = base.content_length(
+                    resp.getheader('Content-Length'))
+                if announced is not None and offset + announced > max_bytes:
                     raise self.too_big(
                         target.location, max_bytes,
                         'the server announced %d bytes'
-                        % (offset + int(announced)))
+                        % (offset + announced))
                 chunk_size = self.settings.chunk_size
                 chunks = iter(lambda: resp.read(chunk_size), b'')
                 try:
@@ -150,11 +150,11 @@ class HttpStrategy(base.Strategy):
             if match and int(match.group(1)) == offset:
                 return offset
             out.truncate(0)
+            content_range = base.server_text(resp.getheader('Content-Range'))
             raise exceptions.TransientError(
                 reason='the server answered the resume request with '
                        'Content-Range "%s" instead of bytes %d-; starting '
-                       'over' % (_server_text(resp.getheader('Content-Range')),
-                                 offset))
+                       'over' % (content_range, offset))
         if resp.status == 416 and offset:
             out.truncate(0)
             raise exceptions.TransientError(
@@ -165,7 +165,7 @@ class HttpStrategy(base.Strategy):
             raise exceptions.RequestRejected(
                 location=target.location, strategy=self.name,
                 reason='unexpected HTTP status %d %s'
-                       % (resp.status, _server_text(resp.reason)))
+                       % (resp.status, base.server_text(resp.reason)))
         out.truncate(0)
         out.seek(0)
         target.validator = _strong_validator(resp)
@@ -208,7 +208,7 @@ class HttpStrategy(base.Strategy):
         status = resp.status
         if status in (200, 206):
             return
-        reason = 'HTTP %d %s' % (status, _server_text(resp.reason))
+        reason = 'HTTP %d %s' % (status, base.server_text(resp.reason))
         kwargs = {'location': target.location, 'strategy': self.name,
                   'reason': reason}
         if status in (404, 410):
@@ -219,7 +219,7 @@ class HttpStrategy(base.Strategy):
             raise exceptions.TransientError(reason=reason)
         if 300 <= status < 400:
             kwargs['reason'] = '%s to %s; redirects are not followed' % (
-                reason, _server_text(resp.getheader('Location')))
+                reason, base.server_text(resp.getheader('Location')))
         raise exceptions.RequestRejected(**kwargs)
 
     def _make_ssl_context(self):
@@ -246,44 +246,4 @@ def _describe(exc):
     if isinstance(exc, socket.timeout):
         return 'timed out'
     # http.client quotes what the server sent (a status line, say).
-    return _server_text(str(exc)) or exc.__class__.__name__
-
-
-def _server_text(text):
-    """Text a server chose, printable and bounded, for a reason."""
-    if text is None:
-        return None
-    text = str(text)
-    if text.isprintable() and len(text) <= package_exc.MAX_QUOTED_LENGTH:
-        return text
-    return package_exc.quoted(text)
-
-
-class _Watchdog:
-    """Shuts ``conn``'s socket down at ``deadline``.
-
-    Reads then end at once, as if the server had closed; the caller's
-    ``check_deadline`` names the timeout.
-    """
-
-    def __init__(self, conn, deadline):
-        self._conn = conn
-        self._timer = threading.Timer(max(0.0, deadline - time.monotonic()),
-                                      self._expire)
-        self._timer.daemon = True
-
-    def __enter__(self):
-        self._timer.start()
-        return self
-
-    def __exit__(self, *exc_info):
-        self._timer.cancel()
-
-    def _expire(self):
-        sock = self._conn.sock
-        if sock is None:
-            return
-        # The plain socket's shutdown: an SSLSocket's would also drop its
-        # TLS state under the reading thread's feet.
-        with contextlib.suppress(OSError):
-            socket.socket.shutdown(sock, socket.SHUT_RDWR)
+    return base.server_text(str(exc)) or exc.__class__.__name__

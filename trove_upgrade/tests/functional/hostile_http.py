@@ -17,10 +17,12 @@ breaks them in a few named ways, each connection here runs a test's
 function ``answer(conn, request, number)`` on the raw socket: it may drip
 a status line a byte at a time, send headers no server would, lie in
 Content-Range, or reset the connection mid-body. ``number`` counts the
-requests from 1 (a resume is request 2).
+requests from 1 (a resume is request 2). :func:`swift_v1` plays Swift's v1
+auth in front of such a function, for the swift strategy.
 """
 
 import socket
+import struct
 import threading
 import time
 
@@ -41,6 +43,44 @@ def drip(conn, data, interval):
     for i in range(len(data)):
         conn.sendall(data[i:i + 1])
         time.sleep(interval)
+
+
+def drip_status_line(conn, request, number):
+    """An answer whose status line and headers would take 50 s."""
+    drip(conn, b'HTTP/1.1 200 OK\r\nX-Slow: ' + b'x' * 1000, 0.05)
+
+
+def drip_body(conn, request, number):
+    """An answer whose 1000-byte body would take 50 s."""
+    conn.sendall(response(headers=['Content-Length: 1000']))
+    drip(conn, b'x' * 1000, 0.05)
+
+
+def reset_mid_body(conn, request, number):
+    """An answer reset (RST) after 500 of its 1000 bytes."""
+    conn.sendall(response(headers=['Content-Length: 1000'], body=b'x' * 500))
+    conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
+                    struct.pack('ii', 1, 0))
+
+
+SWIFT_AUTH_PATH = '/auth/v1.0'
+SWIFT_ACCOUNT_PATH = '/v1/AUTH_test'
+
+
+def swift_v1(object_answer):
+    """Answer Swift v1 auth, then ``object_answer`` for the object requests.
+
+    The storage URL handed out is this server's own
+    :data:`SWIFT_ACCOUNT_PATH`.
+    """
+    def answer(conn, request, number):
+        if not request.startswith(b'GET %s ' % SWIFT_AUTH_PATH.encode()):
+            return object_answer(conn, request, number)
+        conn.sendall(response(headers=[
+            'X-Storage-Url: http://%s:%d%s' % (conn.getsockname() +
+                                               (SWIFT_ACCOUNT_PATH,)),
+            'X-Auth-Token: AUTH_tk-hostile', 'Content-Length: 0']))
+    return answer
 
 
 class HostileHttpServer(fixtures.Fixture):

@@ -15,37 +15,30 @@
 import os
 import time
 
-import fixtures
-
 from trove_upgrade.agent import strategies
 from trove_upgrade.agent.strategies import exceptions
-from trove_upgrade.tests import base
 from trove_upgrade.tests.functional import https_server
 from trove_upgrade.tests.functional import servers
+from trove_upgrade.tests.functional.strategies import base
 
 PACKAGE = os.urandom(300 * 1024 + 17)
 MANIFEST = b'{"signed": {"version": "1.0.1"}}'
 
 
-class HttpsStrategyTestCase(base.TestCase):
+class HttpsStrategyTestCase(base.StrategyTestCase):
     """One HTTPS server, and one requiring client certificates."""
+
+    strategy = 'http'
+    download_retries = 2
 
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
-        workdir = fixtures.TempDir()
-        workdir.setUp()
-        cls.addClassCleanup(workdir.cleanUp)
-        cls.root = os.path.join(workdir.path, 'www')
-        os.mkdir(cls.root)
-        for name, data in (('pkg.tar', PACKAGE),
-                           ('pkg.tar.manifest', MANIFEST)):
-            with open(os.path.join(cls.root, name), 'wb') as f:
-                f.write(data)
-        cls.ca = https_server.CertificateAuthority(workdir.path)
-        os.mkdir(os.path.join(workdir.path, 'other'))
+        cls.root = cls.class_dir([('pkg.tar', PACKAGE),
+                                  ('pkg.tar.manifest', MANIFEST)])
+        cls.ca = https_server.CertificateAuthority(cls.class_dir())
         cls.other_ca = https_server.CertificateAuthority(
-            os.path.join(workdir.path, 'other'), name='another CA')
+            cls.class_dir(), name='another CA')
         cls.server = cls._serve(https_server.HttpsFileServer(cls.root, cls.ca))
         cls.mtls_server = cls._serve(https_server.HttpsFileServer(
             cls.root, cls.ca, client_ca=cls.ca))
@@ -59,18 +52,7 @@ class HttpsStrategyTestCase(base.TestCase):
     def setUp(self):
         super().setUp()
         self.server.clear_faults()
-        self.config_dir = self.useFixture(fixtures.TempDir()).path
-        self.dest_dir = self.useFixture(fixtures.TempDir()).path
-        self.dest = os.path.join(self.dest_dir, 'pkg.tar')
-        self.flags(group='agent', strategy_config_dir=self.config_dir,
-                   download_retries=2, download_retry_delay=0,
-                   download_timeout=30)
         self.settings = {'ca_file': self.ca.cert_file, 'chunk_size': 4096}
-
-    def _strategy(self, **settings):
-        self.settings.update(settings)
-        servers.write_strategy_conf(self.config_dir, 'http', self.settings)
-        return strategies.load('http', self.conf)
 
     def _requests(self, name):
         return [r for r in self.server.requests if r[1] == name]
@@ -85,8 +67,7 @@ class HttpsStrategyTestCase(base.TestCase):
                                        self.dest + '.manifest', 4096)
 
         self.assertEqual(len(PACKAGE), size)
-        with open(self.dest, 'rb') as f:
-            self.assertEqual(PACKAGE, f.read())
+        self.assertEqual(PACKAGE, self._read_dest())
         self.assertEqual(len(MANIFEST), manifest_size)
         self.assertEqual(['pkg.tar', 'pkg.tar.manifest'],
                          sorted(os.listdir(self.dest_dir)))
@@ -99,8 +80,7 @@ class HttpsStrategyTestCase(base.TestCase):
                               len(PACKAGE))
 
         self.assertEqual(len(PACKAGE), size)
-        with open(self.dest, 'rb') as f:
-            self.assertEqual(PACKAGE, f.read())
+        self.assertEqual(PACKAGE, self._read_dest())
         self.assertEqual([('GET', 'pkg.tar', None),
                           ('GET', 'pkg.tar', 'bytes=100000-')],
                          self._requests('pkg.tar'))
@@ -242,28 +222,20 @@ class HttpsStrategyTestCase(base.TestCase):
         self.assertIn('Connection refused', str(error))
 
 
-class PlainHttpStrategyTestCase(base.TestCase):
+class PlainHttpStrategyTestCase(base.StrategyTestCase):
+
+    strategy = 'http'
 
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
-        root = fixtures.TempDir()
-        root.setUp()
-        cls.addClassCleanup(root.cleanUp)
-        with open(os.path.join(root.path, 'pkg.tar'), 'wb') as f:
-            f.write(PACKAGE)
-        cls.server = https_server.HttpsFileServer(root.path, tls=False)
+        cls.server = https_server.HttpsFileServer(
+            cls.class_dir([('pkg.tar', PACKAGE)]), tls=False)
         cls.server.setUp()
         cls.addClassCleanup(cls.server.cleanUp)
 
-    def setUp(self):
-        super().setUp()
-        self.config_dir = self.useFixture(fixtures.TempDir()).path
-        self.dest = os.path.join(self.useFixture(fixtures.TempDir()).path,
-                                 'pkg.tar')
-        self.flags(group='agent', strategy_config_dir=self.config_dir)
-
     def test_plain_http_refused_by_default(self):
+        # No drop-in file: the defaults.
         strategy = strategies.load('http', self.conf)
 
         error = self.assertRaises(exceptions.InvalidLocation, strategy.fetch,
@@ -273,9 +245,7 @@ class PlainHttpStrategyTestCase(base.TestCase):
         self.assertEqual([], self.server.requests)
 
     def test_plain_http_when_allowed(self):
-        servers.write_strategy_conf(self.config_dir, 'http',
-                                    {'allow_insecure_http': True})
-        strategy = strategies.load('http', self.conf)
+        strategy = self._strategy(allow_insecure_http=True)
 
         size = strategy.fetch(self.server.url('pkg.tar'), self.dest,
                               len(PACKAGE))

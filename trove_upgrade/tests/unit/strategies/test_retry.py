@@ -20,6 +20,7 @@ import fixtures
 from oslo_config import cfg
 import requests
 from swiftclient import exceptions as swift_exc
+import urllib3
 
 from trove_upgrade.agent.strategies import base as strategy_base
 from trove_upgrade.agent.strategies import exceptions
@@ -247,14 +248,19 @@ class TestHttpStatuses(base.StrategyTestCase):
 
 class TestSwiftErrors(base.StrategyTestCase):
 
-    def classify(self, exc):
+    def classify(self, exc, deadline=None):
+        error = self.translate(exc, deadline)
+        return type(error)
+
+    def translate(self, exc, deadline=None):
         strategy = self.load('swift', **test_loader.SWIFT_CREDENTIALS)
         target = strategy.parse_location('swift://c/o')
         try:
-            with swift._SwiftErrors(strategy, target):
+            with swift._SwiftErrors(strategy, target,
+                                    deadline or strategy._deadline()):
                 raise exc
         except exceptions.StrategyError as error:
-            return type(error)
+            return error
 
     def test_classification(self):
         def client_error(status):
@@ -273,6 +279,19 @@ class TestSwiftErrors(base.StrategyTestCase):
                       self.classify(client_error(None)))
         self.assertIs(exceptions.TransientError, self.classify(
             requests.exceptions.ConnectionError('refused')))
+        self.assertIs(exceptions.TransientError, self.classify(
+            urllib3.exceptions.ProtocolError('Connection broken')))
+
+    def test_any_error_after_the_deadline_is_the_timeout(self):
+        # The watchdog's shutdown surfaces as whatever the parsers made
+        # of the answer it cut short.
+        error = self.translate(
+            swift_exc.ClientException('failed', http_status=404),
+            deadline=time.monotonic() - 1)
+
+        self.assertIsInstance(error, exceptions.TransientError)
+        self.assertIn('took longer than [agent] download_timeout',
+                      str(error))
 
 
 class TestRsyncExitStatuses(base.StrategyTestCase):
