@@ -59,6 +59,7 @@ import argparse
 import collections
 import concurrent.futures
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -335,6 +336,10 @@ def main():
                         help='database URL; default a temporary database '
                              'on the PostgreSQL of 127.0.0.1')
     args = parser.parse_args()
+    # Stopped by SIGTERM, it still stops the processes it started and
+    # deletes its queues: the finally blocks run.
+    signal.signal(signal.SIGTERM,
+                  lambda signum, frame: sys.exit(128 + signum))
     CONF([], project='trove-upgrade', default_config_files=[],
          default_config_dirs=[])
     if args.serve_raw:

@@ -304,6 +304,10 @@ def main():
                              'through PyMySQL costs the conductor twice '
                              'the CPU.)')
     args = parser.parse_args()
+    # Stopped by SIGTERM, it still stops the processes it started and
+    # deletes its queues: the finally blocks run.
+    signal.signal(signal.SIGTERM,
+                  lambda signum, frame: sys.exit(128 + signum))
     CONF([], project='trove-upgrade', default_config_files=[],
          default_config_dirs=[])
 
