@@ -22,11 +22,11 @@ with the agent's configuration.
 """
 
 import shlex
-import subprocess
 
 from oslo_log import log as logging
 from stevedore import driver
 
+from trove_upgrade.agent import child_process
 from trove_upgrade import exception
 
 LOG = logging.getLogger(__name__)
@@ -36,6 +36,8 @@ NON_UPGRADEABLE = frozenset(['backup', 'restore', 'resize', 'restart',
                              'error'])
 ENTRY_POINT_GROUP = 'trove_upgrade.guest_state'
 UNKNOWN = 'unknown'
+# Characters of a state file, bytes of a state command's output, read.
+STATE_LIMIT = 256
 
 
 class GuestStateError(exception.TroveUpgradeException):
@@ -65,7 +67,7 @@ class FileStateProvider:
     def get_state(self):
         try:
             with open(self.path, encoding='utf-8') as f:
-                return normalise(f.read(256))
+                return normalise(f.read(STATE_LIMIT))
         except FileNotFoundError:
             return RUNNING
         except OSError as e:
@@ -84,17 +86,15 @@ class CommandStateProvider:
 
     def get_state(self):
         try:
-            proc = subprocess.run(self.argv, stdout=subprocess.PIPE,
-                                  stderr=subprocess.PIPE,
-                                  timeout=self.timeout)
-        except (OSError, subprocess.TimeoutExpired) as e:
+            proc = child_process.run(self.argv, self.timeout,
+                                     head=STATE_LIMIT)
+        except (OSError, child_process.ChildTimedOut) as e:
             raise GuestStateError('guest state command failed: %s' % e)
         if proc.returncode != 0:
             raise GuestStateError(
                 'guest state command exited with %d: %s'
-                % (proc.returncode,
-                   proc.stderr.decode('utf-8', 'replace').strip()[-500:]))
-        lines = proc.stdout.decode('utf-8', 'replace').splitlines()
+                % (proc.returncode, proc.stderr.tail.strip()[-500:]))
+        lines = proc.stdout.head.splitlines()
         return normalise(lines[0] if lines else '')
 
 

@@ -35,13 +35,13 @@ import os
 import re
 import shlex
 import shutil
-import subprocess
 import sys
 import time
 import zipfile
 
 from oslo_log import log as logging
 
+from trove_upgrade.agent import child_process
 from trove_upgrade.agent import journal as journal_mod
 from trove_upgrade import exception
 from trove_upgrade.packaging import exceptions as package_exc
@@ -82,9 +82,8 @@ def check_version_name(version):
     return version
 
 
-def _tail(output):
-    text = (output or b'').decode('utf-8', 'replace').strip()
-    return text[-_OUTPUT_LIMIT:]
+def _tail(finished):
+    return finished.stdout.tail.strip()[-_OUTPUT_LIMIT:]
 
 
 def resolve_command(command, install_dir):
@@ -103,16 +102,15 @@ def run_health_command(command, install_dir, phase, timeout):
     env = dict(os.environ)
     env[PHASE_ENV] = phase
     try:
-        proc = subprocess.run(argv, stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, env=env,
-                              cwd=install_dir, timeout=timeout)
-    except subprocess.TimeoutExpired:
+        proc = child_process.run(argv, timeout, merge_stderr=True, env=env,
+                                 cwd=install_dir)
+    except child_process.ChildTimedOut:
         return '%s after %.1fs' % (HEALTH_TIMED_OUT, timeout)
     except OSError as e:
         return 'health command cannot run: %s' % e
     if proc.returncode != 0:
         return 'health command exited with %d: %s' % (proc.returncode,
-                                                      _tail(proc.stdout))
+                                                      _tail(proc))
     return None
 
 
@@ -239,17 +237,16 @@ class InstallRoot:
 
     def _run(self, argv, what):
         try:
-            proc = subprocess.run(argv, stdout=subprocess.PIPE,
-                                  stderr=subprocess.STDOUT,
-                                  timeout=self.pip_timeout)
-        except subprocess.TimeoutExpired:
+            proc = child_process.run(argv, self.pip_timeout,
+                                     merge_stderr=True)
+        except child_process.ChildTimedOut:
             raise InstallError('%s timed out after %ss'
                                % (what, self.pip_timeout))
         except OSError as e:
             raise InstallError('%s cannot run: %s' % (what, e))
         if proc.returncode != 0:
             raise InstallError('%s failed with status %d: %s'
-                               % (what, proc.returncode, _tail(proc.stdout)))
+                               % (what, proc.returncode, _tail(proc)))
 
     def _build(self, dest, wheel_paths):
         started = time.monotonic()

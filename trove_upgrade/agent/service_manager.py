@@ -36,12 +36,12 @@ import os
 import shlex
 import signal
 import socket
-import subprocess
 import time
 import xmlrpc.client
 
 from oslo_log import log as logging
 
+from trove_upgrade.agent import child_process
 from trove_upgrade.agent import journal as journal_mod
 from trove_upgrade.agent import supervisor as supervisor_mod
 
@@ -60,16 +60,14 @@ class ServiceManagerError(supervisor_mod.GuestStartError):
 
 def _run(argv, timeout=_TIMEOUT):
     try:
-        proc = subprocess.run(argv, stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True,
-                              timeout=timeout)
-    except subprocess.TimeoutExpired:
+        proc = child_process.run(argv, timeout=timeout, merge_stderr=True)
+    except child_process.ChildTimedOut:
         raise ServiceManagerError('%s timed out after %ds'
                                   % (shlex.join(argv), timeout))
     except OSError as e:
         raise ServiceManagerError('%s cannot run: %s'
                                   % (shlex.join(argv), e))
-    return proc.returncode, proc.stdout.strip()[-_OUTPUT_LIMIT:]
+    return proc.returncode, proc.stdout.tail.strip()[-_OUTPUT_LIMIT:]
 
 
 def _check(argv):

@@ -12,6 +12,8 @@
 
 """Base test case: isolated config, logging capture, no leaked state."""
 
+import time
+
 import fixtures
 from oslo_config import fixture as config_fixture
 from oslotest import base
@@ -19,6 +21,19 @@ from oslotest import base
 from trove_upgrade import conf
 from trove_upgrade.conf import database
 from trove_upgrade.conf import opts
+
+# How long a killed process may take to leave: bounds a broken test only.
+_DEATH_WAIT = 30
+
+
+def _running(pid):
+    """Whether ``pid`` runs; a zombie, killed but not reaped yet, does not."""
+    try:
+        with open('/proc/%d/stat' % pid) as f:
+            state = f.read().rsplit(')', 1)[1].split()[0]
+    except FileNotFoundError:
+        return False
+    return state not in ('Z', 'X')
 
 
 class TestCase(base.BaseTestCase):
@@ -44,3 +59,12 @@ class TestCase(base.BaseTestCase):
         """Override options for the duration of the test."""
         for name, value in kw.items():
             self.conf.set_override(name, value, group)
+
+    def assertProcessesDie(self, pids):
+        """Wait for each of ``pids`` to be killed; fail if one lives on."""
+        deadline = time.monotonic() + _DEATH_WAIT
+        while any(_running(pid) for pid in pids):
+            if time.monotonic() > deadline:
+                self.fail('still running: %s'
+                          % [pid for pid in pids if _running(pid)])
+            time.sleep(0.1)

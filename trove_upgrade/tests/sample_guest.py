@@ -27,6 +27,11 @@ Behaviours:
 ``broken``
     its health command fails even before the switch, in the preflight
     check of the new install.
+``flooding``
+    starts and keeps running, but its health command, once the guest
+    agent runs, prints without end and forks a helper that holds its
+    output open (recording the helper's pid in
+    ``<state-dir>/flood-helper-<pid>.pid``).
 
 The wheel carries two console scripts: ``sample-guest-agent --state-dir
 DIR`` and ``sample-guest-agent-health --state-dir DIR``. The health command
@@ -43,7 +48,8 @@ import os
 import zipfile
 
 DIST = 'sample_guest_agent'
-BEHAVIOURS = ('ok', 'crash', 'unhealthy', 'broken')
+BEHAVIOURS = ('ok', 'crash', 'unhealthy', 'broken', 'flooding')
+FLOOD_HELPER_GLOB = 'flood-helper-*.pid'
 
 _MODULE = '''"""Sample guest agent built by trove_upgrade's tests."""
 
@@ -51,6 +57,7 @@ import argparse
 import json
 import os
 import signal
+import subprocess
 import sys
 import time
 
@@ -90,6 +97,17 @@ def main():
         time.sleep(3600)
 
 
+def _flood(state_dir):
+    helper = subprocess.Popen([sys.executable, '-c',
+                               'import time; time.sleep(3600)'])
+    name = 'flood-helper-%d.pid' % helper.pid
+    with open(os.path.join(state_dir, name), 'w') as f:
+        f.write(str(helper.pid))
+    chunk = b'\\x1b[2Jflooding\\x00' * 4096
+    while True:
+        os.write(1, chunk)
+
+
 def health():
     args = _args()
     if BEHAVIOUR == 'broken':
@@ -98,6 +116,8 @@ def health():
         return 1
     if os.environ.get('TROVE_UPGRADE_PHASE') == 'preflight':
         return 0
+    if BEHAVIOUR == 'flooding':
+        _flood(args.state_dir)
     try:
         with open(_status_path(args.state_dir)) as f:
             status = json.load(f)

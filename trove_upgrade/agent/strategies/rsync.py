@@ -27,10 +27,10 @@ the size cannot make it write more.
 import os
 import re
 import resource
-import subprocess
 import time
 import urllib.parse
 
+from trove_upgrade.agent import child_process
 from trove_upgrade.agent.strategies import base
 from trove_upgrade.agent.strategies import exceptions
 from trove_upgrade.conf import strategies as conf_strategies
@@ -40,6 +40,8 @@ _UNSAFE = re.compile(r'[*?\[\]{}\\\s\x00-\x1f\x7f]')
 # protocol incompatibility, unsupported action.
 _PERMANENT_STATUSES = (1, 2, 4)
 _LISTING = re.compile(r'^(\S)\S*\s+([\d,.]+)\s')
+# Bytes of a listing read: one file's line, whatever the daemon sends.
+_LISTING_LIMIT = 4096
 
 
 class _Target:
@@ -103,9 +105,11 @@ class RsyncStrategy(base.Strategy):
         return written
 
     def _listed_size(self, target, deadline):
-        output = self._run(target, deadline, ['--list-only', target.url])
+        listing = self._run(target, deadline, ['--list-only', target.url])
+        output = listing.head
         lines = output.splitlines()
-        match = _LISTING.match(lines[0]) if len(lines) == 1 else None
+        match = (_LISTING.match(lines[0])
+                 if len(lines) == 1 and listing.complete else None)
         if match is None:
             raise exceptions.RequestRejected(
                 location=target.location, strategy=self.name,
@@ -126,12 +130,11 @@ class RsyncStrategy(base.Strategy):
         command += list(settings.extra_args) + args
         self.check_deadline(deadline)
         try:
-            result = subprocess.run(
-                command, stdin=subprocess.DEVNULL, capture_output=True,
-                text=True, errors='replace', env=_environment(),
-                timeout=max(0.1, deadline - time.monotonic()),
+            result = child_process.run(
+                command, max(0.1, deadline - time.monotonic()),
+                head=_LISTING_LIMIT, env=_environment(),
                 preexec_fn=_file_size_limit(max_bytes))
-        except subprocess.TimeoutExpired as exc:
+        except child_process.ChildTimedOut as exc:
             raise exceptions.TransientError(
                 reason='rsync did not finish within [agent] '
                        'download_timeout (%s s)' % self.timeout) from exc
@@ -140,26 +143,26 @@ class RsyncStrategy(base.Strategy):
                 location=target.location, strategy=self.name,
                 reason='cannot run %s: %s' % (settings.rsync_path, exc))
         if result.returncode != 0:
-            self._raise_for(target, result, max_bytes)
+            self._raise_for(target, result.returncode, result.stderr.tail,
+                            max_bytes)
         return result.stdout
 
-    def _raise_for(self, target, result, max_bytes):
-        status = result.returncode
-        detail = ' '.join(result.stderr.split())[:500]
+    def _raise_for(self, target, status, stderr, max_bytes):
+        detail = ' '.join(stderr.split())[:500]
         reason = 'rsync exited with status %d: %s' % (status, detail)
         kwargs = {'location': target.location, 'strategy': self.name,
                   'reason': reason}
-        if 'File too large' in result.stderr and max_bytes is not None:
+        if 'File too large' in stderr and max_bytes is not None:
             raise self.too_big(target.location, max_bytes,
                                'the daemon sent more than it listed')
-        if status == 23 and 'No such file or directory' in result.stderr:
+        if status == 23 and 'No such file or directory' in stderr:
             raise exceptions.ObjectNotFound(**kwargs)
         if status == 5:
-            if '@ERROR: Unknown module' in result.stderr:
+            if '@ERROR: Unknown module' in stderr:
                 raise exceptions.ObjectNotFound(**kwargs)
-            if '@ERROR: auth failed' in result.stderr:
+            if '@ERROR: auth failed' in stderr:
                 raise exceptions.AccessDenied(**kwargs)
-            if '@ERROR: max connections' not in result.stderr:
+            if '@ERROR: max connections' not in stderr:
                 raise exceptions.RequestRejected(**kwargs)
         if status in _PERMANENT_STATUSES:
             raise exceptions.RequestRejected(**kwargs)

@@ -12,15 +12,38 @@
 
 """Upgrades end to end: RabbitMQ, the conductor, the agent, real installs."""
 
+import glob
 import os
 import signal
 
+from trove_upgrade.agent import install
 from trove_upgrade.conductor import agent_rpcapi
 from trove_upgrade import states
 from trove_upgrade.tests.functional.agent import harness
+from trove_upgrade.tests import sample_guest
 from trove_upgrade import upgrades
 
 WITHOUT_SENT = frozenset([states.SENT])
+# The agent's peak resident memory while a health command floods its
+# output for two timeouts: a fraction of what the command prints then.
+AGENT_MEMORY_BOUND = 256 << 20
+
+
+def _peak_memory(group):
+    """The largest peak resident size, in bytes, of a process group."""
+    peak = 0
+    for name in os.listdir('/proc'):
+        try:
+            with open('/proc/%s/stat' % name) as f:
+                if int(f.read().rsplit(')', 1)[1].split()[2]) != group:
+                    continue
+            with open('/proc/%s/status' % name) as f:
+                for line in f:
+                    if line.startswith('VmHWM:'):
+                        peak = max(peak, int(line.split()[1]) << 10)
+        except (OSError, ValueError, IndexError):
+            continue
+    return peak
 
 
 class TestUpgrade(harness.AgentTestCase):
@@ -216,7 +239,7 @@ class TestUpgrade(harness.AgentTestCase):
 class TestRollback(harness.AgentTestCase):
 
     initial_version = '2.0.0'
-    packages = {'3.0.0': 'crash', '4.0.0': 'unhealthy'}
+    packages = {'3.0.0': 'crash', '4.0.0': 'unhealthy', '5.0.0': 'flooding'}
 
     def _upgrade_fails(self, version):
         self.start_agent()
@@ -243,3 +266,19 @@ class TestRollback(harness.AgentTestCase):
         detail = self._upgrade_fails('4.0.0')
         self.assertIn('guest agent 4.0.0 failed 2 start attempt(s)', detail)
         self.assertIn('unhealthy', detail)
+
+    def test_health_command_flooding_its_output_rolls_back(self):
+        detail = self._upgrade_fails('5.0.0')
+        self.assertIn('guest agent 5.0.0 failed 2 start attempt(s): %s '
+                      'after' % install.HEALTH_TIMED_OUT, detail)
+        self.assertLess(len(detail), 500)
+        self.assertLess(_peak_memory(self.processes['agent'].pid),
+                        AGENT_MEMORY_BOUND)
+        helpers = glob.glob(os.path.join(self.install_root, 'guest-run',
+                                         sample_guest.FLOOD_HELPER_GLOB))
+        self.assertNotEqual([], helpers)
+        pids = []
+        for path in helpers:
+            with open(path) as f:
+                pids.append(int(f.read()))
+        self.assertProcessesDie(pids)

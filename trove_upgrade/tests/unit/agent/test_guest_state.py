@@ -57,6 +57,12 @@ class TestGuestState(base.TestCase):
         self.assertIn('exited with 4: oops', str(e))
         self.assertEqual('unknown', guest_state.current_state(provider))
 
+    def test_command_output_beyond_its_first_line_is_not_kept(self):
+        self.flags(group='agent', guest_state_provider='command',
+                   guest_state_command='sh -c "echo Backup; yes | head -c '
+                                       '67108864"')
+        self.assertEqual('backup', guest_state.load(self.conf).get_state())
+
     def test_command_provider_needs_a_command(self):
         self.flags(group='agent', guest_state_provider='command')
         self.assertRaises(guest_state.GuestStateError, guest_state.load,

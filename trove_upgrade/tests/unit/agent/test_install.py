@@ -13,6 +13,7 @@
 """Side-by-side installs with real virtualenvs and real pip."""
 
 import os
+import sys
 import zipfile
 
 import fixtures
@@ -146,6 +147,23 @@ class TestInstallRoot(base.TestCase):
     def test_top_level_modules(self):
         self.assertEqual([sample_guest.DIST], install.top_level_modules(
             [self._wheel('1.0.0')]))
+
+    def test_endless_health_output_times_out(self):
+        reason = install.run_health_command(
+            '%s -c "while True: print(\'y\' * 4096)"' % sys.executable,
+            self.root, install.RUNNING, 1)
+        self.assertEqual('%s after 1.0s' % install.HEALTH_TIMED_OUT, reason)
+
+    def test_health_failure_quotes_the_end_of_its_output(self):
+        reason = install.run_health_command(
+            '%s -c "import sys; print(\'x\' * (64 << 20)); '
+            'sys.exit(\'the real reason\x1b[0m\')"' % sys.executable,
+            self.root, install.RUNNING, 60)
+        self.assertTrue(reason.startswith('health command exited with 1: '
+                                          'xxx'), reason[:100])
+        self.assertTrue(reason.endswith('x\nthe real reason?[0m'),
+                        reason[-100:])
+        self.assertLess(len(reason), 2100)
 
     def test_resolve_command(self):
         self.assertEqual(['/i/bin/x', '--a', 'b c'],

@@ -21,7 +21,6 @@ supervisor class.
 import os
 import signal
 import socket
-import subprocess
 import threading
 from unittest import mock
 import xmlrpc.client
@@ -29,6 +28,7 @@ import xmlrpc.server
 
 import fixtures
 
+from trove_upgrade.agent import child_process
 from trove_upgrade.agent import install
 from trove_upgrade.agent import journal
 from trove_upgrade.agent import service_manager
@@ -51,7 +51,9 @@ WantedBy=multi-user.target
 
 
 def _done(args, status=0, out=''):
-    return subprocess.CompletedProcess(args, status, out)
+    output = child_process.Output(0, child_process.TAIL_BYTES)
+    output.feed(out.encode())
+    return child_process.Finished(status, output, child_process.Output(0, 0))
 
 
 class TestSystemdDriver(base.TestCase):
@@ -63,7 +65,8 @@ class TestSystemdDriver(base.TestCase):
                   'w') as f:
             f.write(UNIT)
         self.run = self.useFixture(fixtures.MockPatch(
-            'subprocess.run', side_effect=lambda a, **k: _done(a))).mock
+            'trove_upgrade.agent.child_process.run',
+            side_effect=lambda a, **k: _done(a))).mock
         self.driver = service_manager.SystemdDriver(
             'guest-agent', 'systemctl', self.unit_dir)
 
@@ -136,7 +139,8 @@ class TestSupervisordDriver(base.TestCase):
     def setUp(self):
         super().setUp()
         self.run = self.useFixture(fixtures.MockPatch(
-            'subprocess.run', side_effect=lambda a, **k: _done(a))).mock
+            'trove_upgrade.agent.child_process.run',
+            side_effect=lambda a, **k: _done(a))).mock
         self.driver = service_manager.SupervisordDriver(
             'guest-agent', 'supervisorctl -c /etc/s.conf')
 

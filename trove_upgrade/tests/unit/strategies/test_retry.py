@@ -13,7 +13,6 @@
 """Retry policy: which failures are retried, how often, how long apart."""
 
 import os
-import subprocess
 import time
 
 import fixtures
@@ -299,9 +298,9 @@ class TestRsyncExitStatuses(base.StrategyTestCase):
     def classify(self, status, stderr):
         strategy = self.load('rsync')
         target = strategy.parse_location('rsync://h/m/pkg.tar')
-        result = subprocess.CompletedProcess([], status, '', stderr)
         error = self.assertRaises(exceptions.StrategyError,
-                                  strategy._raise_for, target, result, 100)
+                                  strategy._raise_for, target, status,
+                                  stderr, 100)
         return type(error)
 
     def test_classification(self):
