@@ -156,7 +156,7 @@ class TestInstallRoot(base.TestCase):
 
     def test_health_failure_quotes_the_end_of_its_output(self):
         reason = install.run_health_command(
-            '%s -c "import sys; print(\'x\' * (64 << 20)); '
+            '%s -c "import sys; print(\'x\' * (64 << 20), flush=True); '
             'sys.exit(\'the real reason\x1b[0m\')"' % sys.executable,
             self.root, install.RUNNING, 60)
         self.assertTrue(reason.startswith('health command exited with 1: '
