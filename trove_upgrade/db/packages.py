@@ -127,18 +127,29 @@ def list_packages(context, filters=None):
 
 def update_package_state(context, package_id, state):
     with common.context_manager.writer.using(context) as session:
-        row = _get_row(session, package_id)
-        row.state = state
-        row.updated_at = timeutils.utcnow()
-        session.flush()
-        return _package_dict(row)
+        # The write first: on SQLite, a transaction that reads and then
+        # writes is refused at once ("database is locked") when another
+        # wrote in between (the conductor, say); one that writes first
+        # waits for the lock.
+        _write_first(session, sa.update(models.Package)
+                     .where(models.Package.id == package_id)
+                     .values(state=state, updated_at=timeutils.utcnow()),
+                     package_id)
+        return _package_dict(_get_row(session, package_id))
 
 
 def delete_package(context, package_id):
     with common.context_manager.writer.using(context) as session:
-        _get_row(session, package_id)
-        session.execute(sa.delete(models.Package)
-                        .where(models.Package.id == package_id))
+        _write_first(session, sa.delete(models.Package)
+                     .where(models.Package.id == package_id), package_id)
+
+
+def _write_first(session, statement, package_id):
+    """Run ``statement`` on the package's row; PackageNotFound if none."""
+    changed = session.execute(
+        statement.execution_options(synchronize_session=False)).rowcount
+    if not changed:
+        raise exception.PackageNotFound(package=package_id)
 
 
 def list_unfinished_upgrades_of(context, strategy, location):
