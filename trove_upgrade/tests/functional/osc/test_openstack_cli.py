@@ -21,7 +21,6 @@ exactly as an operator's would. No conductor or agent runs: an upgrade the
 API sends stays SENT until it is cancelled.
 """
 
-import datetime
 import json
 import os
 import re
@@ -43,11 +42,11 @@ from trove_upgrade import context as tu_context
 from trove_upgrade.db import agents as db_agents
 from trove_upgrade.db import common as db_common
 from trove_upgrade.db import desired_versions as dv_db
-from trove_upgrade.db import packages as db_packages
 from trove_upgrade.db import upgrades as db_upgrades
 from trove_upgrade import exception
 from trove_upgrade.tests import base
 from trove_upgrade.tests import conffile
+from trove_upgrade.tests.fixtures import packages
 from trove_upgrade.tests.functional import keystone
 from trove_upgrade.tests.functional import servers
 
@@ -420,13 +419,7 @@ class TestOpenStackCLI(base.TestCase):
         # The registry's row as a verified registration records it: the
         # verification itself is the packages tests' business.
         name = 'guest-' + uuidutils.generate_uuid(dashed=False)[:12]
-        now = datetime.datetime.now(datetime.timezone.utc)
-        package = db_packages.create_package(admin, {
-            'name': name, 'version': '2.0.0', 'strategy': 'http',
-            'location': 'https://repo.example/%s-2.0.0.pkg' % name,
-            'state': 'active', 'size': 1000, 'sha256': 'a' * 64,
-            'signer_key_ids': ['k1'], 'manifest_created_at': now,
-            'manifest_expires_at': now + datetime.timedelta(days=1)})
+        package = packages.create(admin, name)
         group = 'group-' + name
         instances = sorted(uuidutils.generate_uuid() for _ in range(2))
         for instance_id in instances:

@@ -12,29 +12,20 @@
 
 """/mgmt/desired-versions, /mgmt/targets and /mgmt/packages/fleet."""
 
-import datetime
-
 from oslo_utils import uuidutils
 
 from trove_upgrade import context
 from trove_upgrade.db import agents as db_agents
-from trove_upgrade.db import packages as package_db
 from trove_upgrade.db import upgrades as db_upgrades
 from trove_upgrade import rpc_interface
 from trove_upgrade import states
+from trove_upgrade.tests.fixtures import packages
 from trove_upgrade.tests.unit.api import base
-
-NOW = datetime.datetime(2026, 12, 1, 12, 0, 0)
 
 
 def _package(ctx, version, state='active', floor=None):
-    return package_db.create_package(ctx, {
-        'name': 'trove-guestagent', 'version': version, 'strategy': 'http',
-        'location': 'https://repo.example/guest-%s.pkg' % version,
-        'state': state, 'size': 1000, 'sha256': 'a' * 64,
-        'min_upgrade_from': floor, 'signer_key_ids': ['k1'],
-        'manifest_created_at': NOW,
-        'manifest_expires_at': NOW + datetime.timedelta(days=30)})
+    return packages.create(ctx, 'trove-guestagent', version, state=state,
+                           min_upgrade_from=floor)
 
 
 class TestDesiredVersions(base.APITestCase):

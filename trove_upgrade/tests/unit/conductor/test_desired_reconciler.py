@@ -22,7 +22,6 @@ from trove_upgrade.conductor import desired_reconciler
 from trove_upgrade import context
 from trove_upgrade.db import agents as db_agents
 from trove_upgrade.db import desired_versions as dv_db
-from trove_upgrade.db import packages as package_db
 from trove_upgrade.db import upgrades as db_upgrades
 from trove_upgrade import desired_versions
 from trove_upgrade import package_registry
@@ -30,8 +29,7 @@ from trove_upgrade import resends
 from trove_upgrade import states
 from trove_upgrade.tests import base
 from trove_upgrade.tests.fixtures import database
-
-NOW = datetime.datetime(2026, 12, 1, 12, 0, 0)
+from trove_upgrade.tests.fixtures import packages
 
 
 class TestDesiredReconciler(base.TestCase):
@@ -44,12 +42,7 @@ class TestDesiredReconciler(base.TestCase):
         for instance_id in self.agents:
             db_agents.register_agent(self.ctx, instance_id, {
                 'guest_version': '1.0.0', 'labels': {'group': 'blue'}})
-        self.package = package_db.create_package(self.ctx, {
-            'name': 'guest', 'version': '2.0.0', 'strategy': 'http',
-            'location': 'https://repo.example/guest-2.0.0.pkg',
-            'state': 'active', 'size': 10, 'sha256': 'a' * 64,
-            'signer_key_ids': ['k'], 'manifest_created_at': NOW,
-            'manifest_expires_at': NOW + datetime.timedelta(days=1)})
+        self.package = packages.create(self.ctx)
         self.desired = desired_versions.create(self.ctx, {
             'name': 'blue', 'package_name': 'guest', 'version': '2.0.0',
             'selector': {'group': 'blue'}, 'canary': 1, 'max_in_flight': 2,

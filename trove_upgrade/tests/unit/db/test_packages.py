@@ -12,10 +12,7 @@
 
 """Package rows on a real SQLite file, with a second writer at work."""
 
-import datetime
 import threading
-
-from oslo_utils import timeutils
 
 from trove_upgrade import context
 from trove_upgrade.db import common as db_common
@@ -23,6 +20,7 @@ from trove_upgrade.db import packages as db_packages
 from trove_upgrade import exception
 from trove_upgrade.tests import base
 from trove_upgrade.tests.fixtures import database
+from trove_upgrade.tests.fixtures import packages
 
 
 class TestPackageWrites(base.TestCase):
@@ -31,13 +29,7 @@ class TestPackageWrites(base.TestCase):
         super().setUp()
         self.useFixture(database.Database())
         self.ctx = context.get_admin_context()
-        now = timeutils.utcnow()
-        self.package = db_packages.create_package(self.ctx, {
-            'name': 'guest', 'version': '2.0.0', 'strategy': 'http',
-            'location': 'https://repo.example/guest-2.0.0.pkg',
-            'state': 'active', 'size': 10, 'sha256': 'a' * 64,
-            'signer_key_ids': ['k'], 'manifest_created_at': now,
-            'manifest_expires_at': now + datetime.timedelta(days=1)})
+        self.package = packages.create(self.ctx)
 
     def _while_another_writes(self, call):
         """``call()`` while another connection holds SQLite's write lock.
