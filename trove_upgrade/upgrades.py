@@ -90,9 +90,9 @@ def create_upgrade(context, values):
     An upgrade of an instance Trove reports busy is recorded PENDING and
     held DEFERRED instead, and sent once it is idle.
     """
-    # Built first: a bad [upgrade_levels] agent must fail before anything
-    # is recorded.
-    agent_api = agent_rpcapi.AgentAPI()
+    # First: a bad [upgrade_levels] agent must fail before anything is
+    # recorded.
+    agent_api = agent_rpcapi.shared()
     hold = None
     if trove_instances.configured():
         values = dict(values, instance_id=trove_instances.resolve_instance(

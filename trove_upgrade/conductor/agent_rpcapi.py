@@ -44,6 +44,7 @@ to the agent's endpoint and to ``release_mappings.RELEASE_MAPPING``.
 """
 
 from concurrent import futures
+import threading
 
 import oslo_messaging as messaging
 
@@ -59,6 +60,40 @@ from trove_upgrade import sealing_keys
 CONF = conf.CONF
 
 
+_shared = None
+_shared_lock = threading.Lock()
+
+
+def _check_version_cap():
+    """Refuse a bad ``[upgrade_levels] agent`` without the database.
+
+    So that it stops a service at start, and an API request before
+    anything is recorded, rather than failing at the first send.
+    """
+    release_mappings.resolve_version_cap(
+        'agent', CONF.upgrade_levels.agent, auto=lambda: None)
+
+
+def shared():
+    """This process's :class:`AgentAPI`, for callers that send now and then.
+
+    Building a client registers oslo.messaging's client options, which
+    empties oslo.config's cache of every option's value: an AgentAPI per
+    API request cost it a client and a cache of two dozen option reads,
+    a tenth of its CPU per upgrade. It is built again when the transport
+    or ``[DEFAULT] rpc_send_retries`` changed, and the version cap is
+    checked on every call, as a new AgentAPI would.
+    """
+    global _shared
+    _check_version_cap()
+    with _shared_lock:
+        api = _shared
+        if (api is None or api.transport is not rpc.get_transport()
+                or api.retries != CONF.rpc_send_retries):
+            api = _shared = AgentAPI()
+        return api
+
+
 class AgentAPI:
     """Client side of the upgrade agent's RPC API.
 
@@ -72,12 +107,11 @@ class AgentAPI:
     RPC_API_VERSION = '1.1'
 
     def __init__(self):
-        # Resolved once here, without asking the database, so that a bad
-        # value stops the service at start rather than at its first send.
-        release_mappings.resolve_version_cap(
-            'agent', CONF.upgrade_levels.agent, auto=lambda: None)
+        _check_version_cap()
         target = messaging.Target(topic=rpc_interface.AGENT_TOPIC_PREFIX,
                                   version=self.RPC_API_VERSION)
+        self.transport = rpc.get_transport()
+        self.retries = CONF.rpc_send_retries
         # Mandatory: a cast that no queue takes comes back at once
         # (trove_upgrade.resends) instead of vanishing.
         self.client = rpc.get_rpc_client(target, mandatory=True)

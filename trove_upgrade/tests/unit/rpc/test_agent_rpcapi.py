@@ -19,6 +19,7 @@ from trove_upgrade.conductor import agent_rpcapi as rpcapi
 from trove_upgrade import context
 from trove_upgrade.db import agents as db_agents
 from trove_upgrade import exception
+from trove_upgrade import rpc
 from trove_upgrade import rpc_interface
 from trove_upgrade.tests import base
 from trove_upgrade.tests.fixtures import database
@@ -205,3 +206,33 @@ class TestUpgrade(base.TestCase):
         self.send()
         [message] = self.server.wait_for(1)
         self.assertEqual(('1.0', None), (message.version, message.error))
+
+
+class TestShared(base.TestCase):
+    """The API's one AgentAPI: kept, but never past what it was built of."""
+
+    def setUp(self):
+        super().setUp()
+        self.useFixture(rpc_fixture.FakeTransport())
+
+    def test_kept_between_calls(self):
+        self.assertIs(rpcapi.shared(), rpcapi.shared())
+
+    def test_built_again_for_a_new_transport(self):
+        first = rpcapi.shared()
+        rpc.cleanup()
+        second = rpcapi.shared()
+        self.assertIsNot(first, second)
+        self.assertIs(rpc.get_transport(), second.transport)
+
+    def test_built_again_when_send_retries_change(self):
+        first = rpcapi.shared()
+        self.flags(rpc_send_retries=first.retries + 1)
+        second = rpcapi.shared()
+        self.assertIsNot(first, second)
+        self.assertEqual(first.retries + 1, second.retries)
+
+    def test_bad_cap_refused_on_every_call(self):
+        rpcapi.shared()
+        self.flags(group='upgrade_levels', agent='1.x')
+        self.assertRaises(exception.InvalidRPCVersionCap, rpcapi.shared)
