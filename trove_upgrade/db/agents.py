@@ -177,6 +177,8 @@ def record_heartbeats(context, heartbeats):
 def _write_heartbeats(context, ids, heartbeats):
     with common.context_manager.writer.connection.using(
             context) as connection:
+        # The conductor's other threads and the API write meanwhile.
+        common.take_sqlite_write_lock(connection, _AGENTS)
         found = set(connection.scalars(_EXISTING_AGENTS,
                                        {'b_instance_ids': ids}))
         rows = []

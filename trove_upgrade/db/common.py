@@ -323,6 +323,35 @@ def check_limit(limit):
             reason='limit must be a positive integer, not %r' % (limit,))
 
 
+# table -> its no-op UPDATE, built once: the conductor runs one for each
+# agent report it records.
+_SQLITE_WRITE_LOCKS = {}
+
+
+def take_sqlite_write_lock(connection, table):
+    """On SQLite, make the transaction's first statement a write.
+
+    SQLite has a single writer. A transaction that read first and then
+    writes is refused at once ("database is locked") when another holds
+    the write lock or committed since that read: it cannot wait, its
+    snapshot would be stale. A transaction whose first statement writes
+    waits for the lock (the busy timeout) like any writer. So a writer
+    that must read first starts with an UPDATE of ``table`` that matches
+    no row, which takes the lock all the same. MySQL and PostgreSQL lock
+    rows, not the database: nothing is run on them.
+
+    ``connection`` is the transaction's (a session's ``connection()``).
+    """
+    if connection.dialect.name != 'sqlite':
+        return
+    statement = _SQLITE_WRITE_LOCKS.get(table)
+    if statement is None:
+        key = list(table.primary_key.columns)[0]
+        statement = _SQLITE_WRITE_LOCKS[table] = (
+            sa.update(table).where(sa.false()).values({key.name: key}))
+    connection.execute(statement)
+
+
 def take_lease(session, model, row_id, owner, until):
     """Whether ``owner`` now holds the lease on a row, until ``until``.
 

@@ -169,6 +169,9 @@ def update_desired_version(context, dv_id, values, action, source,
 def delete_desired_version(context, dv_id):
     """Delete it and its dispatches; its upgrades and events stay."""
     with common.context_manager.writer.using(context) as session:
+        # An API request, while the conductors write its dispatches.
+        common.take_sqlite_write_lock(session.connection(),
+                                      models.DesiredVersion.__table__)
         _get_row(session, dv_id)
         now = timeutils.utcnow()
         _event(session, context, dv_id, 'deleted', None, 'api', now)

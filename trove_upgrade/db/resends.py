@@ -52,7 +52,8 @@ def take_due_upgrades(context, now, next_resend_at, limit, source,
     change, and the caller casts them.
     """
     with common.context_manager.writer.using(context) as session:
-        db_upgrades._take_sqlite_write_lock(session)
+        common.take_sqlite_write_lock(session.connection(),
+                                      _UPGRADE.__table__)
         rows = session.execute(
             sa.select(*db_upgrades._UPGRADE_COLUMNS)
             .where(*_unclaimed(), _UPGRADE.resend_at <= now)

@@ -221,6 +221,10 @@ def delete_rollout(context, rollout_id, allowed_states):
     :raises: RolloutNotFound; InvalidRolloutState in another state.
     """
     with common.context_manager.writer.using(context) as session:
+        # An API request, while the conductors write the rollout's
+        # dispatches and leases.
+        common.take_sqlite_write_lock(session.connection(),
+                                      models.Rollout.__table__)
         row = _get_rollout_row(session, rollout_id)
         if row.status not in allowed_states:
             raise exception.InvalidRolloutState(

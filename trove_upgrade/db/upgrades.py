@@ -266,9 +266,6 @@ _READ_UPGRADE = sa.select(*_UPGRADE_COLUMNS).where(
     _UPGRADES.c.id == sa.bindparam('b_id'))
 _INSERT_UPGRADE = sa.insert(_UPGRADES)
 _INSERT_EVENT = sa.insert(models.UpgradeEvent.__table__)
-_SQLITE_LOCK = (sa.update(_UPGRADES)
-                .where(_UPGRADES.c.id == sa.bindparam('b_id'))
-                .values(status=_UPGRADES.c.status))
 _COMPARE_AND_SWAPS = {}  # sorted column names -> UPDATE statement
 
 
@@ -313,23 +310,6 @@ def _decide(upgrade, to_state, allowed_from, instance_id):
         raise exception.InvalidStateTransition(
             upgrade_id=upgrade['id'], from_state=current, to_state=to_state)
     return True
-
-
-def _take_sqlite_write_lock(session, *upgrade_ids):
-    """On SQLite, make the transaction's first statement a write.
-
-    SQLite has a single writer. Two transactions that both read and then
-    write can deadlock on its lock, and it refuses one at once ("database
-    is locked") instead of letting it wait; a transaction that writes
-    first waits for the lock. MySQL and PostgreSQL lock rows, not the
-    database, and skip this.
-    """
-    if session.get_bind().dialect.name == 'sqlite':
-        session.execute(
-            sa.update(models.Upgrade)
-            .where(models.Upgrade.id.in_(upgrade_ids))
-            .values(status=models.Upgrade.status)
-            .execution_options(synchronize_session=False))
 
 
 class UpgradeMemory:
@@ -439,9 +419,7 @@ def transition_chains_once(context, chains, kept=None):
     rows = []
     with (common.context_manager.writer.connection.using(context)
           if kept is None else kept.transaction()) as connection:
-        if connection.dialect.name == 'sqlite':
-            for chain in chains:
-                connection.execute(_SQLITE_LOCK, {'b_id': chain.upgrade_id})
+        common.take_sqlite_write_lock(connection, _UPGRADES)
         order = sorted(range(len(chains)),
                        key=lambda index: chains[index].upgrade_id)
         for index in order:
@@ -503,9 +481,7 @@ def _transition_once(context, upgrade_id, moves, source, allowed_from,
     """
     with common.context_manager.writer.connection.using(
             context) as connection:
-        if connection.dialect.name == 'sqlite':
-            # As _take_sqlite_write_lock does for a session.
-            connection.execute(_SQLITE_LOCK, {'b_id': upgrade_id})
+        common.take_sqlite_write_lock(connection, _UPGRADES)
         attempt = _attempt(connection, context, upgrade_id, moves, source,
                            allowed_from, instance_id, known)
         if attempt is None:
@@ -714,7 +690,7 @@ def mark_upgrades_sent(context, upgrade_ids, source, resend_at=None,
     now = timeutils.utcnow()
     upgrade = models.Upgrade
     with common.context_manager.writer.using(context) as session:
-        _take_sqlite_write_lock(session, *upgrade_ids)
+        common.take_sqlite_write_lock(session.connection(), _UPGRADES)
         moved = session.scalars(
             sa.select(upgrade.id)
             .where(upgrade.id.in_(upgrade_ids),

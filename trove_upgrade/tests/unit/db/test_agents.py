@@ -18,6 +18,7 @@ from trove_upgrade.db import agents as db_agents
 from trove_upgrade.db import upgrades as db_upgrades
 from trove_upgrade import exception
 from trove_upgrade import states
+from trove_upgrade.tests.fixtures import database
 from trove_upgrade.tests.unit.db import base as db_base
 
 T0 = db_base.T0
@@ -68,6 +69,20 @@ class TestAgents(db_base.DbTestCase):
         self.assertEqual(T0 + datetime.timedelta(seconds=45),
                          agent['last_heartbeat_at'])
         self.assertEqual(1, len(db_agents.list_agents(self.context)))
+
+    def test_heartbeats_wait_for_another_writer(self):
+        values = {'agent_version': '2.0.0', 'guest_version': '1.5.0',
+                  'rpc_api_version': '1.2', 'state': 'RUNNING',
+                  'labels': {'az': 'nova'}, 'host': 'guest-1'}
+        self._register(**values)
+        self._advance(30)
+        heard_at = self.now
+        missing = database.while_another_writes(
+            self, lambda: db_agents.record_heartbeats(
+                self.context, {INSTANCE: (values, heard_at)}))
+        self.assertEqual([], missing)
+        self.assertEqual(heard_at, db_agents.get_agent(
+            self.context, INSTANCE)['last_heartbeat_at'])
 
     def test_labels_are_replaced_as_a_whole(self):
         self._register(labels={'az': 'nova', 'ds': 'mysql'})

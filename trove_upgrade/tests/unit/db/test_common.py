@@ -12,13 +12,16 @@
 
 """The transaction factory the services build, on SQLite files."""
 
+import sqlite3
 import threading
+from unittest import mock
 
 from oslo_db import exception as db_exception
 import sqlalchemy as sa
 
 from trove_upgrade import context
 from trove_upgrade.db import common as db_common
+from trove_upgrade.db import models
 from trove_upgrade.db import upgrades as db_upgrades
 from trove_upgrade.tests import base
 from trove_upgrade.tests.fixtures import database
@@ -88,6 +91,37 @@ class TestSQLiteFilePool(base.TestCase):
                 connection.connection.dbapi_connection.in_transaction)
             self.assertEqual(0, connection.exec_driver_sql(
                 'SELECT count(*) FROM upgrade_events').scalar())
+
+
+class TestSQLiteWriteLock(base.TestCase):
+
+    def test_it_takes_the_lock_and_changes_no_row(self):
+        fixture = self.useFixture(database.Database())
+        ctx = context.get_admin_context()
+        upgrade = db_upgrades.create_upgrade(ctx, {
+            'instance_id': 'instance', 'instance_version': '2.0.0',
+            'strategy': 'swift', 'location': 'agents/2.0.0.tar'})
+        other = sqlite3.connect(fixture.url[len('sqlite:///'):], timeout=0,
+                                isolation_level=None)
+        self.addCleanup(other.close)
+        with db_common.context_manager.writer.connection.using(
+                ctx) as connection:
+            db_common.take_sqlite_write_lock(connection,
+                                             models.Upgrade.__table__)
+            error = self.assertRaises(sqlite3.OperationalError, other.execute,
+                                      'BEGIN IMMEDIATE')
+            self.assertIn('database is locked', str(error))
+        other.execute('BEGIN IMMEDIATE')
+        other.execute('ROLLBACK')
+        self.assertEqual(upgrade, db_upgrades.get_upgrade(ctx, upgrade['id']))
+
+    def test_other_databases_get_no_statement(self):
+        for name in ('mysql', 'postgresql'):
+            connection = mock.Mock()
+            connection.dialect.name = name
+            db_common.take_sqlite_write_lock(connection,
+                                             models.Upgrade.__table__)
+            connection.execute.assert_not_called()
 
 
 class TestKeptConnection(base.TestCase):

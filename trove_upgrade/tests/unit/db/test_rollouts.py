@@ -24,6 +24,7 @@ from trove_upgrade import exception
 from trove_upgrade import rollout_states as rs
 from trove_upgrade import rpc_interface
 from trove_upgrade import states
+from trove_upgrade.tests.fixtures import database
 from trove_upgrade.tests.unit.db import base as db_base
 
 ROLLOUT = {
@@ -209,6 +210,20 @@ class TestRolloutsDb(db_base.DbTestCase):
                           self.context, rollout['id'])
         self.assertEqual(rollout['id'], db_upgrades.get_upgrade(
             self.context, upgrade['id'])['rollout_id'])
+
+    def test_a_delete_waits_for_another_writer(self):
+        rollout = db_rollouts.create_rollout(
+            self.context, dict(ROLLOUT, status=rs.ABORTED))
+        database.while_another_writes(
+            self, lambda: db_rollouts.delete_rollout(
+                self.context, rollout['id'], rs.FINISHED_STATES))
+        self.assertRaises(exception.RolloutNotFound, db_rollouts.get_rollout,
+                          self.context, rollout['id'])
+
+    def test_deleting_a_missing_rollout_is_not_found(self):
+        self.assertRaises(exception.RolloutNotFound,
+                          db_rollouts.delete_rollout, self.context,
+                          uuidutils.generate_uuid(), rs.FINISHED_STATES)
 
     def test_selected_agents(self):
         # A third agent shares the first one's labels: each labels text

@@ -17,9 +17,11 @@ import datetime
 from oslo_utils import timeutils
 from oslo_utils import uuidutils
 
+from trove_upgrade.db import resends as db_resends
 from trove_upgrade.db import upgrades as db_upgrades
 from trove_upgrade import exception
 from trove_upgrade import states
+from trove_upgrade.tests.fixtures import database
 from trove_upgrade.tests.unit.db import base as db_base
 
 T0 = db_base.T0
@@ -315,3 +317,47 @@ class TestTimeoutUpgrades(db_base.DbTestCase):
         self.assertEqual([upgrade['id']], [u['id'] for u in
                                            db_upgrades.timeout_upgrades(
                                                self.context, cutoff)])
+
+
+class TestWritesWhileAnotherWrites(db_base.DbTestCase):
+    """The upgrades' writers that read first wait for SQLite's lock."""
+
+    def _status(self, upgrade):
+        return db_upgrades.get_upgrade(self.context, upgrade['id'])['status']
+
+    def test_a_transition_waits_for_another_writer(self):
+        upgrade = self._create()
+        changed, _upgrade = database.while_another_writes(
+            self, lambda: db_upgrades.transition_upgrade(
+                self.context, upgrade['id'], states.SENT, 'conductor'))
+        self.assertTrue(changed)
+        self.assertEqual(states.SENT, self._status(upgrade))
+
+    def test_a_group_commit_waits_for_another_writer(self):
+        upgrade = self._create()
+        move = db_upgrades.Move(states.SENT, None, {})
+        chain = db_upgrades.Chain(self.context, upgrade['id'], [move],
+                                  'conductor', None, None, None)
+        [(outcomes, _upgrade)] = database.while_another_writes(
+            self, lambda: db_upgrades.transition_chains_once(
+                self.context, [chain]))
+        self.assertEqual([True], [changed for changed, _u in outcomes])
+        self.assertEqual(states.SENT, self._status(upgrade))
+
+    def test_marking_sent_waits_for_another_writer(self):
+        upgrade = self._create()
+        moved = database.while_another_writes(
+            self, lambda: db_upgrades.mark_upgrades_sent(
+                self.context, [upgrade['id']], 'conductor'))
+        self.assertEqual([upgrade['id']], moved)
+        self.assertEqual(states.SENT, self._status(upgrade))
+
+    def test_taking_due_resends_waits_for_another_writer(self):
+        upgrade, _keys = db_upgrades.create_sent_upgrade(
+            self.context, self._values(), resend_at=self.now)
+        taken = database.while_another_writes(
+            self, lambda: db_resends.take_due_upgrades(
+                self.context, self.now, lambda count: None, 10, 'conductor',
+                lambda upgrade: 'sent again'))
+        self.assertEqual([(upgrade['id'], 2)],
+                         [(u['id'], u['send_count']) for u in taken])
