@@ -19,13 +19,16 @@ a control exchange of its own, each test gets a conductor topic of its own;
 instance topics are unique because instance ids are. Queues and exchanges
 are declared auto-delete, so RabbitMQ removes them once the test's last
 consumer is gone, and the reply and fanout queues of processes a test
-killed expire a minute after their last use.
+killed expire a minute after their last use. An auto-delete exchange goes
+only once its last binding does, and one that was published to but never
+bound stays: the fixture deletes the test's exchange at the end.
 """
 
 import socket
 import uuid
 
 import fixtures
+import kombu
 from oslo_messaging import conffixture
 
 from trove_upgrade import conf
@@ -73,6 +76,8 @@ class RabbitMQ(fixtures.Fixture):
         CONF.set_override('rabbit_transient_queues_ttl',
                           TRANSIENT_QUEUES_TTL,
                           group='oslo_messaging_rabbit')
+        # Runs after rpc.cleanup, once nothing of this process uses it.
+        self.addCleanup(self._delete_exchange)
         rpc.cleanup()
         self.addCleanup(rpc.cleanup)
         self.options = {
@@ -85,3 +90,8 @@ class RabbitMQ(fixtures.Fixture):
                 'amqp_auto_delete': 'true',
                 'rabbit_transient_queues_ttl': TRANSIENT_QUEUES_TTL},
         }
+
+    def _delete_exchange(self):
+        url = TRANSPORT_URL.replace('rabbit://', 'amqp://')
+        with kombu.Connection(url) as connection:
+            connection.channel().exchange_delete(self.exchange)
