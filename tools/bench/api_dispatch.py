@@ -22,6 +22,10 @@ accepted POST, next to the CPU time per cast of the same message cast with
 plain oslo.messaging from as many threads on the same RabbitMQ in the same
 run, with issue 16's target (at most 5 ms). The rates follow the cores'
 load and the database's commit latency; they are printed as context.
+A shared machine's speed drifts by a third within minutes, so the
+measures run in ``--rounds`` rounds, interleaved (each database, then the
+raw casts), and each figure is the median of its rounds, every round
+printed beside it.
 
 Every POST names a new instance. One queue of the benchmark's own, bound
 to every topic of its exchange, stands for their agents' queues, so that
@@ -30,7 +34,7 @@ RabbitMQ takes each cast as an agent's queue would rather than return it
 deleted at the end.
 
     python tools/bench/api_dispatch.py [--requests 600] [--clients 4]
-        [--databases sqlite,mariadb] [--connection URL]
+        [--rounds 3] [--databases sqlite,mariadb] [--connection URL]
 
 Nothing is asserted: it prints figures. Every request goes to loopback.
 """
@@ -40,10 +44,12 @@ Nothing is asserted: it prints figures. Every request goes to loopback.
 import trove_upgrade.cmd  # noqa: F401
 
 import argparse
+import collections
 import concurrent.futures
 import contextlib
 import os
 import re
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -232,6 +238,9 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--requests', type=int, default=600)
     parser.add_argument('--clients', type=int, default=4)
+    parser.add_argument('--rounds', type=int, default=3,
+                        help='interleaved rounds of every measure; each '
+                             'figure is the median of its rounds')
     parser.add_argument('--databases', default='sqlite,mariadb',
                         help='comma-separated: sqlite (a temp dir), mariadb '
                              '(a temporary database on 127.0.0.1)')
@@ -241,60 +250,78 @@ def main():
 
     suffix = uuid.uuid4().hex[:8]
     exchange = 'trove_upgrade_bench_%s' % suffix
-    results = []
+    results = collections.defaultdict(list)
     with agents_queue(exchange):
-        _bench_all(args, suffix, exchange, results)
-        casts, cast_seconds, cast_cpu = bench_raw_casts(
-            exchange, args.clients, args.requests)
-    _report(args, results, casts, cast_seconds, cast_cpu)
+        for index in range(args.rounds):
+            _bench_all(args, '%s_%d' % (suffix, index), exchange, results)
+            results['raw'].append(bench_raw_casts(
+                exchange, args.clients, args.requests))
+    _report(args, results)
 
 
 def _bench_all(args, suffix, exchange, results):
     if args.connection:
-        results.append((args.connection.split(':')[0],
-                        bench_database(args, exchange, args.connection)))
+        results[args.connection.split(':')[0]].append(
+            bench_database(args, exchange, args.connection))
     else:
         for database in args.databases.split(','):
             if database == 'sqlite':
-                results.append((database,
-                                bench_database(args, exchange, None)))
+                results[database].append(
+                    bench_database(args, exchange, None))
             elif database == 'mariadb':
                 connection, drop = _temporary_mariadb(suffix)
                 try:
-                    results.append((database, bench_database(
-                        args, exchange, connection)))
+                    results[database].append(bench_database(
+                        args, exchange, connection))
                 finally:
                     drop()
             else:
                 raise SystemExit('unknown database %r' % database)
 
 
-def _report(args, results, casts, cast_seconds, cast_cpu):
-    cast_ms = 1000.0 * cast_cpu / casts
+def _median(rounds, value):
+    """The median of ``value(count, seconds, cpu)`` over ``rounds``; all."""
+    values = [value(*measured) for measured in rounds]
+    return statistics.median(values), values
+
+
+def _rounds(values, form):
+    return '(%s)' % ', '.join(form % value for value in values)
+
+
+def _report(args, results):
+    databases = [name for name in results if name != 'raw']
+    cast_ms, cast_rounds = _median(
+        results['raw'], lambda count, _seconds, cpu: 1000.0 * cpu / count)
     print('api_dispatch: %d requests from %d concurrent clients per '
-          'database, RabbitMQ 127.0.0.1:5672' % (args.requests, args.clients))
+          'database and round, %d rounds, RabbitMQ 127.0.0.1:5672'
+          % (args.requests, args.clients, args.rounds))
     print()
     print('CPU per accepted POST /upgrades (the main figure: the API '
-          'process\'s, from /proc)')
-    print('%-46s %10s %10s %14s' % ('', 'ms CPU', 'x raw', 'target'))
-    print('%-46s %10.2f' % ('raw oslo.messaging cast, same message', cast_ms))
-    for database, (posts, _seconds, cpu) in results:
-        ms = 1000.0 * cpu / posts
-        print('%-46s %10.2f %9.1fx %9s %s' % (
+          'process\'s, from /proc; medians, the rounds in brackets)')
+    print('%-40s %8s %8s %14s' % ('', 'ms CPU', 'x raw', 'target'))
+    print('%-40s %8.2f %27s %s' % ('raw oslo.messaging cast, same message',
+                                   cast_ms, '', _rounds(cast_rounds, '%.2f')))
+    for database in databases:
+        ms, rounds = _median(results[database],
+                             lambda count, _seconds, cpu: 1000.0 * cpu / count)
+        print('%-40s %8.2f %7.1fx %9s %-6s %s' % (
             'API, %s' % database, ms, ms / cast_ms,
-            '<= %.0f ms' % TARGET_MS, 'met' if ms <= TARGET_MS else 'missed'))
+            '<= %.0f ms' % TARGET_MS, 'met' if ms <= TARGET_MS else 'missed',
+            _rounds(rounds, '%.2f')))
     print()
     print('Wall clock, as context (clients, API, RabbitMQ and the database '
-          'share the cores)')
-    print('%-46s %10s %10s %12s' % ('', 'count', 'seconds', 'per second'))
-    cast_rate = casts / cast_seconds
-    print('%-46s %10d %10.2f %12.1f' % (
-        'raw oslo.messaging casts, same message', casts, cast_seconds,
-        cast_rate))
-    for database, (posts, seconds, _cpu) in results:
-        print('%-46s %10d %10.2f %12.1f  (%.0f%% of raw)' % (
-            'accepted POSTs, %s' % database, posts, seconds, posts / seconds,
-            100.0 * posts / seconds / cast_rate))
+          'share the cores; medians per second)')
+    cast_rate, cast_rates = _median(
+        results['raw'], lambda count, seconds, _cpu: count / seconds)
+    print('%-40s %12.1f  %s' % ('raw oslo.messaging casts, same message',
+                                cast_rate, _rounds(cast_rates, '%.0f')))
+    for database in databases:
+        rate, rates = _median(results[database],
+                              lambda count, seconds, _cpu: count / seconds)
+        print('%-40s %12.1f  (%.0f%% of raw) %s' % (
+            'accepted POSTs, %s' % database, rate, 100.0 * rate / cast_rate,
+            _rounds(rates, '%.0f')))
 
 
 if __name__ == '__main__':
