@@ -43,7 +43,10 @@ costs before the conductor's own work. It prints:
   the four waiting in one flush, as when the stages come faster or the
   reports waited out an outage (two calls). Half of ``--upgrades``
   each. The calls and casts are counted as they are sent; beside each
-  lifecycle, as many raw calls answered and raw casts consumed.
+  lifecycle, as many raw calls answered and raw casts consumed. The raw
+  server is measured before the conductor starts and again after it
+  stopped, both printed, and their mean is the reference: the machine's
+  speed drifts during the run.
 
     python tools/bench/conductor_cost.py [--agents 2000] [--upgrades 500]
         [--threads 8] [--connection URL]
@@ -389,14 +392,19 @@ def main():
                 rpc.cleanup()
             finally:
                 fleet.cleanUp()
+            raw_after = bench_raw_calls(exchange, args.raw_calls,
+                                        args.threads)
     finally:
         db_common.get_engine().dispose()
         if drop is not None:
             drop()
-    _report(args, connection, ours, raw_cast, raw_call, raw_consumed)
+    _report(args, connection, ours, raw_cast, (raw_call, raw_consumed),
+            raw_after)
 
 
-def _report(args, connection, ours, raw_cast, raw_call, raw_consumed):
+def _report(args, connection, ours, raw_cast, raw_before, raw_after):
+    raw_call, raw_consumed = ((before + after) / 2
+                              for before, after in zip(raw_before, raw_after))
     interval = CONF.agent.heartbeat_interval
     write_every = max(1.0, heartbeats.write_interval() / interval)
     # Per agent and heartbeat interval: one heartbeat, written (with a
@@ -424,9 +432,11 @@ def _report(args, connection, ours, raw_cast, raw_call, raw_consumed):
     print('  agents per conductor core at the default interval: %d '
           '(target >= 20,000)' % (interval / per_beat))
     print('  server CPU per raw oslo.messaging call answered '
-          '(reference): %.3f ms' % (raw_call * ms))
+          '(reference): %.3f ms (%.3f before the conductor, %.3f after)'
+          % (raw_call * ms, raw_before[0] * ms, raw_after[0] * ms))
     print('  server CPU per raw oslo.messaging cast consumed '
-          '(reference): %.3f ms' % (raw_consumed * ms))
+          '(reference): %.3f ms (%.3f before the conductor, %.3f after)'
+          % (raw_consumed * ms, raw_before[1] * ms, raw_after[1] * ms))
     for name, how in (('lifecycle', 'each report alone'),
                       ('lifecycle_together', 'its reports in one flush')):
         calls = ours[name + '_sent'].get('call', 0)
