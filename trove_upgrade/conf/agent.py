@@ -271,14 +271,14 @@ service_manager_opts = [
 ]
 
 
-# oslo.log's options, for the agent's own log file on the guest's disk,
-# where a full disk takes the database down: rotated by size, so that the
-# files never hold more than (5 + 1) x 10 MiB. The agent logs at INFO only
-# on events (a start, an upgrade's steps, a restart of the guest agent), so
-# 10 MiB keeps a long history; what grows without end is a warning that
-# repeats (a broker gone for days) or DEBUG, and this bounds both. 60 MiB
-# is little beside a guest's root disk; 5 rotated files, not oslo.log's 30,
-# as the total is what the guest pays.
+# oslo.log's options, for the agent's own log file on the guest's disk, where
+# a full disk takes the database down: rotated by size, so that the files
+# kept hold at most (5 + 1) x 10 MiB (and the launcher's: see the agent
+# guide, Logs). The agent logs at INFO only on events (a start, an upgrade's
+# steps, a restart of the guest agent), so 10 MiB keeps a long history; what
+# grows without end is a warning that repeats (a broker gone for days) or
+# DEBUG, and this bounds both. 60 MiB is little beside a guest's root disk; 5
+# rotated files, not oslo.log's 30, as the total is what the guest pays.
 LOG_DEFAULTS = {
     'log_rotation_type': 'size',
     'max_logfile_size_mb': 10,
