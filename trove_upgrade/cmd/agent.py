@@ -26,6 +26,7 @@ from oslo_service import service
 
 from trove_upgrade.agent import service as agent_service
 from trove_upgrade import conf
+from trove_upgrade.conf import agent as agent_conf
 from trove_upgrade import exception
 from trove_upgrade import version
 
@@ -33,13 +34,22 @@ CONF = conf.CONF
 LOG = logging.getLogger(__name__)
 
 
-def main(argv=None):
+def parse_config(argv):
+    """Parse the agent's configuration and set up its logging.
+
+    With the agent's own defaults first: a log file rotated by size.
+    """
+    agent_conf.set_defaults(CONF)
     with conf.readable_config('trove-upgrade-agent'):
-        CONF(sys.argv[1:] if argv is None else argv,
+        CONF(argv,
              project='trove-upgrade',
              prog='trove-upgrade-agent',
              version=version.version_info.version_string())
     logging.setup(CONF, 'trove-upgrade-agent')
+
+
+def main(argv=None):
+    parse_config(sys.argv[1:] if argv is None else argv)
     try:
         # Reads every value now, so that one that cannot work stops the
         # service here, named, rather than with a traceback later.

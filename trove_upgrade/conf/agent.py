@@ -14,7 +14,8 @@
 
 The strategy options of the same ``[agent]`` group (``strategy_config_dir``,
 ``allowed_strategies``, ``download_retries``, ``download_timeout``) live in
-``conf/strategies.py`` with the strategies they configure.
+``conf/strategies.py`` with the strategies they configure. The defaults of
+library options that differ for the agent are set by :func:`set_defaults`.
 """
 
 from oslo_config import cfg
@@ -268,6 +269,33 @@ service_manager_opts = [
                     'when the package manifest names none; the systemd '
                     'drop-in runs <install_root>/current/bin/<this>.'),
 ]
+
+
+# oslo.log's options, for the agent's own log file on the guest's disk, where
+# a full disk takes the database down: rotated by size, so that the files
+# kept hold at most (5 + 1) x 10 MiB (and the launcher's: see the agent
+# guide, Logs). The agent logs at INFO only on events (a start, an upgrade's
+# steps, a restart of the guest agent), so 10 MiB keeps a long history; what
+# grows without end is a warning that repeats (a broker gone for days) or
+# DEBUG, and this bounds both. 60 MiB is little beside a guest's root disk; 5
+# rotated files, not oslo.log's 30, as the total is what the guest pays.
+LOG_DEFAULTS = {
+    'log_rotation_type': 'size',
+    'max_logfile_size_mb': 10,
+    'max_logfile_count': 5,
+}
+
+
+def set_defaults(conf):
+    """Defaults of library options that differ for trove-upgrade-agent.
+
+    On ``conf`` only, not on the option objects: the control plane's
+    services and the sample config keep oslo.log's defaults. Called by the
+    agent's entry point before it parses its configuration; a value in a
+    configuration file still wins.
+    """
+    for name, value in LOG_DEFAULTS.items():
+        conf.set_default(name, value)
 
 
 def register_opts(conf):
