@@ -101,9 +101,11 @@ class GuestSupervisor:
                     'start_time': int(record['start_time']),
                     'version': install.check_version_name(
                         record['version'])}
-        # RecursionError: JSON nested thousands deep.
+        # RecursionError: JSON nested thousands deep; OverflowError: a
+        # pid of 1e999.
         except (guest_files.UnreadableFile, ValueError, KeyError,
-                TypeError, RecursionError, install.InstallError):
+                TypeError, RecursionError, OverflowError,
+                install.InstallError):
             return None
 
     def _write_pidfile(self, record):
