@@ -114,11 +114,11 @@ class TroveGuestConfig:
         self.conf = cfg.ConfigOpts()
         self.conf.register_opts(TROVE_OPTS)
         with tempfile.TemporaryDirectory(prefix='trove-guest-') as copy:
-            for name, text in texts:
-                with open(os.path.join(copy, name), 'w',
-                          encoding='utf-8') as f:
-                    f.write(text)
             try:
+                for name, text in texts:
+                    with open(os.path.join(copy, name), 'w',
+                              encoding='utf-8') as f:
+                        f.write(text)
                 self.conf(args=['--config-dir', copy], project=None,
                           default_config_files=[], default_config_dirs=[],
                           use_env=False)
