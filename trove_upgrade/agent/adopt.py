@@ -31,18 +31,24 @@ guest agent's console script is refused with the reason.
 """
 
 import configparser
+import contextlib
 import glob
 import os
 
+from trove_upgrade.agent import guest_files
 from trove_upgrade.agent import install
 from trove_upgrade.agent import journal as journal_mod
 from trove_upgrade import exception
+from trove_upgrade.packaging import exceptions as package_exc
 
 DEFAULT_VENV = '/opt/guest-agent-venv'
 
 
 class AdoptionError(exception.TroveUpgradeException):
     """The install cannot be adopted; the message says why."""
+
+    def __init__(self, message):
+        super().__init__(guest_files.bounded(message))
 
 
 def _dist_infos(venv):
@@ -51,23 +57,33 @@ def _dist_infos(venv):
     return sorted(glob.glob(pattern))
 
 
+def _read(dist_info, name):
+    """A metadata file of ``dist_info``; None when absent or unreadable."""
+    try:
+        return guest_files.read_text(os.path.join(dist_info, name))
+    except guest_files.UnreadableFile:
+        return None
+
+
 def _dist_version(dist_info):
-    with open(os.path.join(dist_info, 'METADATA'),
-              encoding='utf-8', errors='replace') as f:
-        for line in f:
-            if line.startswith('Version:'):
-                return line.split(':', 1)[1].strip()
-            if not line.strip():
-                break
+    """The ``Version:`` of the METADATA headers, or None."""
+    for line in (_read(dist_info, 'METADATA') or '').splitlines():
+        if line.startswith('Version:'):
+            return line.split(':', 1)[1].strip()
+        if not line.strip():
+            break
     return None
 
 
 def _declares(dist_info, script):
+    text = _read(dist_info, 'entry_points.txt')
+    if text is None:
+        return False
     parser = configparser.ConfigParser(delimiters=('=',),
                                        interpolation=None)
     parser.optionxform = str
     try:
-        parser.read(os.path.join(dist_info, 'entry_points.txt'))
+        parser.read_string(text)
     except configparser.Error:
         return False
     return (parser.has_section('console_scripts')
@@ -78,27 +94,34 @@ def inspect_venv(venv, console_script):
     """``(distribution version)`` of the guest agent in ``venv``.
 
     Raises AdoptionError naming the first thing that does not match the
-    layout of a Trove image.
+    layout of a Trove image. A distribution whose metadata cannot be read
+    (not a file, not UTF-8, larger than ``guest_files.MAX_TEXT_FILE_SIZE``)
+    declares nothing; the version it declares must name a directory.
     """
     venv = os.path.abspath(venv)
     if not os.path.isdir(venv):
         raise AdoptionError('%s does not exist or is not a directory'
-                            % venv)
+                            % package_exc.quoted(venv))
     for needed in ('pyvenv.cfg', os.path.join('bin', 'python')):
         if not os.path.exists(os.path.join(venv, needed)):
             raise AdoptionError('%s is not a virtualenv: it has no %s'
-                                % (venv, needed))
+                                % (package_exc.quoted(venv), needed))
     script = os.path.join(venv, 'bin', console_script)
-    if not os.access(script, os.X_OK):
+    if not os.path.isfile(script) or not os.access(script, os.X_OK):
         raise AdoptionError('%s has no executable bin/%s: not a guest agent '
-                            'install' % (venv, console_script))
+                            'install' % (package_exc.quoted(venv),
+                                         console_script))
     for dist_info in _dist_infos(venv):
         if _declares(dist_info, console_script):
             version = _dist_version(dist_info)
             if version:
-                return version
+                try:
+                    return install.check_version_name(version)
+                except install.InstallError as e:
+                    raise AdoptionError('%s declares %s: %s'
+                                        % (dist_info, console_script, e))
     raise AdoptionError('no distribution in %s declares the console script '
-                        '%s' % (venv, console_script))
+                        '%s' % (package_exc.quoted(venv), console_script))
 
 
 def point_link(link, target):
@@ -142,7 +165,11 @@ def adopt(installs, journal, venv, console_script, version=None,
         else:
             if os.path.lexists(path):
                 install.remove_tree(path)
-            with open(os.path.join(venv, install.MARKER), 'w') as f:
+            marker = os.path.join(venv, install.MARKER)
+            # Whatever is there (a FIFO would block the open) is replaced.
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(marker)
+            with open(marker, 'x') as f:
                 f.write('%s\nadopted\n' % version)
                 f.flush()
                 os.fsync(f.fileno())

@@ -76,9 +76,10 @@ def remove_tree(path):
 
 def check_version_name(version):
     """Refuse a version that cannot safely name a directory."""
-    if not isinstance(version, str) or not _VERSION_RE.match(version):
-        raise InstallError('invalid version %r: use letters, digits and '
-                           '"._+-", at most 64 characters' % (version,))
+    if not isinstance(version, str) or not _VERSION_RE.fullmatch(version):
+        raise InstallError('invalid version %s: use letters, digits and '
+                           '"._+-", at most 64 characters'
+                           % package_exc.quoted(version))
     return version
 
 

@@ -126,7 +126,10 @@ def trove_probe(conf, guest):
             or not (guest.guest_id and guest.transport_url)):
         return None
     if conf.trove_guest.manage_rpc_ping:
-        trove_guest.write_managed_config(guest.config_dir)
+        try:
+            trove_guest.write_managed_config(guest.config_dir)
+        except trove_guest.TroveGuestConfigError as e:
+            raise AgentConfigError(str(e))
     return trove_guest.RpcPing.from_guest(guest,
                                           conf.trove_guest.ping_timeout)
 

@@ -42,8 +42,10 @@ import xmlrpc.client
 from oslo_log import log as logging
 
 from trove_upgrade.agent import child_process
+from trove_upgrade.agent import guest_files
 from trove_upgrade.agent import journal as journal_mod
 from trove_upgrade.agent import supervisor as supervisor_mod
+from trove_upgrade.packaging import exceptions as package_exc
 
 LOG = logging.getLogger(__name__)
 
@@ -117,20 +119,27 @@ class SystemdDriver:
     def exec_start(self):
         """The unit's ExecStart command, split (the last one wins)."""
         path = self.unit_path()
+        try:
+            text = guest_files.read_text(path)
+        except guest_files.UnreadableFile as e:
+            raise ServiceManagerError('cannot read the unit: %s' % e)
         found = None
         section = None
-        with open(path) as f:
-            for line in f:
-                line = line.strip()
-                if line.startswith('['):
-                    section = line
-                elif section == '[Service]' and line.startswith(
-                        'ExecStart='):
-                    found = line[len('ExecStart='):].strip() or None
+        for line in text.splitlines():
+            line = line.strip()
+            if line.startswith('['):
+                section = line
+            elif section == '[Service]' and line.startswith('ExecStart='):
+                found = line[len('ExecStart='):].strip() or None
         if not found:
             raise ServiceManagerError('%s has no ExecStart in [Service]'
                                       % path)
-        return shlex.split(found.lstrip('-@:+!'))
+        try:
+            return shlex.split(found.lstrip('-@:+!'))
+        except ValueError as e:
+            raise ServiceManagerError(guest_files.bounded(
+                '%s: ExecStart %s cannot be split: %s'
+                % (path, package_exc.quoted(found), e)))
 
     def drop_in_path(self):
         return os.path.join(self.unit_dir, self.unit + '.d', DROP_IN_NAME)

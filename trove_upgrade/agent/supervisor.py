@@ -33,6 +33,7 @@ import time
 
 from oslo_log import log as logging
 
+from trove_upgrade.agent import guest_files
 from trove_upgrade.agent import install
 from trove_upgrade import exception
 
@@ -40,6 +41,8 @@ LOG = logging.getLogger(__name__)
 
 PIDFILE = 'guest.pid'
 LOG_DIR = 'logs'
+# guest.pid holds one small JSON object; anything larger is not ours.
+MAX_PIDFILE_SIZE = 4096
 _POLL = 0.05
 # The guest agent is down from SIGTERM on: its exit is watched closely, so
 # the next start follows it at once.
@@ -92,12 +95,17 @@ class GuestSupervisor:
 
     def _read_pidfile(self):
         try:
-            with open(self.pidfile) as f:
-                record = json.load(f)
+            record = json.loads(guest_files.read_text(self.pidfile,
+                                                      MAX_PIDFILE_SIZE))
             return {'pid': int(record['pid']),
                     'start_time': int(record['start_time']),
-                    'version': record['version']}
-        except (OSError, ValueError, KeyError, TypeError):
+                    'version': install.check_version_name(
+                        record['version'])}
+        # RecursionError: JSON nested thousands deep; OverflowError: a
+        # pid of 1e999.
+        except (guest_files.UnreadableFile, ValueError, KeyError,
+                TypeError, RecursionError, OverflowError,
+                install.InstallError):
             return None
 
     def _write_pidfile(self, record):

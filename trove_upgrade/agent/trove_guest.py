@@ -34,16 +34,21 @@ The ping goes through this agent's own oslo.messaging; Trove is never
 imported.
 """
 
+import contextlib
 import glob
 import os
+import re
+import tempfile
 
 from oslo_config import cfg
 from oslo_log import log as logging
 import oslo_messaging as messaging
 from oslo_messaging import transport as messaging_transport
 
+from trove_upgrade.agent import guest_files
 from trove_upgrade.agent import journal as journal_mod
 from trove_upgrade import exception
+from trove_upgrade.packaging import exceptions as package_exc
 
 LOG = logging.getLogger(__name__)
 
@@ -51,6 +56,12 @@ MANAGED_FILE = 'trove-upgrade-managed.conf'
 TOPIC_PREFIX = 'guestagent.'
 PING_METHOD = 'oslo_rpc_server_ping'
 PONG = 'pong'
+# Trove writes two files of a few lines; these bound what else is there.
+MAX_CONFIG_FILES = 64
+MAX_VALUE_LENGTH = 4096
+# Trove's guest_id is the instance's UUID; it becomes an instance id and a
+# topic name, so no separator, space or control character gets through.
+_GUEST_ID_RE = re.compile(r'[A-Za-z0-9][A-Za-z0-9._-]{0,254}')
 
 # Trove's names and defaults (trove/common/cfg.py, oslo.messaging).
 TROVE_OPTS = [
@@ -73,24 +84,63 @@ rpc_ping_enabled = True
 class TroveGuestConfigError(exception.TroveUpgradeException):
     """Trove's guest configuration exists but cannot be read."""
 
+    def __init__(self, message):
+        super().__init__(guest_files.bounded(message))
+
 
 class TroveGuestConfig:
-    """The values of Trove's guest configuration directory."""
+    """The values of Trove's guest configuration directory.
 
-    def __init__(self, config_dir, extra_opts=()):
+    The files belong to the instance's owner. Each is read once, bounded
+    (:func:`guest_files.read_text`), into a private copy that oslo.config
+    parses, so a file swapped or grown meanwhile is never read whole; every
+    value, ``$name`` substitutions included, is resolved and checked here,
+    so that a malformed one is refused at load, not when first used.
+    """
+
+    def __init__(self, config_dir):
         self.config_dir = config_dir
         self.files = sorted(glob.glob(os.path.join(config_dir, '*.conf')))
+        if len(self.files) > MAX_CONFIG_FILES:
+            raise TroveGuestConfigError(
+                '%s holds %d .conf files, at most %d are read'
+                % (config_dir, len(self.files), MAX_CONFIG_FILES))
+        try:
+            texts = [(os.path.basename(path), guest_files.read_text(path))
+                     for path in self.files]
+        except guest_files.UnreadableFile as e:
+            raise TroveGuestConfigError(
+                'cannot read Trove\'s guest configuration: %s' % e)
         self.conf = cfg.ConfigOpts()
         self.conf.register_opts(TROVE_OPTS)
-        self.conf.register_opts(list(extra_opts))
+        with tempfile.TemporaryDirectory(prefix='trove-guest-') as copy:
+            try:
+                for name, text in texts:
+                    with open(os.path.join(copy, name), 'w',
+                              encoding='utf-8') as f:
+                        f.write(text)
+                self.conf(args=['--config-dir', copy], project=None,
+                          default_config_files=[], default_config_dirs=[],
+                          use_env=False)
+            except (cfg.Error, OSError) as e:
+                raise TroveGuestConfigError(
+                    'cannot read Trove\'s guest configuration in %s: %s'
+                    % (config_dir, str(e).replace(copy, config_dir)))
+            values = {opt.name: self._resolve(opt.name, copy)
+                      for opt in TROVE_OPTS}
+        _check_values(config_dir, values)
+
+    def _resolve(self, name, copy):
+        """The value of ``name``, its ``$`` substitutions done."""
         try:
-            self.conf(args=['--config-dir', config_dir], project=None,
-                      default_config_files=[], default_config_dirs=[],
-                      use_env=False)
-        except (cfg.Error, OSError) as e:
-            raise TroveGuestConfigError(
-                'cannot read Trove\'s guest configuration in %s: %s'
-                % (config_dir, e))
+            return self.conf[name]
+        except cfg.NoSuchOptError:
+            reason = ('a $name in it is no option or a loop of them (write '
+                      '$$ for a dollar sign)')
+        except cfg.Error as e:
+            reason = str(e).replace(copy, self.config_dir)
+        raise TroveGuestConfigError('%s in %s: %s'
+                                    % (name, self.config_dir, reason))
 
     @property
     def guest_id(self):
@@ -105,15 +155,37 @@ class TroveGuestConfig:
         return self.conf.control_exchange
 
     @property
+    def instance_rpc_encr_key(self):
+        return self.conf.instance_rpc_encr_key
+
+    @property
     def topic(self):
         return TOPIC_PREFIX + self.guest_id if self.guest_id else None
 
 
-def load(config_dir, extra_opts=()):
+def _check_values(config_dir, values):
+    """Refuse what would become an instance id, a topic or a URL badly."""
+    for name, value in values.items():
+        if not isinstance(value, str):
+            continue
+        if len(value) > MAX_VALUE_LENGTH or not value.isprintable():
+            raise TroveGuestConfigError(
+                '%s in %s: %s is not one printable line of at most %d '
+                'characters' % (name, config_dir, package_exc.quoted(value),
+                                MAX_VALUE_LENGTH))
+    guest_id = values['guest_id']
+    if guest_id is not None and not _GUEST_ID_RE.fullmatch(guest_id):
+        raise TroveGuestConfigError(
+            'guest_id in %s: %s cannot name an instance: use letters, '
+            'digits and "._-", at most 255 characters'
+            % (config_dir, package_exc.quoted(guest_id)))
+
+
+def load(config_dir):
     """Trove's guest configuration, or None when the directory is absent."""
     if not config_dir or not os.path.isdir(config_dir):
         return None
-    return TroveGuestConfig(config_dir, extra_opts)
+    return TroveGuestConfig(config_dir)
 
 
 def apply(conf, guest):
@@ -135,9 +207,9 @@ def apply(conf, guest):
         used.append('transport_url')
     # Registered by conf/trove.py; the sealing key is derived from it.
     if ('instance_rpc_encr_key' in conf and not conf.instance_rpc_encr_key
-            and guest.conf.instance_rpc_encr_key):
+            and guest.instance_rpc_encr_key):
         conf.set_default('instance_rpc_encr_key',
-                         guest.conf.instance_rpc_encr_key)
+                         guest.instance_rpc_encr_key)
         used.append('instance_rpc_encr_key')
     if used:
         LOG.info('Using %s from Trove\'s guest configuration in %s',
@@ -149,23 +221,32 @@ def write_managed_config(config_dir):
     """Enable the RPC ping for the guest agent's next start; idempotent.
 
     Written to a temporary file, fsynced and renamed, so the guest agent
-    never reads half a file. Returns True when the file changed.
+    never reads half a file. Whatever was in the file's place (a larger
+    file, a FIFO) is replaced, never read whole. Returns True when the file
+    changed; raises TroveGuestConfigError when it cannot be written.
     """
     path = os.path.join(config_dir, MANAGED_FILE)
     try:
-        with open(path) as f:
-            if f.read() == MANAGED_TEXT:
-                return False
-    except FileNotFoundError:
+        if guest_files.read_text(path, len(MANAGED_TEXT)) == MANAGED_TEXT:
+            return False
+    except guest_files.UnreadableFile:
         pass
     tmp = path + '.tmp'
-    with open(tmp, 'w') as f:
-        f.write(MANAGED_TEXT)
-        f.flush()
-        os.fsync(f.fileno())
-    os.chmod(tmp, 0o644)
-    os.replace(tmp, path)
-    journal_mod.fsync_dir(config_dir)
+    try:
+        # A FIFO left there would block the open for ever.
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        with open(tmp, 'x') as f:
+            f.write(MANAGED_TEXT)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+        journal_mod.fsync_dir(config_dir)
+    except OSError as e:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise TroveGuestConfigError('cannot write %s: %s' % (path, e))
     LOG.info('Wrote %s: rpc_ping_enabled = True', path)
     return True
 

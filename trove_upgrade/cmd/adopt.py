@@ -73,15 +73,17 @@ def main(argv=None):
         supervisor = None
         if agent.service_manager != 'builtin':
             supervisor = service_manager.load(CONF, installs)
-        if (guest is not None and CONF.trove_guest.manage_rpc_ping
-                and guest.guest_id):
-            trove_guest.write_managed_config(guest.config_dir)
         adopted, changed = adopt.adopt(
             installs, journal, CONF.venv, agent.guest_console_script,
             version=CONF.guest_version, supervisor=supervisor,
             program_link=agent.guest_program_link)
+        # After adoption: a refused install leaves Trove's files alone.
+        if (guest is not None and CONF.trove_guest.manage_rpc_ping
+                and guest.guest_id):
+            trove_guest.write_managed_config(guest.config_dir)
     except (adopt.AdoptionError, install.InstallError,
-            service_manager.ServiceManagerError) as e:
+            service_manager.ServiceManagerError,
+            trove_guest.TroveGuestConfigError) as e:
         print('%s: refused: %s' % (PROG, e), file=sys.stderr)
         return 1
     except OSError as e:

@@ -15,7 +15,7 @@
 An upgrade agent on a Trove guest reads the instance id, the bus URL and
 the control exchange from the directory Trove writes at boot
 (``guest_info.conf``, ``trove-guestagent.conf``), so nobody writes them a
-second time; see ``doc/source/admin/guest-image.rst`` for the precedence.
+second time; see ``doc/source/install/guest-image.rst`` for the precedence.
 """
 
 from oslo_config import cfg
