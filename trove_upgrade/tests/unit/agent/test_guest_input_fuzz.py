@@ -39,7 +39,10 @@ from trove_upgrade.agent import supervisor
 from trove_upgrade.agent import trove_guest
 from trove_upgrade.tests import base
 
-PROPERTY = settings(max_examples=150, deadline=None, database=None)
+# The same examples on every run: a CI run fails for the code it tests,
+# not for the draw it got.
+PROPERTY = settings(max_examples=150, deadline=None, database=None,
+                    derandomize=True)
 MAX_REASON = guest_files.MAX_REASON_LENGTH
 # Larger than any limit; created sparse, so the test writes nothing.
 HUGE = 11 * 1024 * 1024
