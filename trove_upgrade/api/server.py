@@ -28,6 +28,12 @@ requests or in the middle of one, is disconnected; one silent in the
 middle of its body is answered 408 first. The server's own errors (400,
 411, 414, 431, 505) have the API's JSON error body. Closing the server
 closes the idle connections and waits for the requests in flight.
+
+At most ``max_connections`` connections are open at once, idle or not: a
+client opening thousands would otherwise get thousands of threads. One
+more is answered 503 as it is accepted, by the thread that accepts, and
+closed; the ones open are unaffected, and each frees its place when its
+thread ends, however it ends.
 """
 
 import http
@@ -57,12 +63,73 @@ class _ThreadingWSGIServer(socketserver.ThreadingMixIn,
     allow_reuse_address = True
     # Seconds a connection may stay silent (StreamRequestHandler.timeout).
     client_timeout = None
+    # Connections open at once, each with its thread (None: no limit).
+    max_connections = None
 
     def __init__(self, *args, **kwargs):
         self._lock = threading.Lock()
         self._idle = set()
+        self._open = 0
+        self._refusing = False
         self.stopping = False
         super().__init__(*args, **kwargs)
+
+    def process_request(self, request, client_address):
+        """A thread for the connection, or a 503 when all places are taken."""
+        with self._lock:
+            full = (self.max_connections is not None
+                    and self._open >= self.max_connections)
+            if not full:
+                self._open += 1
+            first_refusal = full and not self._refusing
+            self._refusing = full
+        if full:
+            if first_refusal:
+                LOG.warning('trove-upgrade-api has %d connections open, '
+                            '[api] max_connections: refusing new ones '
+                            'with 503 until one closes.',
+                            self.max_connections)
+            self._refuse(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._release()  # no thread started to release it
+            raise
+
+    def process_request_thread(self, request, client_address):
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._release()
+
+    def _release(self):
+        with self._lock:
+            self._open -= 1
+            self._refusing = False
+
+    def _refuse(self, connection):
+        """Answer 503 without waiting for the client, then close.
+
+        The accepting thread must never block on a client: the answer,
+        far smaller than a socket's send buffer, is sent without waiting,
+        and whatever part of it cannot be sent is dropped.
+        """
+        response = util.error_response(
+            http.HTTPStatus.SERVICE_UNAVAILABLE,
+            'The server has [api] max_connections connections open. Try '
+            'again later.', {},
+            headers=[('Connection', 'close')])
+        head = ''.join('%s: %s\r\n' % header
+                       for header in response.headerlist)
+        try:
+            connection.setblocking(False)
+            connection.send(b'HTTP/1.1 %s\r\n%s\r\n%s' % (
+                response.status.encode('ascii'), head.encode('latin-1'),
+                response.body))
+        except OSError:
+            pass  # the client is gone, or cannot take it now: just close
+        self.shutdown_request(connection)
 
     def await_request(self, connection, readline):
         """The next request line of ``connection``; b'' once stopping.
@@ -266,16 +333,19 @@ class _RequestHandler(simple_server.WSGIRequestHandler):
         LOG.debug('%s %s', self.address_string(), format % args)
 
 
-def make_server(host, port, application, client_timeout=None):
+def make_server(host, port, application, client_timeout=None,
+                max_connections=None):
     """A server bound to host:port (IPv4 or IPv6); port 0 picks one.
 
     ``client_timeout``: seconds a connection may stay silent (None: no
+    limit). ``max_connections``: connections open at once (None: no
     limit).
     """
     family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
     server_class = type('WSGIServer', (_ThreadingWSGIServer,),
                         {'address_family': family,
-                         'client_timeout': client_timeout})
+                         'client_timeout': client_timeout,
+                         'max_connections': max_connections})
     return simple_server.make_server(host, port, application,
                                      server_class=server_class,
                                      handler_class=_RequestHandler)

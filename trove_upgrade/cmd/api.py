@@ -46,7 +46,8 @@ def main(argv=None):
     try:
         server = api_server.make_server(
             conf.api.bind_host, conf.api.bind_port, deploy.loadapp(conf),
-            client_timeout=conf.api.client_socket_timeout)
+            client_timeout=conf.api.client_socket_timeout,
+            max_connections=conf.api.max_connections)
         migration.check_schema_at_start(conf.database.connection)
     except (cfg.Error, exception.TroveUpgradeException, OSError,
             ValueError) as e:

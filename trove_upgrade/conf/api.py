@@ -53,6 +53,18 @@ api_opts = [
                     'request or receiving a response, before the server '
                     'closes it. The WSGI servers that serve '
                     'trove_upgrade.wsgi.api have settings of their own.'),
+    cfg.IntOpt('max_connections',
+               default=1000,
+               min=1,
+               help='Client connections trove-upgrade-api keeps open at '
+                    'once, idle or busy, each with a thread of its own; '
+                    'one more is answered 503 and closed at once, until '
+                    'one of those open closes. The default leaves a '
+                    'process with the usual limit of 1024 open files room '
+                    'for its database and message-bus connections; keep '
+                    'it below that limit (ulimit -n, systemd LimitNOFILE) '
+                    'less the database pool. The WSGI servers that serve '
+                    'trove_upgrade.wsgi.api have settings of their own.'),
 ]
 
 

@@ -26,6 +26,8 @@ left out, and the caller's identity comes from Trove's context.
 from the router's own declarations.
 """
 
+import http
+
 from oslo_db import options as db_options
 from oslo_log import log as logging
 from oslo_middleware import request_id
@@ -45,6 +47,8 @@ TROVE_CONTEXT_KEY = 'trove.context'
 # Trove serves its API under this prefix; trove-upgrade's router (and the
 # links in its bodies) expect it in PATH_INFO, as the standalone API has it.
 API_PREFIX = '/v1.0'
+# Every method routed to the router on a declared path.
+_METHODS = tuple(method.value for method in http.HTTPMethod)
 
 
 def _parse(config_files):
@@ -100,34 +104,23 @@ def load(config_files):
 def resources():
     """The standalone API's mgmt routes, as Trove's mapper takes them.
 
-    ``{collection: (member_actions, collection_actions)}``, the collections
-    relative to Trove's ``/v1.0``, derived from ``ROUTE_DECLARATIONS``:
-    Trove's mapper gives a collection GET and POST and a member (``{id}``)
-    GET, PUT, PATCH and DELETE; a path below a member
-    (``rollouts/{rollout_id}/pause``) is a member action, a word below a
-    collection (``packages/fleet``) a collection action. Trove's mapper
-    only has to let each declared route through: given the request as it
-    came, the router picks the handler, or answers 404 or 405.
+    ``{collection: collection_actions}``, one per mgmt path of
+    ``ROUTE_DECLARATIONS``, relative to Trove's ``/v1.0``. Trove's mapper
+    gives a collection ``GET`` and ``POST``, and the first action of each
+    other method the collection path itself; so with an action for each
+    of ``http.HTTPMethod``'s other methods, every standard method on a
+    declared path reaches the router, which picks the handler or answers
+    405 with Allow, as the standalone API does. Trove, which has no route
+    for a method a resource lacks, would answer 404. The members and
+    actions Trove adds below a path (``{id}``, ``new``, ``put``) reach the
+    router too, which answers them as the standalone API would.
     """
     from trove_upgrade.api import handler
-    found = {}
-    # Sorted: a collection comes before the paths below it.
-    for path in sorted(handler.ROUTE_DECLARATIONS):
-        if not path.startswith(handler.MGMT + '/'):
-            continue
-        methods = handler.ROUTE_DECLARATIONS[path]
-        route = path[len(API_PREFIX) + 1:]
-        parent, _, last = route.rpartition('/')
-        grandparent, _, member = parent.rpartition('/')
-        if parent in found:
-            if not last.startswith('{'):
-                found[parent][1].update((last, m) for m in methods)
-            # Otherwise the member itself, which Trove's mapper routes.
-        elif grandparent in found and member.startswith('{'):
-            found[grandparent][0].update((last, m) for m in methods)
-        else:
-            found[route] = ({}, {})
-    return found
+    actions = {method.lower(): method for method in _METHODS
+               if method not in ('GET', 'POST')}
+    return {path[len(API_PREFIX) + 1:]: dict(actions)
+            for path in handler.ROUTE_DECLARATIONS
+            if path.startswith(handler.MGMT + '/')}
 
 
 class TroveContextAdapter:

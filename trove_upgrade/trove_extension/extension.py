@@ -18,7 +18,9 @@ alone, so trove-upgrade's handlers parse, validate and answer exactly as
 on the standalone API (same JSON bodies and errors, same policy), and
 every action of a resource, whatever Trove's mapper names it, goes to
 trove-upgrade's router, which also answers 405 and 404 as the standalone
-API does. The resources are the router's own routes (``app.resources``).
+API does. The resources are the router's own routes (``app.resources``),
+each with every standard method, so that a method a path does not serve
+gets the router's 405 rather than Trove's 404.
 
 Trove's own ``Mgmt`` extension routes ``POST {tenant_id}/mgmt/instances/
 {instance_id}/upgrade`` to a controller that only casts to the guest.
@@ -122,9 +124,8 @@ class TroveUpgradeExtension(extensions.ExtensionDescriptor):
             app.load(self.settings.config_files))
         return [
             extensions.BaseResourceExtension(
-                collection, controller, member_actions=member_actions,
+                collection, controller,
                 collection_actions=collection_actions,
                 deserializer=PassThroughDeserializer(),
                 serializer=PassThroughSerializer())
-            for collection, (member_actions, collection_actions)
-            in app.resources().items()]
+            for collection, collection_actions in app.resources().items()]

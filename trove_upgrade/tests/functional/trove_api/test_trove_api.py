@@ -98,6 +98,10 @@ class SharedDatabase(fixtures.Fixture):
 
 class TestTroveAPIExtension(harness.AgentTestCase):
 
+    # The methods checked on every mgmt path: HTTP's, but CONNECT and
+    # TRACE, which HTTP clients do not send to a path, and OPTIONS, which
+    # trove-api's CORS middleware answers 200 whatever the path.
+    METHODS = ('GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE')
     # 5.0.0 only for the package registry: no agent of the class runs it.
     packages = {'2.0.0': 'ok', '3.0.0': 'ok', '4.0.0': 'ok', '5.0.0': 'ok'}
 
@@ -473,6 +477,20 @@ class TestTroveAPIExtension(harness.AgentTestCase):
                 resp = self.trove(method, path)
                 self.assertTrue(resp.ok or 'errors' in resp.json(),
                                 (method, path, resp.status_code, resp.text))
+            # A method it does not serve: the router's 405, not Trove's 404.
+            for method in set(self.METHODS) - set(methods):
+                resp = self.trove(method, path)
+                self.assertEqual((405, ', '.join(methods)),
+                                 (resp.status_code, resp.headers.get('Allow')),
+                                 (method, path, resp.text))
+                if method != 'HEAD':
+                    error, = resp.json()['errors']
+                    self.assertEqual(resp.headers['x-openstack-request-id'],
+                                     error['request_id'])
+        # Trove's own routes keep Trove's answers.
+        resp = self.trove('PUT', '/instances')
+        self.assertEqual(404, resp.status_code, resp.text)
+        self.assertNotIn('errors', resp.json())
 
         # An agent the desired version finds ahead of it: nothing to send.
         db_agents.register_agent(self.context, self.instance_id, {
@@ -538,7 +556,11 @@ class TestTroveAPIExtension(harness.AgentTestCase):
                 ('POST', '/desired-versions', desired_body, 409),
                 ('POST', '/desired-versions/%s/resume' % unknown, None, 404),
                 ('PATCH', dv_path, {'desired_version': {}}, 400),
-                ('DELETE', '/packages/fleet', None, 405)):
+                ('DELETE', '/packages/fleet', None, 405),
+                ('POST', '/packages/fleet', None, 405),
+                ('PUT', '/packages', package_body, 405),
+                ('GET', '/desired-versions/%s/pause' % unknown, None, 405),
+                ('POST', dv_path, desired_body, 405)):
             resp = self.trove(method, path, body)
             expected = self.standalone(method, path, body)
             error, = resp.json()['errors']

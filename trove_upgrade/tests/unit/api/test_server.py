@@ -70,7 +70,7 @@ class TestServer(base.TestCase):
         self.release = threading.Event()
         self.addCleanup(self.release.set)
 
-    def serve(self, client_timeout=None):
+    def serve(self, client_timeout=None, max_connections=None):
         def application(environ, start_response):
             environ['test.entered'] = self.entered
             environ['test.release'] = self.release
@@ -78,7 +78,8 @@ class TestServer(base.TestCase):
 
         self.threads_before = set(threading.enumerate())
         self.server = api_server.make_server(
-            '127.0.0.1', 0, application, client_timeout=client_timeout)
+            '127.0.0.1', 0, application, client_timeout=client_timeout,
+            max_connections=max_connections)
         self.port = self.server.server_address[1]
         self.serving = threading.Thread(target=self.server.serve_forever,
                                         kwargs={'poll_interval': 0.05})
@@ -312,3 +313,93 @@ class TestServer(base.TestCase):
         kept.getresponse().read()
         self.stop()
         self.assertEqual(self.threads_before, set(threading.enumerate()))
+
+    def connection_threads(self):
+        """The threads of the server's open connections."""
+        return set(threading.enumerate()) - self.threads_before - {
+            self.serving}
+
+    def wait_for_connection_threads(self, count):
+        """Until ``count`` connection threads are left (bounded by WAIT)."""
+        done = threading.Event()
+        for _ in range(int(WAIT / 0.01)):
+            if len(self.connection_threads()) == count:
+                return
+            done.wait(0.01)
+        self.fail('%d connection threads, not %d'
+                  % (len(self.connection_threads()), count))
+
+    def test_connections_beyond_the_cap_are_refused_503(self):
+        self.serve(max_connections=2)
+        kept = [self.http(), self.http()]
+        for conn in kept:  # open and idle, kept alive
+            conn.request('GET', '/')
+            resp = conn.getresponse()
+            self.assertEqual((200, b''), (resp.status, resp.read()))
+        self.wait_for_connection_threads(2)
+
+        # The third is answered before it sends anything, and closed.
+        refused = self.connect()
+        reply = self.receive_all(refused)
+        head, _, body = reply.partition(b'\r\n\r\n')
+        self.assertTrue(head.startswith(b'HTTP/1.1 503 '), reply)
+        self.assertIn(b'\r\nConnection: close', head)
+        self.assertIn(b'\r\nContent-Type: application/json', head)
+        error, = json.loads(body)['errors']
+        self.assertEqual((503, 'Service Unavailable', None),
+                         (error['status'], error['title'],
+                          error['request_id']))
+        self.assertIn('[api] max_connections', error['detail'])
+        # No thread was started for it.
+        self.assertEqual(2, len(self.connection_threads()))
+        # Those open are unaffected.
+        for conn in kept:
+            conn.request('POST', '/', body=b'still here')
+            resp = conn.getresponse()
+            self.assertEqual((200, b'still here'),
+                             (resp.status, resp.read()))
+
+        # One closes: its place is free for a new connection.
+        kept.pop().close()
+        self.wait_for_connection_threads(1)
+        conn = self.http()
+        conn.request('POST', '/', body=b'served')
+        resp = conn.getresponse()
+        self.assertEqual((200, b'served'), (resp.status, resp.read()))
+
+        # Every place is released, whatever ended the connection.
+        conn.close()
+        for conn in kept:
+            conn.close()
+        self.wait_for_connection_threads(0)
+        self.stop()
+        self.assertEqual(self.threads_before, set(threading.enumerate()))
+
+    def test_a_place_is_released_when_a_connection_fails(self):
+        self.serve(max_connections=1)
+        self.quiet_tracebacks()
+        for request, status in (
+                (b'GET /fail HTTP/1.1\r\nHost: x\r\n\r\n', b'500'),
+                (b'POST /unread HTTP/1.1\r\nHost: x\r\n'
+                 b'Content-Length: 4\r\n\r\nbody', b'200'),
+                (b'GET / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n',
+                 b'411'),
+                (b'GET / HTTP/1.0\r\n\r\n', b'200')):
+            # Each ends its connection: the next one is served.
+            sock = self.connect()
+            sock.sendall(request)
+            reply = self.receive_all(sock)
+            self.assertTrue(reply.startswith(b'HTTP/1.1 %s ' % status),
+                            reply)
+            sock.close()
+            self.wait_for_connection_threads(0)
+        # The client goes, silent or in the middle of its request.
+        for request in (b'', b'GET / HTTP/1.1\r\nHost'):
+            sock = self.connect()
+            sock.sendall(request)
+            self.wait_for_connection_threads(1)
+            sock.close()
+            self.wait_for_connection_threads(0)
+        conn = self.http()
+        conn.request('GET', '/')
+        self.assertEqual(200, conn.getresponse().status)

@@ -18,6 +18,7 @@ for Trove's own registrations is on the global CONF first, as in
 trove-api, then the application is loaded from trove-upgrade's own file.
 """
 
+import http
 import json
 import os
 import subprocess
@@ -65,7 +66,8 @@ _SCRIPT = textwrap.dedent('''
             req.content_type = 'application/json'
         resp = req.get_response(application)
         return {'status': resp.status_int, 'body': resp.json,
-                'location': resp.headers.get('Location')}
+                'location': resp.headers.get('Location'),
+                'allow': resp.headers.get('Allow')}
 
     print(json.dumps({
         'global_exchange': cfg.CONF.control_exchange,
@@ -85,6 +87,7 @@ _SCRIPT = textwrap.dedent('''
         'other_project': call('GET', '/p2/mgmt/agents', ['admin']),
         'anonymous': call('GET', '/p1/mgmt/agents', [],
                           trove_context=False),
+        'wrong_method': call('PUT', '/p1/mgmt/agents', ['admin']),
     }))
 ''')
 
@@ -138,6 +141,13 @@ class TestLoad(base.TestCase):
             error, = seen[name]['body']['errors']
             self.assertEqual((status, 'req-from-trove'),
                              (error['status'], error['request_id']), name)
+        wrong = seen['wrong_method']
+        error, = wrong['body']['errors']
+        self.assertEqual(
+            (405, 'GET', 'req-from-trove',
+             'PUT is not allowed on /v1.0/p1/mgmt/agents; allowed: GET.'),
+            (wrong['status'], wrong['allow'], error['request_id'],
+             error['detail']))
 
 
 class TestLoadRefusals(base.TestCase):
@@ -199,66 +209,78 @@ def trove_mapper(resources):
 
     Each resource's collection actions first, then routes' resource
     mapper, then Trove's PATCH route on the member; the controller is the
-    collection's name here.
+    collection's name here. Last, a stand-in for one of Trove's own mgmt
+    routes.
     """
     mapper = routes.Mapper()
-    for collection, (member, collection_actions) in resources.items():
+    for collection, collection_actions in resources.items():
         for action, method in collection_actions.items():
             mapper.connect('/%s/%s' % (collection, action),
                            controller=collection, action=action,
                            conditions={'method': [method]})
         mapper.resource(collection, collection, controller=collection,
-                        collection=dict(collection_actions),
-                        member=dict(member))
+                        collection=dict(collection_actions))
         mapper.connect('/%s/{id}' % collection, controller=collection,
                        action='edit', conditions={'method': ['PATCH']})
     return mapper
 
 
+def _url(path):
+    """``path`` as Trove's router hands it on: below /v1.0, ids filled."""
+    return path[len(app.API_PREFIX):].replace(
+        '{tenant_id}', 'p1').replace('{', '').replace('}', '')
+
+
 class TestResources(base.TestCase):
     """Trove's resources, derived from the standalone API's routes."""
 
-    def test_every_mgmt_collection_with_its_actions(self):
-        self.assertEqual({
-            '{tenant_id}/mgmt/upgrades': ({}, {}),
-            '{tenant_id}/mgmt/instances/{instance_id}/upgrade': ({}, {}),
-            '{tenant_id}/mgmt/agents': ({}, {}),
-            '{tenant_id}/mgmt/rollouts': (
-                {'pause': 'POST', 'resume': 'POST', 'abort': 'POST'}, {}),
-            '{tenant_id}/mgmt/packages': ({}, {'fleet': 'GET'}),
-            '{tenant_id}/mgmt/desired-versions': (
-                {'pause': 'POST', 'resume': 'POST'}, {}),
-            '{tenant_id}/mgmt/targets': ({}, {}),
-        }, app.resources())
-
-    def test_trove_routes_every_declared_mgmt_route_and_no_other(self):
+    def setUp(self):
+        super().setUp()
         mapper = trove_mapper(app.resources())
 
         def match(method, path):
             return mapper.match(environ={'PATH_INFO': path,
                                          'REQUEST_METHOD': method})
+        self.match = match
 
-        declared = [(method, path) for path, methods
-                    in handler.ROUTE_DECLARATIONS.items()
-                    if path.startswith(handler.MGMT + '/')
-                    for method in methods]
-        self.assertIn(('PATCH', handler.MGMT + '/packages/{package_id}'),
-                      declared)
-        for method, path in declared:
-            # As Trove's router hands it on: below /v1.0, ids filled in.
-            url = path[len(app.API_PREFIX):].replace(
-                '{tenant_id}', 'p1').replace('{', '').replace('}', '')
-            self.assertIsNotNone(match(method, url), (method, url))
-        # A word below a collection is the collection's action, not a
-        # member; either way the router would choose from the full path.
-        self.assertEqual('fleet', match('GET', '/p1/mgmt/packages/fleet')[
+    def test_every_mgmt_path_is_a_collection(self):
+        resources = app.resources()
+        self.assertEqual(sorted(
+            path[len(app.API_PREFIX) + 1:]
+            for path in handler.ROUTE_DECLARATIONS
+            if path.startswith(handler.MGMT + '/')), sorted(resources))
+        self.assertIn('{tenant_id}/mgmt/packages/fleet', resources)
+        self.assertEqual({'put': 'PUT', 'patch': 'PATCH',
+                          'delete': 'DELETE', 'head': 'HEAD',
+                          'options': 'OPTIONS', 'trace': 'TRACE',
+                          'connect': 'CONNECT'},
+                         resources['{tenant_id}/mgmt/upgrades'])
+
+    def test_trove_routes_every_method_of_every_mgmt_path(self):
+        # Declared or not: the router answers a method a path does not
+        # serve with 405, which Trove, not routing it, would answer 404.
+        # Every resource has the same controller, which hands the request
+        # to the router as it came: which resource matched is no matter.
+        mgmt = [path for path in handler.ROUTE_DECLARATIONS
+                if path.startswith(handler.MGMT + '/')]
+        self.assertIn(handler.MGMT + '/packages/{package_id}', mgmt)
+        for path in mgmt:
+            url = _url(path)
+            for method in http.HTTPMethod:
+                self.assertIsNotNone(self.match(method.value, url),
+                                     (method, url))
+        self.assertEqual('put', self.match('PUT', '/p1/mgmt/upgrades')[
             'action'])
-        self.assertEqual('edit', match('PATCH', '/p1/mgmt/packages/x')[
-            'action'])
-        # Trove's own mgmt resources stay Trove's.
+
+    def test_troves_own_routes_stay_troves(self):
         for method, url in (('GET', '/p1/mgmt/instances'),
+                            ('PUT', '/p1/mgmt/instances'),
                             ('GET', '/p1/mgmt/instances/x'),
+                            ('DELETE', '/p1/mgmt/instances/x'),
                             ('POST', '/p1/mgmt/instances/x/action'),
+                            ('GET', '/p1/mgmt/instances/x/root'),
                             ('GET', '/p1/mgmt/quotas/x'),
-                            ('GET', '/p1/instances')):
-            self.assertIsNone(match(method, url), (method, url))
+                            ('PUT', '/p1/mgmt'),
+                            ('GET', '/p1/instances'),
+                            ('DELETE', '/p1/instances/x')):
+            self.assertIsNone(self.match(method, url), (method, url))
