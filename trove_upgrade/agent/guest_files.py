@@ -21,11 +21,16 @@ reader gets the text or :class:`UnreadableFile` with a bounded reason:
   read, and a longer file is refused, not truncated;
 * bytes that are not UTF-8, or a NUL, would raise deep inside a parser:
   they are refused here, naming the file.
+
+:func:`write_text` replaces such a file atomically, whatever stood at its
+temporary name.
 """
 
+import contextlib
 import os
 import stat
 
+from trove_upgrade.agent import journal as journal_mod
 from trove_upgrade import exception
 from trove_upgrade.packaging import exceptions as package_exc
 
@@ -71,3 +76,27 @@ def read_text(path, limit=MAX_TEXT_FILE_SIZE):
     if '\x00' in text:
         raise UnreadableFile(path, 'holds a NUL byte')
     return text
+
+
+def write_text(path, text):
+    """Replace ``path`` with ``text`` (mode 0644), durably and atomically.
+
+    A FIFO left at the temporary name would block the open for ever, so
+    whatever is there is removed first, and the file is created anew. On
+    failure the temporary file is removed and the OSError raised.
+    """
+    tmp = path + '.tmp'
+    try:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        with open(tmp, 'x') as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+        journal_mod.fsync_dir(os.path.dirname(path))
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise

@@ -43,7 +43,6 @@ from oslo_log import log as logging
 
 from trove_upgrade.agent import child_process
 from trove_upgrade.agent import guest_files
-from trove_upgrade.agent import journal as journal_mod
 from trove_upgrade.agent import supervisor as supervisor_mod
 from trove_upgrade.packaging import exceptions as package_exc
 
@@ -160,7 +159,8 @@ class SystemdDriver:
         if self.stop_timeout:
             text += 'TimeoutStopSec=%dms\n' % round(self.stop_timeout * 1000)
         path = self.drop_in_path()
-        _write_atomic(path, text)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        guest_files.write_text(path, text)
         _check(self.systemctl + ['daemon-reload'])
         return path
 
@@ -310,18 +310,6 @@ class SupervisordRpcDriver:
     def point_at(self, program):
         """supervisord's program line is written by the image, not here."""
         return None
-
-
-def _write_atomic(path, text):
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    tmp = path + '.tmp'
-    with open(tmp, 'w') as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.chmod(tmp, 0o644)
-    os.replace(tmp, path)
-    journal_mod.fsync_dir(os.path.dirname(path))
 
 
 class ServiceManagedSupervisor(supervisor_mod.GuestSupervisor):

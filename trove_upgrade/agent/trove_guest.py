@@ -34,7 +34,6 @@ The ping goes through this agent's own oslo.messaging; Trove is never
 imported.
 """
 
-import contextlib
 import glob
 import os
 import re
@@ -46,7 +45,6 @@ import oslo_messaging as messaging
 from oslo_messaging import transport as messaging_transport
 
 from trove_upgrade.agent import guest_files
-from trove_upgrade.agent import journal as journal_mod
 from trove_upgrade import exception
 from trove_upgrade.packaging import exceptions as package_exc
 
@@ -231,21 +229,9 @@ def write_managed_config(config_dir):
             return False
     except guest_files.UnreadableFile:
         pass
-    tmp = path + '.tmp'
     try:
-        # A FIFO left there would block the open for ever.
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        with open(tmp, 'x') as f:
-            f.write(MANAGED_TEXT)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-        journal_mod.fsync_dir(config_dir)
+        guest_files.write_text(path, MANAGED_TEXT)
     except OSError as e:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
         raise TroveGuestConfigError('cannot write %s: %s' % (path, e))
     LOG.info('Wrote %s: rpc_ping_enabled = True', path)
     return True
