@@ -394,6 +394,10 @@ def main():
                 fleet.cleanUp()
             raw_after = bench_raw_calls(exchange, args.raw_calls,
                                         args.threads)
+            # Declared again by the raw server after the fleet deleted it.
+            with kombu.Connection(RABBIT.replace('rabbit://',
+                                                 'amqp://')) as conn:
+                conn.channel().exchange_delete(exchange)
     finally:
         db_common.get_engine().dispose()
         if drop is not None:
