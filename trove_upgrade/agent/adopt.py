@@ -31,7 +31,6 @@ guest agent's console script is refused with the reason.
 """
 
 import configparser
-import contextlib
 import glob
 import os
 
@@ -165,14 +164,9 @@ def adopt(installs, journal, venv, console_script, version=None,
         else:
             if os.path.lexists(path):
                 install.remove_tree(path)
-            marker = os.path.join(venv, install.MARKER)
             # Whatever is there (a FIFO would block the open) is replaced.
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(marker)
-            with open(marker, 'x') as f:
-                f.write('%s\nadopted\n' % version)
-                f.flush()
-                os.fsync(f.fileno())
+            guest_files.write_text(os.path.join(venv, install.MARKER),
+                                   '%s\nadopted\n' % version)
             os.symlink(venv, path)
             journal_mod.fsync_dir(installs.versions_dir)
             changed = True
