@@ -31,6 +31,7 @@ from trove_upgrade.api import sizelimit
 from trove_upgrade.db import common as db_common
 from trove_upgrade import policy
 from trove_upgrade import release_mappings
+from trove_upgrade import rpc
 
 LOG = logging.getLogger(__name__)
 
@@ -63,6 +64,7 @@ def loadapp(conf):
     at start, rather than failing every request: oslo.config converts a
     value when it is first read, which logging every value does now.
     """
+    rpc.init_notifier()  # its options are logged and checked too
     conf.log_opt_values(LOG, logging.DEBUG)
     db_common.check_connection_url(conf.database.connection)
     release_mappings.resolve_version_cap(

@@ -28,6 +28,7 @@ from trove_upgrade import conf
 from trove_upgrade.db import common as db_common
 from trove_upgrade.db import migration
 from trove_upgrade import exception
+from trove_upgrade import rpc
 from trove_upgrade import version
 
 CONF = conf.CONF
@@ -43,7 +44,10 @@ def main(argv=None):
     logging.setup(CONF, 'trove-upgrade-conductor')
     try:
         # Reads every value now, so that one that cannot work stops the
-        # service here, named, rather than with a traceback later.
+        # service here, named, rather than with a traceback later. The
+        # notifier first, which registers its options (``rpc``); forked
+        # with the service, it holds no connection before a send.
+        rpc.init_notifier()
         CONF.log_opt_values(LOG, logging.DEBUG)
         db_common.check_connection_url(CONF.database.connection)
         migration.check_schema_at_start(CONF.database.connection)

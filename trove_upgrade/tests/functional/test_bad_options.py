@@ -69,6 +69,12 @@ class TestBadOptionValue(testtools.TestCase):
         self.assertNamed('trove-upgrade-conductor', 'conductor',
                          'heartbeat_write_interval', 'often')
 
+    def test_notification_options(self):
+        # Read at the first upgrade recorded: each one failed.
+        for command in ('trove-upgrade-api', 'trove-upgrade-conductor'):
+            self.assertNamed(command, 'oslo_messaging_notifications',
+                             'retry', 'often')
+
     def test_conductor_database_driver(self):
         # It ran on, each periodic task failing with a traceback.
         output = self.run_with('trove-upgrade-conductor', 'database',

@@ -23,6 +23,7 @@ import sqlalchemy as sa
 from trove_upgrade.api import deploy
 from trove_upgrade.db import upgrades as db_upgrades
 from trove_upgrade import exception
+from trove_upgrade import rpc
 from trove_upgrade.tests.unit.api import base
 
 # Every route and method of the management API.
@@ -240,6 +241,12 @@ class TestLoadApp(base.APITestCase):
         error = self.assertRaises(cfg.ConfigFileValueError, deploy.loadapp,
                                   self.conf)
         self.assertIn('max_limit', str(error))
+
+    def test_builds_the_notifier_at_start(self):
+        # Built at the first POST, its driver's loading delayed it.
+        with mock.patch.object(rpc, 'init_notifier') as init:
+            deploy.loadapp(self.conf)
+        init.assert_called_once_with()
 
     def test_a_connection_no_driver_serves_stops_the_api_at_start(self):
         # Every request was a 500 with a traceback.
