@@ -156,25 +156,29 @@ class UndoLog:
             self._save()
 
     def undo(self):
-        """Put every recorded path back, newest first; return their steps.
+        """Put every recorded path back, newest first.
 
-        Every path is tried; the first failure is raised after, and the
-        log is kept for the next undo.
+        Returns the steps whose paths changed back. Every path is tried;
+        the first failure is raised after, and the log is kept for the
+        next undo.
         """
         failed = None
+        changed = set()
         for entry in reversed(self.entries):
             try:
-                self._undo(entry)
+                if self._undo(entry):
+                    changed.add(entry['step'])
             except OSError as e:
                 failed = failed or UndoLogError(
                     'cannot put back %s (%s): %s'
                     % (entry['path'], entry['step'], e))
         if failed:
             raise failed
-        return {entry['step'] for entry in self.entries}
+        return changed
 
     @staticmethod
     def _undo(entry):
+        """Put ``entry`` back; True if that changed anything."""
         path = entry['path']
         if entry['kind'] == 'dir':
             try:
@@ -183,23 +187,26 @@ class UndoLog:
                 # Not empty: a writer killed in it left its temporary file.
                 if e.errno not in (errno.ENOENT, errno.ENOTEMPTY):
                     raise
-            return
+                return False
+            return True
         backup = backup_path(path)
         if not entry['existed']:
             if not os.path.lexists(path):
-                return
+                return False
             _remove(path)
         elif not os.path.lexists(backup):
-            return  # killed before the backup: never changed
+            return False  # killed before the backup: never changed
         elif os.path.lexists(path) and os.path.samestat(
                 os.lstat(path), os.lstat(backup)):
             os.unlink(backup)  # killed after the backup: never changed
+            return False
         elif _is_dir(backup):
             _remove(path)
             os.rename(backup, path)
         else:
             os.replace(backup, path)
         journal_mod.fsync_dir(os.path.dirname(path))
+        return True
 
     def done(self):
         """Forget the log (the commit point), then remove the backups."""
