@@ -20,7 +20,6 @@ was before adoption began. A run stopped at a step without undoing (what
 
 import errno
 import os
-import stat
 import subprocess
 import sys
 
@@ -37,6 +36,7 @@ from trove_upgrade.agent import supervisor
 from trove_upgrade.agent import trove_guest
 from trove_upgrade.agent import undo_log
 from trove_upgrade.tests import base
+from trove_upgrade.tests import file_tree
 
 UNIT = """\
 [Unit]
@@ -46,37 +46,6 @@ Description=OpenStack Trove Guest Agent Service
 User=ubuntu
 ExecStart=/usr/local/bin/guest-agent --config-dir=/etc/trove/conf.d
 """
-
-
-def snapshot(top):
-    """Every entry under ``top``: type, mode, bytes or symlink target.
-
-    ``top`` itself is replaced by ``@`` in targets and contents, so two
-    guests in different temporary directories compare equal.
-    """
-    tree = {}
-    for dirpath, dirnames, filenames in os.walk(top):
-        for name in dirnames + filenames:
-            path = os.path.join(dirpath, name)
-            st = os.lstat(path)
-            mode = stat.S_IMODE(st.st_mode)
-            if stat.S_ISLNK(st.st_mode):
-                entry = ('link', os.readlink(path).replace(top, '@'))
-            elif stat.S_ISREG(st.st_mode):
-                with open(path, 'rb') as f:
-                    entry = ('file', mode,
-                             f.read().replace(top.encode(), b'@'))
-            else:
-                entry = (stat.S_IFMT(st.st_mode), mode)
-            tree[os.path.relpath(path, top)] = entry
-    return tree
-
-
-def write(path, text, mode=0o644):
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, 'w') as f:
-        f.write(text)
-    os.chmod(path, mode)
 
 
 class FakeSystemctl(fixtures.Fixture):
@@ -119,21 +88,23 @@ class Guest(fixtures.Fixture):
              'import sysconfig; print(sysconfig.get_paths()["purelib"])'],
             stdout=subprocess.PIPE, text=True, check=True).stdout.strip()
         dist = os.path.join(site, 'trove-25.1.0.dist-info')
-        write(os.path.join(dist, 'METADATA'),
-              'Metadata-Version: 2.1\nName: trove\nVersion: 25.1.0\n\n')
-        write(os.path.join(dist, 'entry_points.txt'),
-              '[console_scripts]\ntrove-guestagent = trove.cmd.guest:main\n')
+        file_tree.write(
+            os.path.join(dist, 'METADATA'),
+            'Metadata-Version: 2.1\nName: trove\nVersion: 25.1.0\n\n')
+        file_tree.write(
+            os.path.join(dist, 'entry_points.txt'),
+            '[console_scripts]\ntrove-guestagent = trove.cmd.guest:main\n')
         script = os.path.join(self.venv, 'bin', 'trove-guestagent')
-        write(script, '#!/bin/sh\n', 0o755)
+        file_tree.write(script, '#!/bin/sh\n', 0o755)
         self.link = os.path.join(self.top, 'usr', 'local', 'bin',
                                  'guest-agent')
         os.makedirs(os.path.dirname(self.link))
         os.symlink(script, self.link)
         unit_dir = os.path.join(self.top, 'etc', 'systemd', 'system')
-        write(os.path.join(unit_dir, 'guest-agent.service'), UNIT)
+        file_tree.write(os.path.join(unit_dir, 'guest-agent.service'), UNIT)
         self.conf_dir = os.path.join(self.top, 'etc', 'trove', 'conf.d')
-        write(os.path.join(self.conf_dir, 'guest_info.conf'),
-              '[DEFAULT]\nguest_id = inst-1\n', 0o600)
+        file_tree.write(os.path.join(self.conf_dir, 'guest_info.conf'),
+                        '[DEFAULT]\nguest_id = inst-1\n', 0o600)
         self.root = os.path.join(self.top, 'var', 'lib', 'trove-upgrade')
         self.journal = journal.UpgradeJournal(self.root)
         self.journal.read()  # the lock file, as trove-upgrade-adopt makes
@@ -150,7 +121,7 @@ class Guest(fixtures.Fixture):
             trove_config_dir=self.conf_dir)
 
     def snapshot(self):
-        return snapshot(self.top)
+        return file_tree.snapshot(self.top)
 
 
 # (step, what its error names, the function it calls, which of the calls).
@@ -303,9 +274,10 @@ class TestAdoptCommand(base.TestCase):
         super().setUp()
         self.guest = self.useFixture(Guest())
         self.conf = os.path.join(self.guest.top, 'agent.conf')
-        write(self.conf, '[agent]\ninstance_id = i1\ninstall_root = %s\n'
-              'guest_program_link = %s\n[trove_guest]\nconfig_dir = %s\n'
-              % (self.guest.root, self.guest.link, self.guest.conf_dir))
+        file_tree.write(
+            self.conf, '[agent]\ninstance_id = i1\ninstall_root = %s\n'
+            'guest_program_link = %s\n[trove_guest]\nconfig_dir = %s\n'
+            % (self.guest.root, self.guest.link, self.guest.conf_dir))
 
     def _run(self):
         return subprocess.run(
