@@ -23,7 +23,17 @@ is pointed at ``current`` for the *next* start: the image's program link
 replaced atomically by one to ``current/bin/trove-guestagent``, and under
 systemd a drop-in sets the same path as ``ExecStart``. The running guest
 agent is neither restarted nor touched; its pid is recorded so the agent
-adopts it.
+adopts it. Last, Trove's configuration gets the RPC ping enabled.
+
+Adoption is all or nothing. Each step records the paths it is about to
+change in ``<install_root>/adopt-undo.json`` first
+(:mod:`trove_upgrade.agent.undo_log`); a step that fails has every change
+undone, newest first (and systemd reloaded when its drop-in was put back),
+and :class:`AdoptionFailed` names the step. Removing that log once every
+step is done is the commit. A run killed before it leaves the log, and the
+next run undoes the killed run's changes before adopting afresh. The steps
+are checkpoints of :mod:`trove_upgrade.agent.pause_hook`, named
+``adopt-<step>``, and ``adopt-commit`` comes last.
 
 Adoption is idempotent: adopting the install that is already current says
 so and changes nothing. A directory that is not a virtualenv holding the
@@ -34,13 +44,25 @@ import configparser
 import glob
 import os
 
+from oslo_log import log as logging
+
 from trove_upgrade.agent import guest_files
 from trove_upgrade.agent import install
 from trove_upgrade.agent import journal as journal_mod
+from trove_upgrade.agent import pause_hook
+from trove_upgrade.agent import service_manager
+from trove_upgrade.agent import trove_guest
+from trove_upgrade.agent import undo_log
 from trove_upgrade import exception
 from trove_upgrade.packaging import exceptions as package_exc
 
+LOG = logging.getLogger(__name__)
+
 DEFAULT_VENV = '/opt/guest-agent-venv'
+UNDO_LOG = 'adopt-undo.json'
+CHECKPOINT_PREFIX = 'adopt-'
+COMMIT = 'commit'
+DROP_IN_STEP = 'drop-in'
 
 
 class AdoptionError(exception.TroveUpgradeException):
@@ -48,6 +70,14 @@ class AdoptionError(exception.TroveUpgradeException):
 
     def __init__(self, message):
         super().__init__(guest_files.bounded(message))
+
+
+class AdoptionFailed(exception.TroveUpgradeException):
+    """A step failed; the message names it and says what was undone."""
+
+    def __init__(self, message):
+        # One line: a reason may quote a service manager's output.
+        super().__init__(guest_files.bounded(' '.join(message.split())))
 
 
 def _dist_infos(venv):
@@ -136,49 +166,148 @@ def point_link(link, target):
     return True
 
 
+class _Steps:
+    """Records each step's paths in the undo log before the step runs."""
+
+    def __init__(self, root, log):
+        self.root = root
+        self.log = log
+        self.current = 'starting'
+
+    def begin(self, name, what, *paths, replace_dir=False):
+        self.current = what
+        for path in paths:
+            self.log.will_make_dirs(name, os.path.dirname(path))
+            self.log.will_change(name, path, replace_dir=replace_dir)
+        pause_hook.pause_at(self.root, CHECKPOINT_PREFIX + name)
+
+
+def _undo(log, driver):
+    """Put back what ``log`` recorded, and what systemd read of it."""
+    undone = log.undo()
+    if DROP_IN_STEP in undone and isinstance(
+            driver, service_manager.SystemdDriver):
+        driver.reload()
+    log.done()
+
+
+_UNDO_ERRORS = (undo_log.UndoLogError, service_manager.ServiceManagerError,
+                OSError)
+
+
+def _undo_interrupted(log, driver):
+    try:
+        log.load()
+        _undo(log, driver)
+    except _UNDO_ERRORS as e:
+        raise AdoptionFailed('cannot undo the adoption interrupted earlier: '
+                             '%s' % e)
+    LOG.warning('Undid the changes of an adoption interrupted earlier')
+
+
+def _fail(steps, driver, error):
+    """Undo every step done and raise AdoptionFailed naming the failed one."""
+    failed = '%s failed: %s' % (steps.current,
+                                str(error) or type(error).__name__)
+    try:
+        _undo(steps.log, driver)
+    except _UNDO_ERRORS as e:
+        raise AdoptionFailed('%s; undoing the adoption failed too: %s; run '
+                             'trove-upgrade-adopt again to finish undoing '
+                             'it' % (failed, e)) from error
+    if not isinstance(error, Exception):
+        raise error
+    raise AdoptionFailed('%s; every change was undone' % failed) from error
+
+
+def _adopted(installs, venv, version):
+    """False when nothing manages the install root yet."""
+    current = installs.current_version()
+    if current is None:
+        return False
+    if current == version and os.path.realpath(
+            installs.path(version)) == venv:
+        return True
+    raise AdoptionError(
+        'this install root already manages version %s (%s); refusing to '
+        'adopt %s as %s' % (current, os.path.realpath(installs.path(current)),
+                            venv, version))
+
+
 def adopt(installs, journal, venv, console_script, version=None,
-          supervisor=None, program_link=None):
-    """Adopt ``venv``; return ``(version, changed)``.
+          supervisor=None, program_link=None, trove_config_dir=None):
+    """Adopt ``venv``, all or nothing; return ``(version, changed)``.
 
     ``version`` defaults to the version of the distribution providing
     ``console_script``. ``supervisor`` (a service-managed one) records the
     guest agent its service manager runs now, and points the service at
     ``current``; ``program_link``, when it exists, is pointed at
-    ``current`` too.
+    ``current`` too; ``trove_config_dir`` gets the RPC ping enabled.
+    Raises AdoptionError, changing nothing, for an install that cannot be
+    adopted, and AdoptionFailed when a step failed and was undone.
     """
     venv = os.path.realpath(venv)
     found = inspect_venv(venv, console_script)
     version = install.check_version_name(version or found)
-    path = installs.path(version)
-    current = installs.current_version()
+    driver = getattr(supervisor, 'driver', None)
     with installs.lock:
-        if current is not None:
-            if current == version and os.path.realpath(path) == venv:
-                changed = False
-            else:
-                raise AdoptionError(
-                    'this install root already manages version %s (%s); '
-                    'refusing to adopt %s as %s'
-                    % (current, os.path.realpath(installs.path(current)),
-                       venv, version))
-        else:
-            if os.path.lexists(path):
-                install.remove_tree(path)
-            # Whatever is there (a FIFO would block the open) is replaced.
-            guest_files.write_text(os.path.join(venv, install.MARKER),
-                                   '%s\nadopted\n' % version)
-            os.symlink(venv, path)
-            journal_mod.fsync_dir(installs.versions_dir)
-            changed = True
-    if changed:
+        log = undo_log.UndoLog(os.path.join(installs.root, UNDO_LOG))
+        if log.pending():
+            _undo_interrupted(log, driver)
+        adopted = _adopted(installs, venv, version)
+        steps = _Steps(installs.root, log)
+        try:
+            changed = _run_steps(steps, installs, journal, venv, version,
+                                 adopted, console_script, supervisor,
+                                 program_link, trove_config_dir)
+            steps.current = 'committing'
+            pause_hook.pause_at(installs.root, CHECKPOINT_PREFIX + COMMIT)
+            log.done()
+        except BaseException as e:
+            _fail(steps, driver, e)
+    return version, changed
+
+
+def _run_steps(steps, installs, journal, venv, version, adopted,
+               console_script, supervisor, program_link, trove_config_dir):
+    changed = not adopted
+    if not adopted:
+        marker = os.path.join(venv, install.MARKER)
+        steps.begin('marker', 'writing the install marker %s' % marker,
+                    marker)
+        # Whatever is there (a FIFO would block the open) is replaced.
+        guest_files.write_text(marker, '%s\nadopted\n' % version)
+        path = installs.path(version)
+        # A leftover of an interrupted install is kept until the commit.
+        steps.begin('version-link', 'linking %s to %s' % (path, venv), path,
+                    replace_dir=True)
+        point_link(path, venv)
+        steps.begin('current', 'pointing %s at %s'
+                    % (installs.current_link, version), installs.current_link)
         installs.switch(version)
+    steps.begin('journal', 'recording %s as the last known good version'
+                % version, journal.path)
     with journal.update() as data:
         if data['last_known_good'] is None:
             data['last_known_good'] = version
     program = os.path.join(installs.current_link, 'bin', console_script)
     if program_link and os.path.lexists(program_link):
+        steps.begin('program-link', 'pointing %s at %s'
+                    % (program_link, program), program_link)
         changed = point_link(program_link, program) or changed
-    if supervisor is not None and hasattr(supervisor, 'driver'):
-        supervisor.driver.point_at(program)
+    driver = getattr(supervisor, 'driver', None)
+    if driver is not None:
+        if isinstance(driver, service_manager.SystemdDriver):
+            drop_in = driver.drop_in_path()
+            steps.begin(DROP_IN_STEP, 'writing the systemd drop-in %s'
+                        % drop_in, drop_in)
+            driver.point_at(program)
+        steps.begin('pid', "recording the guest agent's pid in %s"
+                    % supervisor.pidfile, supervisor.pidfile)
         supervisor.adopt()
-    return version, changed
+    if trove_config_dir:
+        managed = os.path.join(trove_config_dir, trove_guest.MANAGED_FILE)
+        steps.begin('trove-config', 'enabling the RPC ping in %s' % managed,
+                    managed)
+        trove_guest.write_managed_config(trove_config_dir)
+    return changed

@@ -33,22 +33,20 @@ always takes the next upgrade.
 upgrade the journal says was in progress; the table in
 ``doc/source/admin/agent.rst`` lists, step by step, where it converges.
 
-Test hook: when the environment variable ``TROVE_UPGRADE_AGENT_TEST_PAUSE``
-names a checkpoint (``downloading``, ``verifying``, ``installing``,
-``switching``, ``restarting`` or ``health-check``), the agent writes
-``<install_root>/test-paused-at-<checkpoint>`` on reaching it and then
-sleeps until killed. The crash tests use it to ``kill -9`` the agent at a
-known step; nothing sets it outside the tests.
+Test hook (:mod:`trove_upgrade.agent.pause_hook`): the checkpoints
+``downloading``, ``verifying``, ``installing``, ``switching``,
+``restarting`` and ``health-check`` let the crash tests ``kill -9`` the
+agent at a known step.
 """
 
 import functools
 import os
 import shutil
-import time
 
 from oslo_log import log as logging
 
 from trove_upgrade.agent import install
+from trove_upgrade.agent import pause_hook
 from trove_upgrade.agent import strategies
 from trove_upgrade.agent import supervisor as supervisor_mod
 from trove_upgrade.agent import untrusted
@@ -67,8 +65,6 @@ RESTARTING = 'restarting'
 ROLLING_BACK = 'rolling_back'
 
 BEFORE_SWITCH = (ACCEPTED, DOWNLOADING, VERIFYING, INSTALLING)
-
-PAUSE_ENV = 'TROVE_UPGRADE_AGENT_TEST_PAUSE'
 
 WORK_DIR = 'work'
 
@@ -130,14 +126,7 @@ class UpgradePipeline:
         LOG.info('Upgrade %s: %s: %s', upgrade['id'], state, detail)
 
     def _checkpoint(self, name):
-        if os.environ.get(PAUSE_ENV) != name:
-            return
-        marker = os.path.join(self.installs.root, 'test-paused-at-' + name)
-        with open(marker, 'w') as f:
-            f.write('%d\n' % os.getpid())
-        LOG.warning('Test hook: paused at %s until killed', name)
-        while True:
-            time.sleep(3600)
+        pause_hook.pause_at(self.installs.root, name)
 
     def _work_dir(self, upgrade):
         return os.path.join(self.work_root, upgrade['id'])

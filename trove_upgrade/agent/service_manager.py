@@ -161,8 +161,12 @@ class SystemdDriver:
         path = self.drop_in_path()
         os.makedirs(os.path.dirname(path), exist_ok=True)
         guest_files.write_text(path, text)
-        _check(self.systemctl + ['daemon-reload'])
+        self.reload()
         return path
+
+    def reload(self):
+        """Make systemd read its units and drop-ins again."""
+        _check(self.systemctl + ['daemon-reload'])
 
 
 class SupervisordDriver:

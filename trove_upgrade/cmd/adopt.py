@@ -19,9 +19,12 @@ and before ``trove-upgrade-agent`` starts::
     trove-upgrade-adopt --config-file /etc/trove-upgrade/agent.conf \\
         --venv /opt/guest-agent-venv
 
-The running guest agent is neither reinstalled nor restarted. Exit status:
-0 adopted (or already adopted), 1 refused (the reason is printed), 2 the
-configuration cannot work.
+The running guest agent is neither reinstalled nor restarted. Adoption is
+all or nothing: a step that fails is undone with every step before it, and
+a run that was killed is undone by the next one before it adopts. Exit
+status: 0 adopted (or already adopted), 1 refused (the reason is printed,
+nothing changed), 2 the configuration cannot work or a step failed (named
+on one line, every change undone).
 """
 
 import os
@@ -34,7 +37,6 @@ from trove_upgrade.agent import install
 from trove_upgrade.agent import journal as journal_mod
 from trove_upgrade.agent import service as agent_service
 from trove_upgrade.agent import service_manager
-from trove_upgrade.agent import trove_guest
 from trove_upgrade import conf
 from trove_upgrade import version
 
@@ -73,20 +75,20 @@ def main(argv=None):
         supervisor = None
         if agent.service_manager != 'builtin':
             supervisor = service_manager.load(CONF, installs)
+        trove_config_dir = None
+        if (guest is not None and CONF.trove_guest.manage_rpc_ping
+                and guest.guest_id):
+            trove_config_dir = guest.config_dir
         adopted, changed = adopt.adopt(
             installs, journal, CONF.venv, agent.guest_console_script,
             version=CONF.guest_version, supervisor=supervisor,
-            program_link=agent.guest_program_link)
-        # After adoption: a refused install leaves Trove's files alone.
-        if (guest is not None and CONF.trove_guest.manage_rpc_ping
-                and guest.guest_id):
-            trove_guest.write_managed_config(guest.config_dir)
+            program_link=agent.guest_program_link,
+            trove_config_dir=trove_config_dir)
     except (adopt.AdoptionError, install.InstallError,
-            service_manager.ServiceManagerError,
-            trove_guest.TroveGuestConfigError) as e:
+            service_manager.ServiceManagerError) as e:
         print('%s: refused: %s' % (PROG, e), file=sys.stderr)
         return 1
-    except OSError as e:
+    except (adopt.AdoptionFailed, OSError) as e:
         print('%s: error: %s' % (PROG, e), file=sys.stderr)
         return 2
     finally:
