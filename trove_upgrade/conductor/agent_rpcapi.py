@@ -44,6 +44,7 @@ to the agent's endpoint and to ``release_mappings.RELEASE_MAPPING``.
 """
 
 from concurrent import futures
+import os
 import threading
 
 import oslo_messaging as messaging
@@ -123,14 +124,16 @@ class AgentAPI:
 
         Starting a batch's threads anew for each batch, as a pass of the
         reconciler sends one, cost it half as much CPU again as its casts
-        (tools/bench/rollout_scale.py's figures). The threads end once
-        the client is gone.
+        (doc/source/contributor/benchmarks.rst). The threads end once
+        the client is gone; a process forked since they started (whose
+        copy of the pool has no threads) starts its own.
         """
+        wanted = (threads, os.getpid())
         with self._senders_lock:
-            if self._senders is None or self._senders[0] != threads:
+            if self._senders is None or self._senders[0] != wanted:
                 if self._senders is not None:
                     self._senders[1].shutdown(wait=False)
-                self._senders = (threads, futures.ThreadPoolExecutor(
+                self._senders = (wanted, futures.ThreadPoolExecutor(
                     threads, thread_name_prefix='agent-send'))
             return self._senders[1]
 

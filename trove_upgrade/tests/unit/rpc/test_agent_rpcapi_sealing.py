@@ -13,6 +13,7 @@
 """The control plane seals upgrades for instances that have a key."""
 
 import base64
+import os
 import threading
 from unittest import mock
 
@@ -163,7 +164,8 @@ class TestUpgradeMany(base.TestCase):
     def test_the_send_threads_are_kept_for_the_next_batch(self):
         """Starting them anew for each batch cost more CPU than the casts.
 
-        A client asked for another number of threads starts that many.
+        A client asked for another number of threads starts that many, a
+        forked process its own.
         """
         self.flags(group='upgrade_levels', agent='1.0')
         api = rpcapi.AgentAPI()
@@ -193,8 +195,13 @@ class TestUpgradeMany(base.TestCase):
             self.assertNotIn(threading.current_thread(), first)
             self.assertEqual(first, batch(6, 3))
             other = batch(4, 2)
+            # A forked child's copy of the pool has no threads.
+            with mock.patch.object(rpcapi.os, 'getpid',
+                                   return_value=os.getpid() + 1):
+                forked = batch(4, 2)
         self.assertEqual(2, len(other))
         self.assertTrue(other.isdisjoint(first))
+        self.assertTrue(forked.isdisjoint(other))
 
     def test_nothing_to_send(self):
         self.assertEqual({}, rpcapi.AgentAPI().upgrade_many(
