@@ -176,9 +176,16 @@ def quick_plan(context, rollout, active=None):
     case: an unfinished upgrade whose agent stopped matching the selector
     keeps its place in flight until it ends or times out at the
     rollout's ``agent_deadline``.
+
+    Its reads share one transaction, as :func:`plan_for`'s do.
     """
     if rollout['status_detail'] == NOTHING_SELECTED:
         return None
+    with db_common.reading(context):
+        return _quick_plan(context, rollout, active)
+
+
+def _quick_plan(context, rollout, active):
     counts = db_rollouts.count_rollout_upgrades(context, rollout['id'])
     if (counts.unsuccessful - rollout['failures_acknowledged']
             > _least_tolerance(rollout)):

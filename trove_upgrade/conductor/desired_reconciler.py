@@ -41,10 +41,20 @@ CONF = conf.CONF
 LOG = logging.getLogger(__name__)
 
 
-def run(context, owner, agent_api):
-    """Reconcile every ACTIVE desired version, oldest first."""
-    for desired in db.list_desired_versions(
-            context, filters={'status': desired_versions.ACTIVE}):
+def list_active(context):
+    """The ACTIVE desired versions, oldest first: what :func:`run` does."""
+    return db.list_desired_versions(
+        context, filters={'status': desired_versions.ACTIVE})
+
+
+def run(context, owner, agent_api, active=None):
+    """Reconcile every ACTIVE desired version, oldest first.
+
+    ``active`` is :func:`list_active`, when the caller read it already.
+    """
+    if active is None:
+        active = list_active(context)
+    for desired in active:
         db_outage.attempt('Reconciling desired version %s' % desired['id'],
                           reconcile, context, desired, owner, agent_api)
 

@@ -47,6 +47,7 @@ from trove_upgrade.conductor import desired_reconciler
 from trove_upgrade.conductor import parent_death
 from trove_upgrade import conf
 from trove_upgrade import context as tu_context
+from trove_upgrade.db import common as db_common
 from trove_upgrade.db import rollouts as db_rollouts
 from trove_upgrade import notifications
 from trove_upgrade import resends
@@ -69,14 +70,21 @@ class Reconciler:
         self.agent_api = agent_rpcapi.AgentAPI()
 
     def run(self, context):
-        """One pass over the active rollouts, then the desired versions."""
-        active = db_rollouts.list_rollouts_in(context, rs.ACTIVE_STATES)
+        """One pass over the active rollouts, then the desired versions.
+
+        Both lists are read in one transaction: a pass that finds nothing
+        to do costs one less. Each rollout and desired version is leased
+        and read again before anything is done with it.
+        """
+        with db_common.reading(context):
+            active = db_rollouts.list_rollouts_in(context, rs.ACTIVE_STATES)
+            desired = desired_reconciler.list_active(context)
         for rollout in active:
             # Each alone, in one line when the database went away since
             # the list was read.
             db_outage.attempt('Reconciling rollout %s' % rollout['id'],
                               self.reconcile, context, rollout, active)
-        desired_reconciler.run(context, self.owner, self.agent_api)
+        desired_reconciler.run(context, self.owner, self.agent_api, desired)
 
     def reconcile(self, context, rollout, active=None):
         """One step of ``rollout``; ``active`` as ``rollouts.targets``."""

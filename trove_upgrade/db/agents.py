@@ -379,8 +379,9 @@ def selected_undispatched_agents(context, selector, rollout_id,
         page = query.limit(size)
         if after is not None:
             page = page.where(agent.instance_id > after)
-        with common.context_manager.reader.using(context) as session:
-            rows = session.connection().execute(page).all()
+        with common.context_manager.reader.connection.using(
+                context) as connection:
+            rows = connection.execute(page).all()
         for instance_id, version, labels in rows:
             if labels not in decided:
                 decided[labels] = _labels_match(json.loads(labels), wanted)
@@ -422,19 +423,23 @@ def _agent_rows(context, query, after, limit):
         query = query.where(agent.instance_id > after)
     if limit is not None:
         query = query.limit(limit)
-    # On the session's connection, not the session: the ORM's loading of
-    # the result rows cost a reconcile pass a third of its selection.
-    with common.context_manager.reader.using(context) as session:
-        rows = session.connection().execute(query).all()
+    # On a connection, not a session: the ORM's loading of the result
+    # rows cost a reconcile pass a third of its selection.
+    with common.context_manager.reader.connection.using(
+            context) as connection:
+        rows = connection.execute(query).all()
     return [{'instance_id': r[0], 'guest_version': r[1],
              'last_heartbeat_at': r[2], 'labels': r[3]} for r in rows]
 
 
+_COUNT_AGENTS = sa.select(sa.func.count()).select_from(models.Agent)
+
+
 def count_agents(context):
     """How many agents are registered."""
-    with common.context_manager.reader.using(context) as session:
-        return session.connection().scalar(
-            sa.select(sa.func.count()).select_from(models.Agent))
+    with common.context_manager.reader.connection.using(
+            context) as connection:
+        return connection.scalar(_COUNT_AGENTS)
 
 
 def _version_tuple(version):

@@ -174,9 +174,10 @@ def reading(context):
 
     Each transaction costs a connection checkout and its ping: the reads
     of one decision (a rollout's plan: its selection, the busy instances,
-    its dispatches) share one.
+    its dispatches) share one. A connection rather than a session: the
+    reads it holds are plain; one that wants a session gets one on it.
     """
-    return context_manager.reader.using(context)
+    return context_manager.reader.connection.using(context)
 
 
 class KeptConnection:
@@ -352,21 +353,32 @@ def take_sqlite_write_lock(connection, table):
     connection.execute(statement)
 
 
+# model -> its lease UPDATE, built once: every reconcile pass takes one
+# per rollout, and building it cost more CPU than running it.
+_TAKE_LEASES = {}
+
+
 def take_lease(session, model, row_id, owner, until):
     """Whether ``owner`` now holds the lease on a row, until ``until``.
 
     It does when nobody held it, it expired, or ``owner`` held it already:
     one conditional UPDATE, so two conductors never both win it.
+    ``session`` may be a session or a connection in a transaction.
     """
-    return session.execute(
-        sa.update(model)
-        .where(model.id == row_id,
-               sa.or_(model.lease_owner.is_(None),
-                      model.lease_owner == owner,
-                      model.lease_until < timeutils.utcnow()))
-        .values(lease_owner=owner,
-                lease_until=timeutils.normalize_time(until))
-        .execution_options(synchronize_session=False)).rowcount == 1
+    statement = _TAKE_LEASES.get(model)
+    if statement is None:
+        table = model.__table__
+        statement = _TAKE_LEASES[model] = (
+            sa.update(table)
+            .where(table.c.id == sa.bindparam('b_id'),
+                   sa.or_(table.c.lease_owner.is_(None),
+                          table.c.lease_owner == sa.bindparam('b_owner'),
+                          table.c.lease_until < sa.bindparam('b_now')))
+            .values(lease_owner=sa.bindparam('b_owner'),
+                    lease_until=sa.bindparam('b_until')))
+    return session.execute(statement, {
+        'b_id': row_id, 'b_owner': owner, 'b_now': timeutils.utcnow(),
+        'b_until': timeutils.normalize_time(until)}).rowcount == 1
 
 
 def newest_first_page(session, model, filters, limit, marker):

@@ -69,11 +69,16 @@ def release_upgrade(context, upgrade_id, source, detail, resend_at):
                  detail)
 
 
+# Plain rows, in a statement built once: every reconciler pass reads them.
+_HELD = (
+    sa.select(*db_upgrades._UPGRADE_COLUMNS)
+    .where(_UPGRADE.status == states.DEFERRED, _UPGRADE.held.is_(True))
+    .order_by(_UPGRADE.created_at, _UPGRADE.id))
+
+
 def list_held_upgrades(context):
     """The held upgrades, oldest first."""
-    with common.context_manager.reader.using(context) as session:
-        return [db_upgrades._upgrade_dict(row) for row in session.scalars(
-            sa.select(_UPGRADE)
-            .where(_UPGRADE.status == states.DEFERRED,
-                   _UPGRADE.held.is_(True))
-            .order_by(_UPGRADE.created_at, _UPGRADE.id))]
+    with common.context_manager.reader.connection.using(
+            context) as connection:
+        return [db_upgrades._upgrade_dict(row)
+                for row in connection.execute(_HELD)]

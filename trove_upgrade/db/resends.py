@@ -40,6 +40,23 @@ def _unclaimed():
             _UPGRADE.resend_at.is_not(None))
 
 
+_UPGRADES = _UPGRADE.__table__
+# Built once: every reconciler pass runs the first, most find nothing.
+_DUE = (
+    sa.select(*db_upgrades._UPGRADE_COLUMNS)
+    .where(*_unclaimed(), _UPGRADE.resend_at <= sa.bindparam('b_now'))
+    .order_by(_UPGRADE.resend_at, _UPGRADE.id)
+    .limit(sa.bindparam('b_limit'))
+    .with_for_update(skip_locked=True))
+_COUNT_SEND = (
+    sa.update(_UPGRADES)
+    .where(_UPGRADES.c.id == sa.bindparam('b_id'))
+    .values(send_count=sa.bindparam('b_send_count'),
+            resend_at=sa.bindparam('b_resend_at'),
+            status_detail=sa.bindparam('b_status_detail'),
+            updated_at=sa.bindparam('b_now')))
+
+
 @common.retry_on_deadlock
 def take_due_upgrades(context, now, next_resend_at, limit, source,
                       detail):
@@ -51,15 +68,11 @@ def take_due_upgrades(context, now, next_resend_at, limit, source,
     becomes its ``status_detail``. They are returned as they are after the
     change, and the caller casts them.
     """
-    with common.context_manager.writer.using(context) as session:
-        common.take_sqlite_write_lock(session.connection(),
-                                      _UPGRADE.__table__)
-        rows = session.execute(
-            sa.select(*db_upgrades._UPGRADE_COLUMNS)
-            .where(*_unclaimed(), _UPGRADE.resend_at <= now)
-            .order_by(_UPGRADE.resend_at, _UPGRADE.id)
-            .limit(limit)
-            .with_for_update(skip_locked=True)).all()
+    with common.context_manager.writer.connection.using(
+            context) as connection:
+        common.take_sqlite_write_lock(connection, _UPGRADES)
+        rows = connection.execute(_DUE, {'b_now': now,
+                                         'b_limit': limit}).all()
         taken = []
         for row in rows:
             upgrade = db_upgrades._upgrade_dict(row)
@@ -71,12 +84,12 @@ def take_due_upgrades(context, now, next_resend_at, limit, source,
             taken.append(upgrade)
         if taken:
             # One UPDATE by primary key per row, in one round trip.
-            session.execute(sa.update(_UPGRADE), [
-                {'id': u['id'], 'send_count': u['send_count'],
-                 'resend_at': u['resend_at'],
-                 'status_detail': u['status_detail'], 'updated_at': now}
+            connection.execute(_COUNT_SEND, [
+                {'b_id': u['id'], 'b_send_count': u['send_count'],
+                 'b_resend_at': u['resend_at'],
+                 'b_status_detail': u['status_detail'], 'b_now': now}
                 for u in taken])
-            session.execute(sa.insert(models.UpgradeEvent.__table__), [
+            connection.execute(db_upgrades._INSERT_EVENT, [
                 db_upgrades.event_row(context, u['id'], now, source,
                                       u['status'], u['status'],
                                       u['status_detail'])

@@ -24,7 +24,10 @@ from oslo_utils import timeutils
 from trove_upgrade import context
 from trove_upgrade.db import agents as db_agents
 from trove_upgrade.db import common as db_common
+from trove_upgrade.db import desired_versions as db_desired
+from trove_upgrade.db import held as db_held
 from trove_upgrade.db import migration
+from trove_upgrade.db import resends as db_resends
 from trove_upgrade.db import rollouts as db_rollouts
 from trove_upgrade.db import upgrades as db_upgrades
 from trove_upgrade import rollout_states
@@ -123,6 +126,53 @@ class _BackendTests:
                   e['detail']) for e in db_upgrades.get_upgrade(
                     self.context, upgrade_id, with_events=True)['events']
                  if e['request_id'] == self.context.request_id])
+
+    def test_a_pass_reads_on_its_prebuilt_statements(self):
+        """What every reconciler pass runs, built once with parameters.
+
+        The lease, the rollouts' list and counts, the overdue upgrades,
+        the held and due ones, and the ACTIVE desired versions: bound
+        parameters in a LIMIT, an expanding IN and a FOR UPDATE SKIP
+        LOCKED, as each database takes them.
+        """
+        rollout = db_rollouts.create_rollout(self.context, {
+            'name': 'r', 'instance_version': '3.0.0', 'strategy': 'http',
+            'location': 'https://127.0.0.1/a.tar',
+            'selector': {'group': 'g'}, 'canary': 0, 'max_in_flight': 2,
+            'max_in_flight_kind': 'count', 'max_failures': 0,
+            'max_failures_kind': 'count', 'per_agent_retries': 0,
+            'agent_deadline': 60, 'status': rollout_states.RUNNING})
+        until = T0 + datetime.timedelta(seconds=60)
+        self.assertEqual(rollout['id'], db_rollouts.lease_rollout(
+            self.context, rollout['id'], 'me', until)['id'])
+        self.assertIsNone(db_rollouts.lease_rollout(
+            self.context, rollout['id'], 'other', until))
+        self.assertEqual([rollout['id']], [r['id'] for r in (
+            db_rollouts.list_rollouts_in(
+                self.context, rollout_states.ACTIVE_STATES))])
+        [first, second] = db_rollouts.create_rollout_upgrades(
+            self.context, rollout, [(INSTANCE, 1, False),
+                                    (OTHER_INSTANCE, 1, False)], 'me',
+            resend_at=T0)
+        self.assertEqual((2, 0, True), tuple(
+            db_rollouts.count_rollout_upgrades(self.context, rollout['id'])))
+        self.now = T0 + datetime.timedelta(seconds=1)
+        taken = db_resends.take_due_upgrades(
+            self.context, self.now, lambda count: until, 1, 'conductor',
+            lambda upgrade: 'again')
+        # Both due since T0: the first by id.
+        self.assertEqual([(min(first['id'], second['id']), 2, until)],
+                         [(u['id'], u['send_count'], u['resend_at'])
+                          for u in taken])
+        self.assertEqual([], db_held.list_held_upgrades(self.context))
+        self.assertEqual([], db_desired.list_desired_versions(
+            self.context, filters={'status': 'ACTIVE'}))
+        timed_out = db_rollouts.timeout_rollout_upgrades(
+            self.context, rollout['id'], self.now)
+        self.assertEqual(sorted([first['id'], second['id']]),
+                         sorted(u['id'] for u in timed_out))
+        self.assertEqual((0, 2, True), tuple(
+            db_rollouts.count_rollout_upgrades(self.context, rollout['id'])))
 
     def test_agent_values_survive_intact(self):
         labels = {'r\u00e9gion': EMOJI, 'az': 'nova'}

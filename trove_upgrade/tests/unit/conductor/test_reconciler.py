@@ -19,11 +19,13 @@ import fixtures
 import oslo_messaging as messaging
 from oslo_utils import timeutils
 from oslo_utils import uuidutils
+import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
 
 from trove_upgrade.conductor import reconciler
 from trove_upgrade import context
 from trove_upgrade.db import agents as db_agents
+from trove_upgrade.db import common as db_common
 from trove_upgrade.db import rollouts as db_rollouts
 from trove_upgrade.db import upgrades as db_upgrades
 from trove_upgrade import resends
@@ -178,6 +180,39 @@ class TestReconciler(base.TestCase):
         self.assertEqual([(self.ids[5], 1, False)], quick.dispatch)
         self.assertEqual(planned.dispatch, quick.dispatch)
         self.assertEqual(planned.action, quick.action)
+
+    def transactions(self):
+        """The connections checked out from now on: one per transaction."""
+        checkouts = []
+        engine = db_common.get_engine()
+
+        def checkout(*args):
+            checkouts.append(args)
+        sa.event.listen(engine, 'checkout', checkout)
+        self.addCleanup(sa.event.remove, engine, 'checkout', checkout)
+        return checkouts
+
+    def test_the_quick_plan_reads_in_one_transaction(self):
+        """Its count, the busy instances and the waiting agents: one."""
+        rollout = self.create(max_in_flight=3)
+        running = self.running(rollout)
+        transactions = self.transactions()
+        quick = rollouts.quick_plan(self.ctx, running)
+        self.assertEqual([(i, 1, False) for i in self.ids[:3]],
+                         quick.dispatch)
+        self.assertEqual(1, len(transactions))
+
+    def test_a_waiting_pass_costs_four_transactions(self):
+        """The lists of rollouts and desired versions share the first.
+
+        Then the lease, the overdue upgrades and the quick plan.
+        """
+        rollout = self.create()
+        self.reconciler.run(self.ctx)
+        transactions = self.transactions()
+        self.reconciler.run(self.ctx)
+        self.assertEqual(4, len(transactions))
+        self.assertTrue(self.waits(self.running(rollout)))
 
     def test_an_agent_an_older_rollout_owns_is_not_dispatched(self):
         older = self.create(name='older', selector={'labels': {'zone': 'x'}},

@@ -13,6 +13,9 @@
 """The control plane seals upgrades for instances that have a key."""
 
 import base64
+import os
+import threading
+from unittest import mock
 
 import oslo_messaging as messaging
 
@@ -157,6 +160,48 @@ class TestUpgradeMany(base.TestCase):
                          sorted(m.args['upgrade_id'] for m in plain))
         self.assertEqual(['u-2'], [m.args['upgrade_id'] for m in
                                    self.servers[self.other].wait_for(1)])
+
+    def test_the_send_threads_are_kept_for_the_next_batch(self):
+        """Starting them anew for each batch cost more CPU than the casts.
+
+        A client asked for another number of threads starts that many, a
+        forked process its own.
+        """
+        self.flags(group='upgrade_levels', agent='1.0')
+        api = rpcapi.AgentAPI()
+        senders = []
+        cast = api._cast_upgrade_of
+        together = None
+
+        def recording(*args):
+            # Every thread casts at once: each share has one of them.
+            together.wait(10)
+            senders.append(threading.current_thread())
+            return cast(*args)
+
+        def batch(count, threads):
+            nonlocal together
+            together = threading.Barrier(threads)
+            del senders[:]
+            self.assertEqual({}, api.upgrade_many(
+                self.context, self.upgrades(*[self.plain] * count),
+                threads=threads))
+            self.assertEqual(count, len(senders))
+            return set(senders)
+
+        with mock.patch.object(api, '_cast_upgrade_of', recording):
+            first = batch(6, 3)
+            self.assertEqual(3, len(first))
+            self.assertNotIn(threading.current_thread(), first)
+            self.assertEqual(first, batch(6, 3))
+            other = batch(4, 2)
+            # A forked child's copy of the pool has no threads.
+            with mock.patch.object(rpcapi.os, 'getpid',
+                                   return_value=os.getpid() + 1):
+                forked = batch(4, 2)
+        self.assertEqual(2, len(other))
+        self.assertTrue(other.isdisjoint(first))
+        self.assertTrue(forked.isdisjoint(other))
 
     def test_nothing_to_send(self):
         self.assertEqual({}, rpcapi.AgentAPI().upgrade_many(
