@@ -35,7 +35,8 @@ next run undoes the killed run's changes before adopting afresh. The steps
 are checkpoints of :mod:`trove_upgrade.agent.pause_hook`, named
 ``adopt-<step>``, and ``adopt-commit`` comes last.
 
-Adoption is idempotent: adopting the install that is already current says
+Adoption is idempotent: adopting the install that is already current, or
+that was adopted before and upgraded from since (its marker says so), says
 so and changes nothing. A directory that is not a virtualenv holding the
 guest agent's console script is refused with the reason.
 """
@@ -220,13 +221,40 @@ def _fail(steps, driver, error):
     raise AdoptionFailed('%s; every change was undone' % failed) from error
 
 
+def _marker_text(version):
+    return '%s\nadopted\n' % version
+
+
+def _adopted_before(venv, version):
+    """Whether ``venv`` holds the marker of its adoption as ``version``.
+
+    It stays in the virtualenv when the install root moves on to an
+    upgrade, and when pruning drops the root's link to the virtualenv.
+    """
+    try:
+        return guest_files.read_text(
+            os.path.join(venv, install.MARKER)) == _marker_text(version)
+    except guest_files.UnreadableFile:
+        return False
+
+
 def _adopted(installs, venv, version):
-    """False when nothing manages the install root yet."""
+    """False when nothing manages the install root yet, True when done.
+
+    Done: the root manages this install, or did and was upgraded since,
+    as the adoption before every start of the agent finds after the
+    first upgrade (``install/guest-image.rst``), which must not fail it.
+    """
     current = installs.current_version()
     if current is None:
         return False
     if current == version and os.path.realpath(
             installs.path(version)) == venv:
+        return True
+    if _adopted_before(venv, version):
+        LOG.info('%(venv)s was adopted as %(version)s before; the install '
+                 'root has moved on to %(current)s',
+                 {'venv': venv, 'version': version, 'current': current})
         return True
     raise AdoptionError(
         'this install root already manages version %s (%s); refusing to '
@@ -276,7 +304,7 @@ def _run_steps(steps, installs, journal, venv, version, adopted,
         steps.begin('marker', 'writing the install marker %s' % marker,
                     marker)
         # Whatever is there (a FIFO would block the open) is replaced.
-        guest_files.write_text(marker, '%s\nadopted\n' % version)
+        guest_files.write_text(marker, _marker_text(version))
         path = installs.path(version)
         # A leftover of an interrupted install is kept until the commit.
         steps.begin('version-link', 'linking %s to %s' % (path, venv), path,

@@ -220,6 +220,17 @@ class TestTroveGuestAgentUpgrade(harness.AgentTestCase):
         journal = self.wait_for_outbox_empty()
         self.assertEqual(TO, journal['last_known_good'])
 
+        # The agent crashes; the adoption its unit runs before each start
+        # (install/guest-image.rst) succeeds, changing nothing. It was
+        # refused once current had moved on, and the agent never started.
+        pid = self.supervisord.pid()
+        self.kill_agent()
+        again = self.adopt()
+        self.assertEqual(0, again.returncode, again.stdout)
+        self.assertIn('already adopted', again.stdout)
+        self.assertEqual(TO, self.current_version())
+        self.assertEqual(pid, self.supervisord.pid())
+
     def _agent_registered(self):
         try:
             agent = db_agents.get_agent(self.context, self.instance_id)

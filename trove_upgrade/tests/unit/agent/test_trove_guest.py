@@ -154,6 +154,33 @@ class TestAdopt(base.TestCase):
                               version='9.9')
         self.assertIn('already manages version 25.1.0', str(e))
 
+    def _upgrade_to(self, version):
+        """What the agent leaves after installing and switching to it."""
+        path = self.installs.path(version)
+        os.makedirs(path)
+        with open(os.path.join(path, install.MARKER), 'w') as f:
+            f.write('%s\n' % version)
+        self.installs.switch(version)
+
+    def test_adopting_again_after_an_upgrade_changes_nothing(self):
+        # The adoption before every start of the agent was refused once
+        # the first upgrade had moved current on: the agent never started.
+        self._adopt()
+        self._upgrade_to('26.0.0')
+        self.assertEqual(['25.1.0'], self.installs.prune(1, protect=()))
+        link = os.readlink(self.link)
+        self.assertEqual(('25.1.0', False), self._adopt())
+        self.assertEqual('26.0.0', self.installs.current_version())
+        self.assertFalse(os.path.lexists(self.installs.path('25.1.0')))
+        self.assertEqual(link, os.readlink(self.link))
+
+    def test_another_venv_is_refused_after_an_upgrade(self):
+        self._adopt()
+        self._upgrade_to('26.0.0')
+        os.unlink(os.path.join(self.venv, install.MARKER))
+        e = self.assertRaises(adopt.AdoptionError, self._adopt)
+        self.assertIn('already manages version 26.0.0', str(e))
+
     def test_prune_removes_the_link_not_the_venv(self):
         self._adopt()
         self.installs.switch('25.1.0')
