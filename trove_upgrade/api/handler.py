@@ -138,7 +138,7 @@ class Router:
         # Built once: it loads its backends ([healthcheck] backends).
         self._healthcheck = healthcheck.Healthcheck(None, conf)
 
-    @util.wsgify
+    @util.passing_on
     def __call__(self, req):
         try:
             path = req.path_info
