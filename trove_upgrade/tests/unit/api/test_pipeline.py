@@ -19,8 +19,10 @@ from oslo_config import cfg
 from oslo_db import exception as db_exc
 from oslo_utils import uuidutils
 import sqlalchemy as sa
+import webob
 
 from trove_upgrade.api import deploy
+from trove_upgrade.api import handler
 from trove_upgrade.db import upgrades as db_upgrades
 from trove_upgrade import exception
 from trove_upgrade.tests.unit.api import base
@@ -146,6 +148,27 @@ class TestRouting(base.APITestCase):
         self.assertRegex(error.headers['x-openstack-request-id'], '^req-')
         self.assertNotEqual(ok.headers['x-openstack-request-id'],
                             error.headers['x-openstack-request-id'])
+
+    def test_each_accept_header_value_is_parsed_once(self):
+        handler._accepts_json.cache_clear()
+        self.addCleanup(handler._accepts_json.cache_clear)
+        for accept in ('application/json', 'text/html', 'application/json',
+                       'text/html', 'application/json'):
+            self.request('GET', self.mgmt + '/agents',
+                         headers={'Accept': accept})
+        info = handler._accepts_json.cache_info()
+        self.assertEqual((3, 2), (info.hits, info.misses))
+
+    def test_the_kept_answers_are_webobs(self):
+        for accept in (None, '', '*/*', 'application/*', 'text/html',
+                       'application/json;q=0', ';;;q=x', 'APPLICATION/JSON',
+                       'text/html;q=0.9, application/json'):
+            req = webob.Request.blank('/')
+            if accept is not None:
+                req.headers['Accept'] = accept
+            self.assertEqual(
+                bool(req.accept.acceptable_offers(['application/json'])),
+                handler._accepts_json(accept), accept)
 
     def test_the_request_id_header_is_sent_once(self):
         for resp in (self.request('POST', self.mgmt + '/upgrades',
