@@ -43,7 +43,7 @@ class NoAuthMiddleware:
     def __init__(self, application):
         self.application = application
 
-    @util.wsgify
+    @util.passing_on
     def __call__(self, req):
         if _is_public(req.environ):
             return self.application
@@ -97,7 +97,7 @@ class ContextMiddleware:
     def __init__(self, application):
         self.application = application
 
-    @util.wsgify
+    @util.passing_on
     def __call__(self, req):
         if _is_public(req.environ):
             return self.application

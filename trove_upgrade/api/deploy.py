@@ -12,7 +12,8 @@
 
 """The API's middleware pipeline, composed in code.
 
-From the outside in: proxy headers, request id, request log, fault
+From the outside in: proxy headers (with ``[oslo_middleware]
+enable_proxy_headers_parsing``), request id, request log, fault
 wrapper, body size limit, authentication (keystonemiddleware or noauth2),
 request context, router. The request id comes first so every later layer,
 the log line and every error body included, can name the request; the
@@ -21,11 +22,11 @@ fault wrapper sits outside everything that can fail.
 
 from oslo_log import log as logging
 from oslo_middleware import http_proxy_to_wsgi
-from oslo_middleware import request_id
 
 from trove_upgrade.api import auth
 from trove_upgrade.api import fault_wrap
 from trove_upgrade.api import handler
+from trove_upgrade.api import requestid
 from trove_upgrade.api import requestlog
 from trove_upgrade.api import sizelimit
 from trove_upgrade.db import common as db_common
@@ -50,9 +51,22 @@ def deploy(conf):
             lambda app: sizelimit.RequestBodySizeLimit(app, conf),
             fault_wrap.FaultWrapper,
             requestlog.RequestLog,
-            lambda app: request_id.RequestId(app, conf),
-            lambda app: http_proxy_to_wsgi.HTTPProxyToWSGI(app, conf)):
+            lambda app: requestid.RequestId(app, conf),
+            lambda app: _proxy_headers(app, conf)):
         application = middleware(application)
+    return application
+
+
+def _proxy_headers(application, conf):
+    """``application`` behind HTTPProxyToWSGI, when it is enabled.
+
+    Disabled, it passes every request on unchanged, for the cost of a
+    webob request and response of its own. The option is not mutable, so
+    it is read once, here.
+    """
+    proxy = http_proxy_to_wsgi.HTTPProxyToWSGI(application, conf)
+    if conf.oslo_middleware.enable_proxy_headers_parsing:
+        return proxy
     return application
 
 

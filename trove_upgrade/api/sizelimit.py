@@ -65,7 +65,7 @@ class RequestBodySizeLimit:
         self.application = application
         self.limit = conf.api.max_request_body_size
 
-    @util.wsgify
+    @util.passing_on
     def __call__(self, req):
         length = req.environ.get('CONTENT_LENGTH')
         if length:

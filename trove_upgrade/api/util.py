@@ -83,28 +83,56 @@ def json_response(body, status=200, headers=None):
     return resp
 
 
+def _error_response_of(req, err):
+    """The JSON error for ``err``, a webob HTTP error or one of ours."""
+    if isinstance(err, webob.exc.HTTPException):
+        headers = [(name, value) for name, value in err.headerlist
+                   if name.lower() in _KEPT_ERROR_HEADERS]
+        return error_response(err.code, err.detail or err.explanation,
+                              req.environ, headers=headers)
+    if err.code >= 500:
+        LOG.error('%(method)s %(path)s failed: %(error)s',
+                  {'method': req.method, 'path': req.path,
+                   'error': err.message})
+    return error_response(err.code, err.message, req.environ)
+
+
 class wsgify(webob.dec.wsgify):
     """webob's ``wsgify``, answering every error in the API's JSON format.
 
-    Handlers and middleware raise webob HTTP errors or control-plane
-    exceptions; both become the JSON error with their status. Anything else
-    goes up to the fault wrapper.
+    Handlers raise webob HTTP errors or control-plane exceptions; both
+    become the JSON error with their status. Anything else goes up to the
+    fault wrapper.
     """
 
     def call_func(self, req, *args, **kwargs):
         try:
             return super().call_func(req, *args, **kwargs)
-        except webob.exc.HTTPException as err:
-            headers = [(name, value) for name, value in err.headerlist
-                       if name.lower() in _KEPT_ERROR_HEADERS]
-            return error_response(err.code, err.detail or err.explanation,
-                                  req.environ, headers=headers)
-        except exception.TroveUpgradeException as err:
-            if err.code >= 500:
-                LOG.error('%(method)s %(path)s failed: %(error)s',
-                          {'method': req.method, 'path': req.path,
-                           'error': err.message})
-            return error_response(err.code, err.message, req.environ)
+        except (webob.exc.HTTPException,
+                exception.TroveUpgradeException) as err:
+            return _error_response_of(req, err)
+
+
+def passing_on(check):
+    """A middleware's WSGI ``__call__`` made of ``check(self, req)``.
+
+    ``check`` returns the WSGI application that takes the request on, or
+    raises what ``wsgify`` answers with the JSON error. ``wsgify`` builds
+    a copy of itself, a Request and a Response in every layer, for every
+    request, only to pass it on: the API's four layers of it cost an
+    accepted POST 140 of its 3,000 Python calls. Here the application
+    returned is called with the WSGI arguments as they came.
+    """
+    @functools.wraps(check)
+    def __call__(self, environ, start_response):
+        req = webob.Request(environ)
+        try:
+            application = check(self, req)
+        except (webob.exc.HTTPException,
+                exception.TroveUpgradeException) as err:
+            application = _error_response_of(req, err)
+        return application(environ, start_response)
+    return __call__
 
 
 def bodiless_action(authorize, act, render):

@@ -21,6 +21,7 @@ object (and no lazy load) escapes this package.
 
 import contextlib
 import json
+import sqlite3
 import time
 
 from oslo_db import api as oslo_db_api
@@ -77,6 +78,42 @@ def _sqlite_file_in_wal_mode(engine):
     engine.dispose()
 
 
+# oslo.db's listener that emits BEGIN on SQLite, whose driver's is off.
+_OSLO_DB_SQLITE_BEGIN = '_sqlite_emit_begin'
+
+
+def _sqlite_begin_on_the_driver(engine):
+    """Send oslo.db's SQLite BEGIN to the driver connection itself.
+
+    oslo.db turns pysqlite's own BEGIN off and emits one as each
+    transaction begins, as a statement through the whole of SQLAlchemy's
+    execution (its compiled cache, events and result), which cost an
+    accepted POST a twentieth of its CPU. The same BEGIN, with oslo.db's
+    mark of a transaction begun, goes to the driver here; one the driver
+    refuses is sent again through SQLAlchemy, which raises its error as
+    for any statement. An oslo.db without that listener keeps its own
+    way, untouched.
+    """
+    if engine.dialect.name != 'sqlite':
+        return
+    listeners = [listener for listener in engine.dispatch.begin
+                 if getattr(listener, '__name__', None)
+                 == _OSLO_DB_SQLITE_BEGIN]
+    if len(listeners) != 1:
+        return
+    sa.event.remove(engine, 'begin', listeners[0])
+
+    @sa.event.listens_for(engine, 'begin')
+    def _sqlite_begin(connection):
+        if 'in_transaction' in connection.info:
+            return
+        try:
+            connection.connection.driver_connection.execute('BEGIN')
+        except sqlite3.Error:
+            connection.exec_driver_sql('BEGIN')
+        connection.info['in_transaction'] = True
+
+
 def _pool_sqlite_file(engine):
     """Keep an SQLite file database's connections in a pool.
 
@@ -105,11 +142,12 @@ def new_facade(**options):
     It reads ``[database]`` of the global CONF when first used, unless
     ``options`` (enginefacade's configure arguments) say otherwise. Foreign
     keys are enforced on SQLite too, whose file databases get a pool and
-    a write-ahead log.
+    a write-ahead log, and whose BEGIN goes to the driver directly.
     """
     facade = enginefacade.transaction_context()
     facade.configure(sqlite_fk=True, **options)
     facade.append_on_engine_create(_use_utf8mb4)
+    facade.append_on_engine_create(_sqlite_begin_on_the_driver)
     facade.append_on_engine_create(_sqlite_file_in_wal_mode)
     facade.append_on_engine_create(_pool_sqlite_file)
     return facade

@@ -247,9 +247,9 @@ def _new_upgrade(context, values, resend_at):
 def _insert_upgrade(connection, upgrade, events):
     # Prebuilt INSERTs on a plain connection: the ORM's unit of work, and
     # building the statements, cost the API more CPU than executing them.
+    # The events go in one execution (one statement on MySQL), in order.
     connection.execute(_INSERT_UPGRADE, upgrade)
-    for event in events:
-        connection.execute(_INSERT_EVENT, event)
+    connection.execute(_INSERT_EVENT, events)
 
 
 def get_upgrade(context, upgrade_id, with_events=False):

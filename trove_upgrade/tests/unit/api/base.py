@@ -47,7 +47,7 @@ class APITestCase(base.TestCase):
         self.database = self.useFixture(database.Database())
         # Explicitly the in-memory driver: in a run that mixes unit and
         # functional tests, an earlier test may have left another URL.
-        self.useFixture(rpc_fixture.FakeTransport())
+        self.transport = self.useFixture(rpc_fixture.FakeTransport())
         # The policy enforcer looks for its file through the parsed config.
         self.conf([], default_config_files=[], default_config_dirs=[])
         self.flags(group='api', auth_strategy=self.auth_strategy)

@@ -19,8 +19,10 @@ from oslo_config import cfg
 from oslo_db import exception as db_exc
 from oslo_utils import uuidutils
 import sqlalchemy as sa
+import webob
 
 from trove_upgrade.api import deploy
+from trove_upgrade.api import handler
 from trove_upgrade.db import upgrades as db_upgrades
 from trove_upgrade import exception
 from trove_upgrade import rpc
@@ -63,6 +65,14 @@ class TestVersions(base.APITestCase):
             'X-Forwarded-Proto': 'https',
             'X-Forwarded-Host': 'api.example.org'})
         self.assertEqual('https://api.example.org/v1.0/',
+                         resp.json['versions'][0]['links'][0]['href'])
+
+    def test_proxy_headers_are_ignored_unless_enabled(self):
+        resp = self.request('GET', '/', identity=False, headers={
+            'X-Forwarded-Proto': 'https',
+            'X-Forwarded-Host': 'api.example.org',
+            'Forwarded': 'proto=https;host=api.example.org'})
+        self.assertEqual('http://localhost/v1.0/',
                          resp.json['versions'][0]['links'][0]['href'])
 
 
@@ -139,6 +149,57 @@ class TestRouting(base.APITestCase):
         self.assertRegex(error.headers['x-openstack-request-id'], '^req-')
         self.assertNotEqual(ok.headers['x-openstack-request-id'],
                             error.headers['x-openstack-request-id'])
+
+    def test_each_accept_header_value_is_parsed_once(self):
+        handler._accepts_json.cache_clear()
+        self.addCleanup(handler._accepts_json.cache_clear)
+        for accept in ('application/json', 'text/html', 'application/json',
+                       'text/html', 'application/json'):
+            self.request('GET', self.mgmt + '/agents',
+                         headers={'Accept': accept})
+        info = handler._accepts_json.cache_info()
+        self.assertEqual((3, 2), (info.hits, info.misses))
+
+    def test_the_kept_answers_are_webobs(self):
+        for accept in (None, '', '*/*', 'application/*', 'text/html',
+                       'application/json;q=0', ';;;q=x', 'APPLICATION/JSON',
+                       'text/html;q=0.9, application/json'):
+            req = webob.Request.blank('/')
+            if accept is not None:
+                req.headers['Accept'] = accept
+            self.assertEqual(
+                bool(req.accept.acceptable_offers(['application/json'])),
+                handler._accepts_json(accept), accept)
+
+    def test_the_request_id_header_is_sent_once(self):
+        for resp in (self.request('POST', self.mgmt + '/upgrades',
+                                  base.upgrade_body()),
+                     self.request('GET', self.mgmt + '/nothing'),
+                     self.request('GET', '/', identity=False)):
+            self.assertEqual(1, [name.lower() for name, _value
+                                 in resp.headerlist].count(
+                                     'x-openstack-request-id'))
+
+    def _created_context(self, headers):
+        """The context of the upgrade a POST with ``headers`` created."""
+        resp = self.request('POST', self.mgmt + '/upgrades',
+                            base.upgrade_body(), headers=headers)
+        self.assertEqual(202, resp.status_int, resp.text)
+        [created] = [n for n in self.transport.notifications
+                     if n['event_type'] == 'trove_upgrade.upgrade.create']
+        self.assertEqual(resp.headers['x-openstack-request-id'],
+                         created['context']['request_id'])
+        return created['context']
+
+    def test_a_well_formed_inbound_request_id_is_the_global_one(self):
+        inbound = 'req-%s' % uuidutils.generate_uuid()
+        ctxt = self._created_context({'X-OpenStack-Request-ID': inbound})
+        self.assertEqual(inbound, ctxt['global_request_id'])
+        self.assertNotEqual(inbound, ctxt['request_id'])
+
+    def test_a_malformed_inbound_request_id_is_ignored(self):
+        ctxt = self._created_context({'X-OpenStack-Request-ID': 'req-1'})
+        self.assertIsNone(ctxt['global_request_id'])
 
     def test_each_request_is_logged_with_its_id(self):
         logger = self.useFixture(fixtures.FakeLogger(

@@ -93,6 +93,58 @@ class TestSQLiteFilePool(base.TestCase):
                 'SELECT count(*) FROM upgrade_events').scalar())
 
 
+class TestSQLiteBegin(base.TestCase):
+    """oslo.db's BEGIN, sent to the driver rather than through SQLAlchemy."""
+
+    def setUp(self):
+        super().setUp()
+        self.fixture = self.useFixture(database.Database())
+        self.context = context.get_admin_context()
+        self.executed = []
+        sa.event.listen(self.fixture.engine, 'before_cursor_execute',
+                        self._executed)
+        self.addCleanup(sa.event.remove, self.fixture.engine,
+                        'before_cursor_execute', self._executed)
+
+    def _executed(self, conn, cursor, statement, *args):
+        self.executed.append(statement)
+
+    def test_each_transaction_begins_once_on_the_driver(self):
+        with db_common.context_manager.writer.connection.using(
+                self.context) as connection:
+            # The pool's one connection, which the transactions below reuse.
+            driver = connection.connection.driver_connection
+        driver_statements = []
+        driver.set_trace_callback(driver_statements.append)
+        self.addCleanup(driver.set_trace_callback, None)
+        for _ in range(2):
+            with db_common.context_manager.writer.connection.using(
+                    self.context) as connection:
+                self.assertIs(driver, connection.connection.driver_connection)
+                self.assertTrue(driver.in_transaction)
+                connection.exec_driver_sql('SELECT count(*) FROM upgrades')
+        self.assertEqual(['SELECT count(*) FROM upgrades'] * 2,
+                         self.executed)
+        self.assertEqual(['BEGIN', 'SELECT count(*) FROM upgrades',
+                          'COMMIT'] * 2, driver_statements)
+
+    def test_a_begin_the_driver_refuses_raises_as_before(self):
+        # As oslo.db's BEGIN through SQLAlchemy raised it.
+        with self.fixture.engine.connect() as connection:
+            # A transaction SQLAlchemy knows nothing of: BEGIN fails.
+            connection.connection.driver_connection.execute('BEGIN')
+            error = self.assertRaises(sa.exc.OperationalError,
+                                      connection.begin)
+            self.assertIn('within a transaction', str(error))
+            self.assertEqual(['BEGIN'], self.executed)
+
+    def test_an_engine_without_oslo_db_begin_is_left_alone(self):
+        engine = sa.create_engine('sqlite://')
+        self.addCleanup(engine.dispose)
+        db_common._sqlite_begin_on_the_driver(engine)
+        self.assertEqual([], list(engine.dispatch.begin))
+
+
 class TestSQLiteWriteLock(base.TestCase):
 
     def test_it_takes_the_lock_and_changes_no_row(self):
