@@ -183,6 +183,16 @@ class _Steps:
         pause_hook.pause_at(self.root, CHECKPOINT_PREFIX + name)
 
 
+def interrupted(root):
+    """Whether an adoption of the install root ``root`` was killed.
+
+    Its undo log is left until the next ``trove-upgrade-adopt`` undoes it
+    and adopts again; an agent started on the half-adopted root first
+    would act on a ``current`` and journal the adoption may take back.
+    """
+    return os.path.lexists(os.path.join(root, UNDO_LOG))
+
+
 def _undo(log, driver):
     """Put back what ``log`` recorded, and what systemd read of it."""
     undone = log.undo()

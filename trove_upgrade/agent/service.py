@@ -39,6 +39,7 @@ from oslo_log import log as logging
 import oslo_messaging as messaging
 from oslo_service import service
 
+from trove_upgrade.agent import adopt
 from trove_upgrade.agent import guest_state
 from trove_upgrade.agent import install
 from trove_upgrade.agent import journal as journal_mod
@@ -177,6 +178,11 @@ class AgentService(service.Service):
         # An unreadable journal stops the agent here, before it acts.
         self.journal.read()
         self._owner_fd = self._own_install_root(agent.install_root)
+        if adopt.interrupted(agent.install_root):
+            os.close(self._owner_fd)
+            raise AgentConfigError(
+                'an adoption of install root %s was interrupted; run '
+                'trove-upgrade-adopt to finish it' % agent.install_root)
         self.installs = install.InstallRoot(agent.install_root,
                                             self.journal.lock)
         self.supervisor = service_manager.load(

@@ -21,6 +21,7 @@ from unittest import mock
 import fixtures
 import oslo_messaging as messaging
 
+from trove_upgrade.agent import adopt
 from trove_upgrade.agent import service
 from trove_upgrade import exception
 from trove_upgrade.tests import base
@@ -108,6 +109,19 @@ class TestAgentStart(base.TestCase):
         proc = self._run(install_root=root)
         self.assertEqual(2, proc.returncode)
         self.assertIn(b'cannot read the agent journal', proc.stdout)
+
+    def test_interrupted_adoption_stops_the_agent(self):
+        # It ran on the half-adopted root, whose current and journal the
+        # next adoption's undo could take back from under it.
+        root = os.path.join(self.tmp, 'agent')
+        os.makedirs(root)
+        with open(os.path.join(root, adopt.UNDO_LOG), 'w') as f:
+            f.write('{"format": 1, "entries": []}')
+        proc = self._run(install_root=root)
+        self.assertEqual(2, proc.returncode)
+        self.assertIn(b'an adoption of install root %s was interrupted; run '
+                      b'trove-upgrade-adopt' % root.encode(), proc.stdout)
+        self.assertNotIn(b'Traceback', proc.stdout)
 
 
 class TestHeartbeat(base.TestCase):
