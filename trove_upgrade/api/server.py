@@ -42,7 +42,9 @@ import socketserver
 import threading
 from wsgiref import simple_server
 
+from oslo_context import context
 from oslo_log import log as logging
+from oslo_middleware import request_id
 import webob.exc
 
 from trove_upgrade.api import util
@@ -115,11 +117,14 @@ class _ThreadingWSGIServer(socketserver.ThreadingMixIn,
         far smaller than a socket's send buffer, is sent without waiting,
         and whatever part of it cannot be sent is dropped.
         """
+        # An id of its own, as every answer has, for the client to quote.
+        req_id = context.generate_request_id()
         response = util.error_response(
             http.HTTPStatus.SERVICE_UNAVAILABLE,
             'The server has [api] max_connections connections open. Try '
-            'again later.', {},
-            headers=[('Connection', 'close')])
+            'again later.', {request_id.ENV_REQUEST_ID: req_id},
+            headers=[('Connection', 'close'),
+                     (request_id.HTTP_RESP_HEADER_REQUEST_ID, req_id)])
         head = ''.join('%s: %s\r\n' % header
                        for header in response.headerlist)
         try:

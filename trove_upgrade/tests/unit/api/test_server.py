@@ -346,9 +346,12 @@ class TestServer(base.TestCase):
         self.assertIn(b'\r\nConnection: close', head)
         self.assertIn(b'\r\nContent-Type: application/json', head)
         error, = json.loads(body)['errors']
-        self.assertEqual((503, 'Service Unavailable', None),
-                         (error['status'], error['title'],
-                          error['request_id']))
+        self.assertEqual((503, 'Service Unavailable'),
+                         (error['status'], error['title']))
+        # Its own request id, in the body and the header, as any answer.
+        self.assertRegex(error['request_id'], '^req-[0-9a-f-]{36}$')
+        self.assertIn(b'\r\nx-openstack-request-id: %s'
+                      % error['request_id'].encode(), head)
         self.assertIn('[api] max_connections', error['detail'])
         # No thread was started for it.
         self.assertEqual(2, len(self.connection_threads()))
