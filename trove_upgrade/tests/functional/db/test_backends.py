@@ -98,16 +98,19 @@ class _BackendTests:
         self.assertEqual(detail, stored['status_detail'])
         self.assertEqual(detail, stored['events'][-1]['detail'])
 
-    def test_a_batch_copies_its_events_intact(self):
-        # The events of a rollout's batch are INSERT ... SELECTs with their
-        # values bound once: times, details and request ids as given.
-        rollout = db_rollouts.create_rollout(self.context, {
+    def _running_rollout(self):
+        return db_rollouts.create_rollout(self.context, {
             'name': 'r', 'instance_version': '3.0.0', 'strategy': 'http',
             'location': 'https://127.0.0.1/a.tar',
             'selector': {'group': 'g'}, 'canary': 0, 'max_in_flight': 2,
             'max_in_flight_kind': 'count', 'max_failures': 0,
             'max_failures_kind': 'count', 'per_agent_retries': 0,
             'agent_deadline': 60, 'status': rollout_states.RUNNING})
+
+    def test_a_batch_copies_its_events_intact(self):
+        # The events of a rollout's batch are INSERT ... SELECTs with their
+        # values bound once: times, details and request ids as given.
+        rollout = self._running_rollout()
         db_rollouts.lease_rollout(self.context, rollout['id'], 'me',
                                   T0 + datetime.timedelta(seconds=60))
         upgrades = db_rollouts.create_rollout_upgrades(
@@ -135,13 +138,7 @@ class _BackendTests:
         parameters in a LIMIT, an expanding IN and a FOR UPDATE SKIP
         LOCKED, as each database takes them.
         """
-        rollout = db_rollouts.create_rollout(self.context, {
-            'name': 'r', 'instance_version': '3.0.0', 'strategy': 'http',
-            'location': 'https://127.0.0.1/a.tar',
-            'selector': {'group': 'g'}, 'canary': 0, 'max_in_flight': 2,
-            'max_in_flight_kind': 'count', 'max_failures': 0,
-            'max_failures_kind': 'count', 'per_agent_retries': 0,
-            'agent_deadline': 60, 'status': rollout_states.RUNNING})
+        rollout = self._running_rollout()
         until = T0 + datetime.timedelta(seconds=60)
         self.assertEqual(rollout['id'], db_rollouts.lease_rollout(
             self.context, rollout['id'], 'me', until)['id'])

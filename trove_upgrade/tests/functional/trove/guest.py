@@ -80,6 +80,19 @@ def broken_trove_wheel(version, kind, dest_dir, cache_dir):
     return dest
 
 
+def program_link(top, venv):
+    """The image's ``usr/local/bin/guest-agent`` under ``top``, to ``venv``.
+
+    The link Trove's image starts its guest agent through, which adoption
+    points at ``current``.
+    """
+    link_dir = os.path.join(top, 'usr', 'local', 'bin')
+    os.makedirs(link_dir)
+    link = os.path.join(link_dir, 'guest-agent')
+    os.symlink(os.path.join(venv, 'bin', CONSOLE_SCRIPT), link)
+    return link
+
+
 def make_venv(path, version, cache_dir):
     """A virtualenv with trove==version, by real pip, from the wheelhouse."""
     house = os.path.dirname(trove_wheel(version, cache_dir))

@@ -61,11 +61,8 @@ class TestKillDuringAdoption(base.TestCase):
             os.path.join(self.tmp, 'guest'), 'inst-adopt-killed',
             'rabbit://guest:guest@127.0.0.1:5672/', 'trove_unused'))
         guest.make_venv(self.layout.venv, VERSION, self.cache)
-        link_dir = os.path.join(self.tmp, 'guest', 'usr', 'local', 'bin')
-        os.makedirs(link_dir)
-        self.program_link = os.path.join(link_dir, 'guest-agent')
-        os.symlink(os.path.join(self.layout.venv, 'bin',
-                                guest.CONSOLE_SCRIPT), self.program_link)
+        self.program_link = guest.program_link(
+            os.path.join(self.tmp, 'guest'), self.layout.venv)
         # The service: a process of the image's virtualenv; adoption
         # records it and never restarts it.
         self.supervisord = self.useFixture(guest.Supervisord(

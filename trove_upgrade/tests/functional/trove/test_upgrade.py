@@ -84,11 +84,8 @@ class TestTroveGuestAgentUpgrade(harness.AgentTestCase):
             os.path.join(self.tmp, 'guest'), self.instance_id,
             harness.RABBIT_URL, self.trove_exchange))
         guest.make_venv(self.layout.venv, FROM, self.cache)
-        link_dir = os.path.join(self.tmp, 'guest', 'usr', 'local', 'bin')
-        os.makedirs(link_dir)
-        self.program_link = os.path.join(link_dir, 'guest-agent')
-        os.symlink(os.path.join(self.layout.venv, 'bin',
-                                guest.CONSOLE_SCRIPT), self.program_link)
+        self.program_link = guest.program_link(
+            os.path.join(self.tmp, 'guest'), self.layout.venv)
         docker = self.useFixture(guest.DockerVersionAPI())
         # Enabled by the upgrade agent; enabled here too so that the
         # image's agent answers before any restart.

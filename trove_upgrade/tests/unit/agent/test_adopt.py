@@ -37,6 +37,7 @@ from trove_upgrade.agent import trove_guest
 from trove_upgrade.agent import undo_log
 from trove_upgrade.tests import base
 from trove_upgrade.tests import file_tree
+from trove_upgrade.tests.fixtures import trove_venv
 
 UNIT = """\
 [Unit]
@@ -81,21 +82,7 @@ class Guest(fixtures.Fixture):
     def _setUp(self):
         self.top = self.useFixture(fixtures.TempDir()).path
         self.venv = os.path.join(self.top, 'opt', 'guest-agent-venv')
-        subprocess.run([sys.executable, '-m', 'venv', '--without-pip',
-                        self.venv], check=True)
-        site = subprocess.run(
-            [os.path.join(self.venv, 'bin', 'python'), '-c',
-             'import sysconfig; print(sysconfig.get_paths()["purelib"])'],
-            stdout=subprocess.PIPE, text=True, check=True).stdout.strip()
-        dist = os.path.join(site, 'trove-25.1.0.dist-info')
-        file_tree.write(
-            os.path.join(dist, 'METADATA'),
-            'Metadata-Version: 2.1\nName: trove\nVersion: 25.1.0\n\n')
-        file_tree.write(
-            os.path.join(dist, 'entry_points.txt'),
-            '[console_scripts]\ntrove-guestagent = trove.cmd.guest:main\n')
-        script = os.path.join(self.venv, 'bin', 'trove-guestagent')
-        file_tree.write(script, '#!/bin/sh\n', 0o755)
+        script = trove_venv.make(self.venv)
         self.link = os.path.join(self.top, 'usr', 'local', 'bin',
                                  'guest-agent')
         os.makedirs(os.path.dirname(self.link))

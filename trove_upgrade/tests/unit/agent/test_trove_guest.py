@@ -13,8 +13,6 @@
 """Trove's guest configuration, its precedence, and adoption of an image."""
 
 import os
-import subprocess
-import sys
 
 import fixtures
 
@@ -24,6 +22,7 @@ from trove_upgrade.agent import journal
 from trove_upgrade.agent import trove_guest
 from trove_upgrade.tests import base
 from trove_upgrade.tests import conffile
+from trove_upgrade.tests.fixtures import trove_venv
 
 
 class TestTroveGuestConfig(base.TestCase):
@@ -98,23 +97,7 @@ class TestAdopt(base.TestCase):
         super().setUp()
         tmp = self.useFixture(fixtures.TempDir()).path
         self.venv = os.path.join(tmp, 'opt', 'guest-agent-venv')
-        subprocess.run([sys.executable, '-m', 'venv', '--without-pip',
-                        self.venv], check=True)
-        site = subprocess.run(
-            [os.path.join(self.venv, 'bin', 'python'), '-c',
-             'import sysconfig; print(sysconfig.get_paths()["purelib"])'],
-            stdout=subprocess.PIPE, text=True, check=True).stdout.strip()
-        dist = os.path.join(site, 'trove-25.1.0.dist-info')
-        os.makedirs(dist)
-        with open(os.path.join(dist, 'METADATA'), 'w') as f:
-            f.write('Metadata-Version: 2.1\nName: trove\nVersion: 25.1.0\n\n')
-        with open(os.path.join(dist, 'entry_points.txt'), 'w') as f:
-            f.write('[console_scripts]\n'
-                    'trove-guestagent = trove.cmd.guest:main\n')
-        script = os.path.join(self.venv, 'bin', 'trove-guestagent')
-        with open(script, 'w') as f:
-            f.write('#!/bin/sh\n')
-        os.chmod(script, 0o755)
+        script = trove_venv.make(self.venv)
         self.root = os.path.join(tmp, 'root')
         os.makedirs(self.root)
         self.journal = journal.UpgradeJournal(self.root)
