@@ -149,8 +149,10 @@ class SystemdDriver:
         Writes a drop-in replacing ExecStart (User=, ExecStartPre and the
         rest of the unit stay) and, with ``stop_timeout``, TimeoutStopSec,
         so systemd kills the guest agent after SIGTERM when the built-in
-        supervisor would; then reloads systemd. The running guest agent is
-        not restarted. Returns the drop-in's path.
+        supervisor would; then reloads systemd. A drop-in that says so
+        already is left alone, without a reload: adoption runs before
+        every start of the agent (``install/guest-image.rst``). The
+        running guest agent is not restarted. Returns the drop-in's path.
         """
         argv = [program] + self.exec_start()[1:]
         text = ('# Written by trove-upgrade: run the guest agent from the '
@@ -159,6 +161,11 @@ class SystemdDriver:
         if self.stop_timeout:
             text += 'TimeoutStopSec=%dms\n' % round(self.stop_timeout * 1000)
         path = self.drop_in_path()
+        try:
+            if guest_files.read_text(path) == text:
+                return path
+        except guest_files.UnreadableFile:
+            pass  # absent, or not ours to keep: written anew
         os.makedirs(os.path.dirname(path), exist_ok=True)
         guest_files.write_text(path, text)
         self.reload()

@@ -116,6 +116,18 @@ class TestSystemdDriver(base.TestCase):
         with open(os.path.join(self.unit_dir, 'guest-agent.service')) as f:
             self.assertEqual(UNIT, f.read())
 
+    def test_drop_in_that_says_so_already_is_not_written_again(self):
+        # Adoption before every agent start reloaded systemd each time.
+        path = self.driver.point_at('/a/bin/trove-guestagent')
+        written = os.stat(path)
+        self.assertEqual(path, self.driver.point_at('/a/bin/trove-guestagent'))
+        self.assertEqual(written, os.stat(path))
+        self.assertEqual([['systemctl', 'daemon-reload']], self.argvs())
+        self.driver.point_at('/b/bin/trove-guestagent')
+        with open(path) as f:
+            self.assertIn('ExecStart=/b/bin/trove-guestagent ', f.read())
+        self.assertEqual([['systemctl', 'daemon-reload']] * 2, self.argvs())
+
     def test_drop_in_sets_the_stop_timeout(self):
         driver = service_manager.SystemdDriver(
             'guest-agent', 'systemctl', self.unit_dir, stop_timeout=1.5)
