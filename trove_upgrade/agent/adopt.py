@@ -175,11 +175,11 @@ class _Steps:
         self.log = log
         self.current = 'starting'
 
-    def begin(self, name, what, *paths, replace_dir=False):
+    def begin(self, name, what, path, replace_dir=False):
+        """Step ``name`` (``what`` it does) is about to change ``path``."""
         self.current = what
-        for path in paths:
-            self.log.will_make_dirs(name, os.path.dirname(path))
-            self.log.will_change(name, path, replace_dir=replace_dir)
+        self.log.will_make_dirs(name, os.path.dirname(path))
+        self.log.will_change(name, path, replace_dir=replace_dir)
         pause_hook.pause_at(self.root, CHECKPOINT_PREFIX + name)
 
 
@@ -297,7 +297,7 @@ def adopt(installs, journal, venv, console_script, version=None,
         try:
             changed = _run_steps(steps, installs, journal, venv, version,
                                  adopted, console_script, supervisor,
-                                 program_link, trove_config_dir)
+                                 driver, program_link, trove_config_dir)
             steps.current = 'committing'
             pause_hook.pause_at(installs.root, CHECKPOINT_PREFIX + COMMIT)
             log.done()
@@ -307,7 +307,8 @@ def adopt(installs, journal, venv, console_script, version=None,
 
 
 def _run_steps(steps, installs, journal, venv, version, adopted,
-               console_script, supervisor, program_link, trove_config_dir):
+               console_script, supervisor, driver, program_link,
+               trove_config_dir):
     changed = not adopted
     if not adopted:
         marker = os.path.join(venv, install.MARKER)
@@ -333,7 +334,6 @@ def _run_steps(steps, installs, journal, venv, version, adopted,
         steps.begin('program-link', 'pointing %s at %s'
                     % (program_link, program), program_link)
         changed = point_link(program_link, program) or changed
-    driver = getattr(supervisor, 'driver', None)
     if driver is not None:
         if isinstance(driver, service_manager.SystemdDriver):
             drop_in = driver.drop_in_path()
