@@ -20,6 +20,7 @@ object (and no lazy load) escapes this package.
 """
 
 import contextlib
+import functools
 import json
 import sqlite3
 import time
@@ -391,9 +392,21 @@ def take_sqlite_write_lock(connection, table):
     connection.execute(statement)
 
 
-# model -> its lease UPDATE, built once: every reconcile pass takes one
-# per rollout, and building it cost more CPU than running it.
-_TAKE_LEASES = {}
+@functools.lru_cache(maxsize=None)
+def _lease_update(model):
+    """``model``'s lease UPDATE, built once per model.
+
+    Every reconcile pass takes one per rollout, and building it cost more
+    CPU than running it.
+    """
+    table = model.__table__
+    return (sa.update(table)
+            .where(table.c.id == sa.bindparam('b_id'),
+                   sa.or_(table.c.lease_owner.is_(None),
+                          table.c.lease_owner == sa.bindparam('b_owner'),
+                          table.c.lease_until < sa.bindparam('b_now')))
+            .values(lease_owner=sa.bindparam('b_owner'),
+                    lease_until=sa.bindparam('b_until')))
 
 
 def take_lease(session, model, row_id, owner, until):
@@ -403,18 +416,7 @@ def take_lease(session, model, row_id, owner, until):
     one conditional UPDATE, so two conductors never both win it.
     ``session`` may be a session or a connection in a transaction.
     """
-    statement = _TAKE_LEASES.get(model)
-    if statement is None:
-        table = model.__table__
-        statement = _TAKE_LEASES[model] = (
-            sa.update(table)
-            .where(table.c.id == sa.bindparam('b_id'),
-                   sa.or_(table.c.lease_owner.is_(None),
-                          table.c.lease_owner == sa.bindparam('b_owner'),
-                          table.c.lease_until < sa.bindparam('b_now')))
-            .values(lease_owner=sa.bindparam('b_owner'),
-                    lease_until=sa.bindparam('b_until')))
-    return session.execute(statement, {
+    return session.execute(_lease_update(model), {
         'b_id': row_id, 'b_owner': owner, 'b_now': timeutils.utcnow(),
         'b_until': timeutils.normalize_time(until)}).rowcount == 1
 

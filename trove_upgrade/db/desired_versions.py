@@ -18,6 +18,8 @@ recorded in ``desired_version_events`` in the same transaction with who
 made it, so the audit trail never misses a change that happened.
 """
 
+import functools
+
 from oslo_db import exception as db_exc
 from oslo_log import log as logging
 from oslo_utils import timeutils
@@ -130,23 +132,24 @@ def list_desired_versions(context, filters=None):
     filters = filters or {}
     common.check_keys('desired version filter', filters, _FILTERS)
     names = tuple(sorted(filters))
-    query = _LISTS.get(names)
-    if query is None:
-        table = models.DesiredVersion.__table__
-        query = _LISTS[names] = (
-            sa.select(*table.columns)
-            .where(*(table.c[name] == sa.bindparam('b_' + name)
-                     for name in names))
-            .order_by(table.c.created_at, table.c.id))
     with common.context_manager.reader.connection.using(
             context) as connection:
         return [_dict(row) for row in connection.execute(
-            query, {'b_' + name: filters[name] for name in names})]
+            _list_query(names),
+            {'b_' + name: filters[name] for name in names})]
 
 
-# Sorted filter names -> their query, built once: every reconciler pass
-# lists the ACTIVE ones, on a connection, and most find none.
-_LISTS = {}
+@functools.lru_cache(maxsize=None)
+def _list_query(names):
+    """The list filtered on the sorted ``names``, built once for them.
+
+    Every reconciler pass lists the ACTIVE ones, and most find none.
+    """
+    table = models.DesiredVersion.__table__
+    return (sa.select(*table.columns)
+            .where(*(table.c[name] == sa.bindparam('b_' + name)
+                     for name in names))
+            .order_by(table.c.created_at, table.c.id))
 
 
 @common.retry_on_deadlock

@@ -21,6 +21,7 @@ its report to be a duplicate.
 """
 
 import collections
+import functools
 import threading
 
 import cachetools
@@ -280,20 +281,19 @@ _READ_UPGRADE = sa.select(*_UPGRADE_COLUMNS).where(
     _UPGRADES.c.id == sa.bindparam('b_id'))
 _INSERT_UPGRADE = sa.insert(_UPGRADES)
 _INSERT_EVENT = sa.insert(models.UpgradeEvent.__table__)
-_COMPARE_AND_SWAPS = {}  # sorted column names -> UPDATE statement
 
 
 def _compare_and_swap(columns):
     """The UPDATE of ``columns`` of one upgrade still in a given status."""
-    names = tuple(sorted(columns))
-    statement = _COMPARE_AND_SWAPS.get(names)
-    if statement is None:
-        statement = _COMPARE_AND_SWAPS[names] = (
-            sa.update(_UPGRADES)
+    return _compare_and_swap_of(tuple(sorted(columns)))
+
+
+@functools.lru_cache(maxsize=None)
+def _compare_and_swap_of(names):
+    return (sa.update(_UPGRADES)
             .where(_UPGRADES.c.id == sa.bindparam('b_id'),
                    _UPGRADES.c.status == sa.bindparam('b_from'))
             .values({name: sa.bindparam('b_' + name) for name in names}))
-    return statement
 
 
 def _read_upgrade(connection, upgrade_id):
