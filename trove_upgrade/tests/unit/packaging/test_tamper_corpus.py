@@ -207,7 +207,9 @@ class TestMixAndMatch(base.PackagingTestCase):
             bytes.fromhex(manifest.encryption.key_id),
             manifest.encryption.chunk_size,
             bytes.fromhex(manifest.encryption.salt))
-        encryptor.write(plaintext[:-1] + b'X')
+        # Its last byte flipped: always another plaintext (b'X' in its
+        # place was none, 1 time in 256, and the test failed).
+        encryptor.write(plaintext[:-1] + bytes([plaintext[-1] ^ 0xFF]))
         encryptor.close()
         self.assertEqual(manifest.payload.size, len(forged.getvalue()))
         self.write(path, forged.getvalue())
