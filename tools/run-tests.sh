@@ -2,7 +2,8 @@
 # The whole test suite, from a fresh Debian machine (as root) or a developer
 # checkout: installs what is missing, starts the real services the
 # functional tests talk to, prepares their databases, and runs unit and
-# functional tests in one stestr run through tox.
+# functional tests in one stestr run through tox, its two workers balanced
+# by the durations of the last run on this machine.
 #
 #   tools/run-tests.sh [stestr filter]
 set -euo pipefail
@@ -31,11 +32,26 @@ tools/test-setup.sh
 # tox itself lives in a small virtualenv of its own; tox builds the test
 # environment (tox.ini): the package with its server and agent extras,
 # test-requirements.txt, and the services the functional tests start.
-if [ ! -x .tox-bootstrap/bin/tox ]; then
+# stestr beside it is for tools/stestr-times.py, whose seed runs before tox
+# has built the test environment.
+if [ ! -x .tox-bootstrap/bin/tox ] || [ ! -x .tox-bootstrap/bin/stestr ]; then
     python3 -m venv .tox-bootstrap
-    .tox-bootstrap/bin/pip install -q 'tox>=4'
+    .tox-bootstrap/bin/pip install -q 'tox>=4' 'stestr>=4.0.0'
 fi
+# The durations of the last run on this machine, kept in the tests' cache
+# directory: with them stestr gives its two workers equal shares of time,
+# not equal numbers of test classes (tools/stestr-times.py).
+.tox-bootstrap/bin/python tools/stestr-times.py seed \
+    || echo "stestr-times: seed failed, workers get tests round robin"
 # The services were just started: a database test that cannot reach its
 # server must fail, not skip.
 export TROVE_UPGRADE_TEST_REQUIRE_DATABASES=1
-exec .tox-bootstrap/bin/tox -e all -- "$@"
+status=0
+.tox-bootstrap/bin/tox -e all -- "$@" || status=$?
+# Saved whether the tests passed or not; a run of some tests only updates
+# their durations and keeps the others'.
+save=(save)
+[ $# -eq 0 ] || save+=(--merge)
+.tox-bootstrap/bin/python tools/stestr-times.py "${save[@]}" \
+    || echo "stestr-times: save failed, durations left as they were"
+exit "$status"
