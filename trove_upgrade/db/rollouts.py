@@ -330,7 +330,8 @@ _STILL_OURS = (
     .values(updated_at=sa.bindparam('b_now')))
 _UPGRADES = models.Upgrade.__table__
 # The most upgrades one INSERT records: SQLite's limit on the SELECTs of
-# one UNION (SQLITE_MAX_COMPOUND_SELECT).
+# one UNION (SQLITE_MAX_COMPOUND_SELECT); PostgreSQL's parser runs out of
+# stack on a few thousand.
 _MAX_BATCH_INSERT = 500
 
 
@@ -344,8 +345,8 @@ def _insert_batch(size, shared):
     are bound once. Binding and adapting every column of every row cost a
     reconciler pass a third of its CPU. Building and compiling a statement
     of hundreds of rows costs about as much as binding them: sizes are
-    powers of two (or the most), padded with NULL rows that the WHERE
-    leaves out, so that a handful of statements is ever built.
+    powers of two (or ``_MAX_BATCH_INSERT``), padded with NULL rows the
+    WHERE leaves out, so that a handful of statements is ever built.
     """
     own = sa.text(' UNION ALL '.join(
         'SELECT :i%d AS id, :n%d AS instance_id' % (i, i)
