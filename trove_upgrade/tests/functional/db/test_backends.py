@@ -20,6 +20,7 @@ import datetime
 
 import fixtures
 from oslo_utils import timeutils
+import sqlalchemy as sa
 
 from trove_upgrade import context
 from trove_upgrade.db import agents as db_agents
@@ -129,6 +130,86 @@ class _BackendTests:
                   e['detail']) for e in db_upgrades.get_upgrade(
                     self.context, upgrade_id, with_events=True)['events']
                  if e['request_id'] == self.context.request_id])
+
+    def _leased_rollout(self):
+        rollout = self._running_rollout()
+        db_rollouts.lease_rollout(self.context, rollout['id'], 'me',
+                                  T0 + datetime.timedelta(seconds=60))
+        return rollout
+
+    def _stored_upgrades(self):
+        """Every upgrade row by id, as the driver reads it.
+
+        No SQLAlchemy type turns what the database holds into what the
+        API expects: ``(type, value)`` of each column.
+        """
+        with db_common.get_engine().connect() as connection:
+            rows = connection.execute(sa.text('SELECT * FROM upgrades'))
+            return {row.id: {k: (type(v), v) for k, v in row._asdict().items()}
+                    for row in rows}
+
+    def test_a_batch_stores_what_one_upgrade_alone_stores(self):
+        # A batch binds the columns its upgrades share once per INSERT,
+        # in more than one INSERT: each row holds, in type and value, what
+        # the API stores for one upgrade of the same request on its own.
+        rollout = self._leased_rollout()
+        alone = self._create(rollout_id=rollout['id'])
+        size = db_rollouts._MAX_BATCH_INSERT + 3
+        targets = [('instance-%04d' % i, 1, False) for i in range(size)]
+        batch = db_rollouts.create_rollout_upgrades(
+            self.context, rollout, targets, 'me')
+        self.assertEqual([t[0] for t in targets],
+                         [u['instance_id'] for u in batch])
+        stored = self._stored_upgrades()
+        self.assertEqual(size + 1, len(stored))
+        expected = stored.pop(alone['id'])
+        for upgrade in batch:
+            self.assertEqual(
+                dict(expected, id=(str, upgrade['id']),
+                     instance_id=(str, upgrade['instance_id'])),
+                stored[upgrade['id']])
+        # What a batch returns is what is read back, in type and value.
+        for upgrade in batch[0], batch[-1]:
+            read = db_upgrades.get_upgrade(self.context, upgrade['id'])
+            self.assertEqual({k: (type(v), v) for k, v in read.items()},
+                             {k: (type(v), v) for k, v in upgrade.items()})
+
+    def test_a_sent_batch_reads_back_sent_once(self):
+        rollout = self._leased_rollout()
+        resend_at = T0 + datetime.timedelta(seconds=30, microseconds=1)
+        batch = db_rollouts.create_rollout_upgrades(
+            self.context, rollout, [(INSTANCE, 1, False),
+                                    (OTHER_INSTANCE, 1, True)], 'me',
+            resend_at=resend_at)
+        for upgrade in batch:
+            read = db_upgrades.get_upgrade(self.context, upgrade['id'])
+            self.assertEqual(
+                (resend_at, 1, states.PENDING, {}, False, None, T0, T0),
+                (read['resend_at'], read['send_count'], read['status'],
+                 read['metadata'], read['allow_downgrade'],
+                 read['finished_at'], read['created_at'],
+                 read['updated_at']))
+            self.assertEqual(read, upgrade)
+
+    def test_a_batch_with_an_attempt_recorded_already(self):
+        # The database refuses the batch whole, and its other upgrades
+        # are recorded one at a time.
+        rollout = self._leased_rollout()
+        first, = db_rollouts.create_rollout_upgrades(
+            self.context, rollout, [(INSTANCE, 1, False)], 'me')
+        others = db_rollouts.create_rollout_upgrades(
+            self.context, rollout, [('before', 1, False),
+                                    (INSTANCE, 1, False),
+                                    ('after', 1, False)], 'me')
+        self.assertEqual(['before', 'after'],
+                         [u['instance_id'] for u in others])
+        ids = [first['id']] + [u['id'] for u in others]
+        self.assertEqual(sorted(ids), sorted(self._stored_upgrades()))
+        self.assertEqual(
+            sorted(ids),
+            sorted(d['upgrade_id'] for d in
+                   db_rollouts.list_rollout_dispatches(
+                       self.context, rollout['id'])))
 
     def test_a_pass_reads_on_its_prebuilt_statements(self):
         """What every reconciler pass runs, built once with parameters.
