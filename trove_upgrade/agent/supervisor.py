@@ -109,12 +109,7 @@ class GuestSupervisor:
             return None
 
     def _write_pidfile(self, record):
-        tmp = self.pidfile + '.tmp'
-        with open(tmp, 'w') as f:
-            json.dump(record, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.pidfile)
+        guest_files.write_text(self.pidfile, json.dumps(record))
 
     def _alive(self, record):
         if record is None:

@@ -15,6 +15,7 @@
 import os
 import signal
 import subprocess
+import threading
 
 import fixtures
 
@@ -99,6 +100,24 @@ class TestGuestSupervisor(base.TestCase):
         record['start_time'] += 1
         self.sup._write_pidfile(record)
         self.assertFalse(self._supervisor().adopt())
+
+    def test_a_fifo_at_the_pidfiles_temporary_name_blocks_nothing(self):
+        # Left there by anyone: opened for writing, it would block the
+        # supervisor until a reader came. Replaced instead.
+        record = {'pid': os.getpid(), 'start_time': 1, 'version': '1.0.0'}
+        os.mkfifo(self.sup.pidfile + '.tmp')
+        writer = threading.Thread(target=self.sup._write_pidfile,
+                                  args=(record,), daemon=True)
+        writer.start()
+        # A hang detector, not a timing: the write takes milliseconds.
+        writer.join(60)
+        if writer.is_alive():
+            # Unblock the old code's open so that the thread ends.
+            os.close(os.open(self.sup.pidfile + '.tmp',
+                             os.O_RDONLY | os.O_NONBLOCK))
+            self.fail('the pidfile write blocked on a FIFO')
+        self.assertEqual(record, self.sup._read_pidfile())
+        self.assertFalse(os.path.lexists(self.sup.pidfile + '.tmp'))
 
     def test_sweep_kills_orphans_but_not_the_guest(self):
         self._install('1.0.0')
