@@ -88,17 +88,28 @@ def do_keygen(args):
     if not (args.signing_key or args.encryption_key):
         raise exceptions.KeyFileError(
             'give --signing-key PATH, --encryption-key PATH or both')
-    if args.signing_key:
-        signing_key = keys.generate_signing_key()
-        private, public = keys.write_signing_key(args.signing_key,
-                                                 signing_key)
-        print('signing key %s: private %s, public %s'
-              % (signing_key.key_id, private, public))
-    if args.encryption_key:
-        key = keys.generate_encryption_key()
-        keys.write_encryption_key(args.encryption_key, key)
-        print('encryption key %s: %s'
-              % (keys.encryption_key_id(key), args.encryption_key))
+    # Both or neither: an encryption key that could not be written left
+    # the signing key pair behind, with a non-zero status.
+    written, done = [], []
+    try:
+        if args.signing_key:
+            signing_key = keys.generate_signing_key()
+            private, public = keys.write_signing_key(args.signing_key,
+                                                     signing_key)
+            written += [private, public]
+            done.append('signing key %s: private %s, public %s'
+                        % (signing_key.key_id, private, public))
+        if args.encryption_key:
+            key = keys.generate_encryption_key()
+            keys.write_encryption_key(args.encryption_key, key)
+            done.append('encryption key %s: %s'
+                        % (keys.encryption_key_id(key), args.encryption_key))
+    except BaseException:
+        for path in written:
+            os.unlink(path)
+        raise
+    for line in done:
+        print(line)
 
 
 def _progress(message):

@@ -122,6 +122,22 @@ class TestPackageCommand(CommandTestCase):
                                *self.build_args(self.path('wheels'), *extra))
         self.assertEqual([], os.listdir(self.path('out')))
 
+    def test_keygen_writes_both_keys_or_neither(self):
+        # An encryption key that could not be written left the signing key
+        # pair behind.
+        signing_key = self.path('out', 'k')
+        for encryption_key, status, expected in (
+                (signing_key, 1, 'KeyFileExistsError: %s already exists'
+                 % signing_key),
+                (self.path('missing', 'e'), 3,
+                 "No such file or directory: '%s'"
+                 % self.path('missing', 'e'))):
+            self.assertRefused(
+                status, expected, 'trove-upgrade-package', 'keygen',
+                '--signing-key', signing_key, '--encryption-key',
+                encryption_key)
+            self.assertEqual([], os.listdir(self.path('out')))
+
     def test_an_empty_extract_to_is_refused(self):
         # It was taken as no --extract-to: "OK", and the wheels thrown away.
         package = self.path('out', 'agent.pkg')
