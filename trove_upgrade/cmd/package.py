@@ -280,8 +280,19 @@ def do_inspect(args):
         print(_describe(manifest, path))
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, its usage errors cut to a bounded length.
+
+    They quote the argument refused, however long: a 128 KiB one came
+    back whole on stderr. The sub-commands' parsers are of this class too.
+    """
+
+    def error(self, message):
+        super().error(exceptions.bounded(message))
+
+
 def build_parser():
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog=PROG, description='Make keys for, build, sign, verify and '
         'inspect trove-upgrade packages.')
     commands = parser.add_subparsers(dest='command', metavar='COMMAND',

@@ -44,7 +44,7 @@ NOAUTH_USER_ID = 'admin'
 NOAUTH_ROLES = 'admin'
 
 
-# How much of an argument an error quotes.
+# How much of an argument an error quotes (the commands' too).
 QUOTED_LENGTH = 100
 
 

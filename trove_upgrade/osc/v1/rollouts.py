@@ -26,6 +26,7 @@ from osc_lib.cli import parseractions
 from osc_lib.command import command
 from osc_lib import exceptions
 
+from trove_upgrade.osc import client as guest_client
 from trove_upgrade.osc.v1 import output
 from trove_upgrade.osc.v1 import packages
 from trove_upgrade import rollout_states as rs
@@ -37,8 +38,6 @@ LONG_COLUMNS = LIST_COLUMNS + ('Selector', 'Max In Flight', 'Max Failures',
 
 # The longest --interval and --timeout of ``show --wait``: a year.
 MAX_WAIT = 366 * 86400
-# How much of a refused argument an error quotes.
-QUOTED_LENGTH = 100
 
 FORMATTERS = {
     'selector': format_columns.DictColumn,
@@ -55,7 +54,8 @@ def _threshold(value):
     if value.isdigit():
         return int(value)
     raise argparse.ArgumentTypeError(
-        '%r is neither a count nor a percent like 10%%' % value)
+        '%r is neither a count nor a percent like 10%%'
+        % value[:guest_client.QUOTED_LENGTH])
 
 
 def _seconds(value):
@@ -71,7 +71,7 @@ def _seconds(value):
     if not 0 <= seconds < MAX_WAIT:
         raise argparse.ArgumentTypeError(
             '%r is not a number of seconds from 0 to %d'
-            % (value[:QUOTED_LENGTH], MAX_WAIT))
+            % (value[:guest_client.QUOTED_LENGTH], MAX_WAIT))
     return seconds
 
 

@@ -122,6 +122,14 @@ class TestPackageCommand(CommandTestCase):
                                *self.build_args(self.path('wheels'), *extra))
         self.assertEqual([], os.listdir(self.path('out')))
 
+    def test_usage_errors_are_short(self):
+        # argparse quoted the value refused whole: 128 KiB on stderr.
+        code, output = run('trove-upgrade-package', *self.build_args(
+            self.path('wheels'), '--chunk-size', '9' * 131000))
+        self.assertEqual(2, code, output[:2048])
+        self.assertLess(len(output), 4096)
+        self.assertIn('argument --chunk-size: ', output)
+
     def test_keygen_writes_both_keys_or_neither(self):
         # An encryption key that could not be written left the signing key
         # pair behind.
@@ -286,6 +294,15 @@ class TestOpenStackCommands(CommandTestCase):
                 % (option, value),
                 *self.openstack('rollout', 'show', 'r1', '--wait', option,
                                 value), env=self.env())
+
+    def test_usage_errors_quote_a_bounded_part(self):
+        # The plugin's own checks quoted the value refused whole.
+        for args in (('rollout', 'create', 'r', '--instance-version', 'v1',
+                      '--group', 'g', '--max-failures', 'x' * 131000),
+                     ('upgrade', 'list', '--status', 'x' * 131000)):
+            code, output = run(*self.openstack(*args), env=self.env())
+            self.assertEqual(2, code, output[:2048])
+            self.assertLess(len(output), 4096)
 
     def test_arguments_that_are_not_utf8(self):
         # They ended with the codec's message, naming nothing.
