@@ -36,6 +36,8 @@ share it.
 import abc
 import base64
 import binascii
+import contextlib
+import errno
 import heapq
 import json
 import math
@@ -324,14 +326,45 @@ def unwrap_key(master_key, instance_id, key_id, wrapped):
 
 def dump_key_file(path, keyring):
     """Write ``keyring`` to ``path``, readable by its owner only."""
-    data = {'instance_id': keyring.instance_id,
-            'keys': [{'key_id': k, 'key': _b64(m)} for k, m in keyring.keys]}
+    with key_file_writer(path) as write:
+        write(keyring)
+
+
+@contextlib.contextmanager
+def key_file_writer(path):
+    """Yield ``write(keyring)``, which replaces ``path`` with the keyring.
+
+    The temporary file beside ``path`` is created before the block runs,
+    so that a path that cannot be written (a missing directory, a
+    directory) fails before the block stores a key that no file would
+    hold; it is removed unless the write replaced ``path`` with it.
+    """
+    if os.path.isdir(path or os.curdir):
+        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR),
+                                path)
     tmp = '%s.tmp-%d' % (path, os.getpid())
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, 'w', encoding='utf-8') as f:
-        json.dump(data, f, indent=1)
-        f.write('\n')
-    os.replace(tmp, path)
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    except OSError as e:
+        # Named by the path given, not by the temporary file's.
+        raise type(e)(e.errno, e.strerror, path) from None
+    out = os.fdopen(fd, 'w', encoding='utf-8')
+
+    def write(keyring):
+        data = {'instance_id': keyring.instance_id,
+                'keys': [{'key_id': k, 'key': _b64(m)}
+                         for k, m in keyring.keys]}
+        with out:
+            json.dump(data, out, indent=1)
+            out.write('\n')
+        os.replace(tmp, path)
+
+    try:
+        yield write
+    finally:
+        out.close()
+        if os.path.lexists(tmp):
+            os.unlink(tmp)
 
 
 def load_key_file(path, instance_id=None):

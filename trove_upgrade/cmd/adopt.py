@@ -27,6 +27,7 @@ nothing changed), 2 the configuration cannot work or a step failed (named
 on one line, every change undone).
 """
 
+import logging
 import os
 import sys
 
@@ -41,6 +42,7 @@ from trove_upgrade import conf
 from trove_upgrade import version
 
 CONF = conf.CONF
+LOG = logging.getLogger(__name__)
 PROG = 'trove-upgrade-adopt'
 
 cli_opts = [
@@ -61,6 +63,9 @@ def main(argv=None):
              prog=PROG, version=version.version_info.version_string())
     agent = CONF.agent
     try:
+        # Reads every value now: one that cannot work, read later, ended
+        # the command in a traceback.
+        CONF.log_opt_values(LOG, logging.DEBUG)
         guest = agent_service.load_trove_guest(CONF)
         journal = journal_mod.UpgradeJournal(agent.install_root)
         journal.read()

@@ -60,7 +60,12 @@ def main(argv=None):
     try:
         agent = agent_service.AgentService(CONF)
     except (exception.TroveUpgradeException, OSError) as e:
-        LOG.error('trove-upgrade-agent cannot start: %s', e)
+        reason = str(e)
+    else:
+        reason = None
+    if reason is not None:
+        # Out of the except: oslo.log would repeat the exception.
+        LOG.error('trove-upgrade-agent cannot start: %s', reason)
         return 2
     launcher = service.launch(CONF, agent, restart_method='mutate')
     return launcher.wait()

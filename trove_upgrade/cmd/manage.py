@@ -37,17 +37,22 @@ import sys
 from alembic import util as alembic_util
 from oslo_config import cfg
 from oslo_db import exception as db_exc
+from oslo_utils import uuidutils
 
 from trove_upgrade import conf
 from trove_upgrade import context as tu_context
 from trove_upgrade.db import common as db_common
 from trove_upgrade.db import migration
 from trove_upgrade import exception
+from trove_upgrade.packaging import exceptions as package_exc
 from trove_upgrade import sealing
 from trove_upgrade import sealing_keys
 from trove_upgrade import version
 
 CONF = conf.CONF
+
+# The longest --grace: ten years, well within what a date can hold.
+MAX_GRACE = 10 * 366 * 86400
 
 
 def _db_sync():
@@ -77,8 +82,11 @@ def _key_set():
         print('Stored the %d keys of %s for instance %s.'
               % (len(keyring.keys), path, instance_id))
         return
-    key = sealing_keys.add_key(context, instance_id)
-    sealing.dump_key_file(path, sealing_keys.keyring(context, instance_id))
+    # The file first: a key stored that no file holds would seal the
+    # instance's messages with a key its agent never gets.
+    with sealing.key_file_writer(path) as write:
+        key = sealing_keys.add_key(context, instance_id)
+        write(sealing_keys.keyring(context, instance_id))
     print('Key %s of instance %s written to %s.'
           % (key['key_id'], instance_id, path))
 
@@ -90,10 +98,10 @@ def _key_rotate():
         raise exception.InstanceKeyError(
             reason='instance %s has no key to rotate; use set'
             % instance_id)
-    key = sealing_keys.add_key(context, instance_id,
-                               grace=CONF.command.grace)
-    sealing.dump_key_file(CONF.command.output,
-                          sealing_keys.keyring(context, instance_id))
+    with sealing.key_file_writer(CONF.command.output) as write:
+        key = sealing_keys.add_key(context, instance_id,
+                                   grace=CONF.command.grace)
+        write(sealing_keys.keyring(context, instance_id))
     print('Key %s of instance %s written to %s; older keys expire in %d '
           'seconds.' % (key['key_id'], instance_id, CONF.command.output,
                         CONF.command.grace))
@@ -101,7 +109,13 @@ def _key_rotate():
 
 def _key_list():
     context = tu_context.get_admin_context()
-    for key in sealing_keys.list_keys(context, CONF.command.instance_id):
+    instance_id = CONF.command.instance_id
+    if instance_id is not None and not uuidutils.is_uuid_like(instance_id):
+        # Not text the database takes, it ended in oslo.db's traceback.
+        raise exception.InstanceKeyError(
+            reason='instance ids are UUIDs, not %s'
+            % package_exc.quoted(instance_id))
+    for key in sealing_keys.list_keys(context, instance_id):
         print('%s %s created %s expires %s'
               % (key['instance_id'], key['key_id'],
                  key['created_at'].isoformat(),
@@ -110,19 +124,31 @@ def _key_list():
 
 
 def _seconds(text):
-    """An argparse type: a whole number of seconds, not negative.
+    """An argparse type: a whole number of seconds, 0 to MAX_GRACE.
 
     A negative grace expired the older keys at once, before the agent had
-    the new file: its messages were refused until it got it.
+    the new file: its messages were refused until it got it. One past
+    what a date can hold ended the command in a traceback.
     """
     try:
         value = int(text)
     except ValueError:
         value = -1
-    if value < 0:
+    if not 0 <= value <= MAX_GRACE:
         raise argparse.ArgumentTypeError(
-            'a whole number of seconds, 0 or more, not %r' % text)
+            'a whole number of seconds from 0 to %d, not %s'
+            % (MAX_GRACE, package_exc.quoted(text)))
     return value
+
+
+def _revision(text):
+    """An argparse type: an Alembic revision, never empty.
+
+    An empty one ended ``db sync`` in Alembic's AssertionError traceback.
+    """
+    if not text.strip():
+        raise argparse.ArgumentTypeError('the revision is empty')
+    return text
 
 
 def _add_key_parsers(subparsers):
@@ -156,7 +182,7 @@ def _add_command_parsers(subparsers):
     actions.required = True
     sync = actions.add_parser(
         'sync', help='Upgrade the schema to the newest or a given revision.')
-    sync.add_argument('revision', nargs='?', default='head',
+    sync.add_argument('revision', nargs='?', default='head', type=_revision,
                       help='Alembic revision to upgrade to (default: head).')
     sync.set_defaults(func=_db_sync)
     ver = actions.add_parser(
@@ -192,5 +218,9 @@ def main(argv=None):
         return 1
     except cfg.Error as exc:
         print('Configuration error: %s' % exc, file=sys.stderr)
+        return 1
+    except OSError as exc:
+        # A key file that cannot be read or written; no key was stored.
+        print('Error: %s' % exc, file=sys.stderr)
         return 1
     return 0

@@ -15,7 +15,8 @@
 Exit status: 0 on success, 1 when a package, manifest or key is refused
 (the message names the check that failed), 2 for a usage error, 3 when a
 file cannot be read or written, 4 for an internal error (a bug: the
-package was neither accepted nor refused).
+package was neither accepted nor refused), 128 + the signal's number when
+SIGINT or SIGTERM stopped it (after removing what it had half-written).
 """
 
 import argparse
@@ -24,6 +25,7 @@ import json
 import os
 import re
 import shlex
+import signal
 import sys
 import tempfile
 
@@ -86,17 +88,28 @@ def do_keygen(args):
     if not (args.signing_key or args.encryption_key):
         raise exceptions.KeyFileError(
             'give --signing-key PATH, --encryption-key PATH or both')
-    if args.signing_key:
-        signing_key = keys.generate_signing_key()
-        private, public = keys.write_signing_key(args.signing_key,
-                                                 signing_key)
-        print('signing key %s: private %s, public %s'
-              % (signing_key.key_id, private, public))
-    if args.encryption_key:
-        key = keys.generate_encryption_key()
-        keys.write_encryption_key(args.encryption_key, key)
-        print('encryption key %s: %s'
-              % (keys.encryption_key_id(key), args.encryption_key))
+    # Both or neither: an encryption key that could not be written left
+    # the signing key pair behind, with a non-zero status.
+    written, done = [], []
+    try:
+        if args.signing_key:
+            signing_key = keys.generate_signing_key()
+            private, public = keys.write_signing_key(args.signing_key,
+                                                     signing_key)
+            written += [private, public]
+            done.append('signing key %s: private %s, public %s'
+                        % (signing_key.key_id, private, public))
+        if args.encryption_key:
+            key = keys.generate_encryption_key()
+            keys.write_encryption_key(args.encryption_key, key)
+            done.append('encryption key %s: %s'
+                        % (keys.encryption_key_id(key), args.encryption_key))
+    except BaseException:
+        for path in written:
+            os.unlink(path)
+        raise
+    for line in done:
+        print(line)
 
 
 def _progress(message):
@@ -127,18 +140,44 @@ def _build_wheels(args):
     return found, guest_agent
 
 
+def _health_check_command(text):
+    """The argv of ``--health-check``, split like a shell would.
+
+    Unbalanced quotes, or bytes that are not UTF-8 (which no manifest can
+    hold), ended the command as an internal error.
+    """
+    try:
+        text.encode('utf-8')
+    except UnicodeEncodeError:
+        raise exceptions.BuildError(
+            'the health-check command %s is not UTF-8 text'
+            % exceptions.quoted(text))
+    try:
+        command = tuple(shlex.split(text))
+    except ValueError as exc:
+        raise exceptions.BuildError(
+            'the health-check command %s cannot be split: %s'
+            % (exceptions.quoted(text), exc))
+    if not command:
+        raise exceptions.BuildError('the health-check command is empty')
+    return command
+
+
 def do_build(args):
     wheels, guest_agent = _build_wheels(args)
     signing_keys = [keys.load_signing_key(path) for path in args.signing_key]
     encryption_key = keys.load_encryption_key(args.encryption_key)
     now = datetime.datetime.now(datetime.timezone.utc)
-    expires = args.expires or now + datetime.timedelta(
-        days=args.expires_in_days)
+    try:
+        expires = args.expires or now + datetime.timedelta(
+            days=args.expires_in_days)
+    except OverflowError:
+        raise exceptions.BuildError(
+            '--expires-in-days %d ends after the year %d'
+            % (args.expires_in_days, datetime.MAXYEAR))
     health_check = None
     if args.health_check:
-        command = tuple(shlex.split(args.health_check))
-        if not command:
-            raise exceptions.BuildError('the health-check command is empty')
+        command = _health_check_command(args.health_check)
         health_check = manifest_mod.HealthCheck(command,
                                                 args.health_check_timeout)
     manifest = build.build_package(
@@ -178,7 +217,7 @@ def do_verify(args):
         installed_version=args.installed_version,
         allow_downgrade=args.allow_downgrade,
         max_payload_size=args.max_payload_size)
-    if args.extract_to:
+    if args.extract_to is not None:
         files = verify.verify_and_extract(
             args.package, manifest, keyring, args.extract_to,
             max_payload_size=args.max_payload_size)
@@ -241,8 +280,19 @@ def do_inspect(args):
         print(_describe(manifest, path))
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, its usage errors cut to a bounded length.
+
+    They quote the argument refused, however long: a 128 KiB one came
+    back whole on stderr. The sub-commands' parsers are of this class too.
+    """
+
+    def error(self, message):
+        super().error(exceptions.bounded(message))
+
+
 def build_parser():
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog=PROG, description='Make keys for, build, sign, verify and '
         'inspect trove-upgrade packages.')
     commands = parser.add_subparsers(dest='command', metavar='COMMAND',
@@ -349,10 +399,40 @@ def build_parser():
     return parser
 
 
+class _Stopped(BaseException):
+    """SIGTERM, raised where the command is so that its clean-ups run.
+
+    Killed by the signal's default action, a build left its partial
+    payload behind, and one stopped between its two renames a payload
+    without its manifest.
+    """
+
+    def __init__(self, signum, frame=None):
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _raise_stopped(signum, frame):
+    raise _Stopped(signum)
+
+
 def main(argv=None):
     args = build_parser().parse_args(argv)
+    previous = signal.signal(signal.SIGTERM, _raise_stopped)
+    try:
+        return _run(args)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _run(args):
     try:
         args.func(args)
+    except (KeyboardInterrupt, _Stopped) as exc:
+        signum = getattr(exc, 'signum', signal.SIGINT)
+        print('%s: stopped by %s; nothing was left half-written'
+              % (PROG, signal.Signals(signum).name), file=sys.stderr)
+        return 128 + signum
     except exceptions.PackageError as exc:
         print('%s: error: %s: %s' % (PROG, type(exc).__name__, exc),
               file=sys.stderr)

@@ -44,8 +44,29 @@ NOAUTH_USER_ID = 'admin'
 NOAUTH_ROLES = 'admin'
 
 
+# How much of an argument an error quotes (the commands' too).
+QUOTED_LENGTH = 100
+
+
+def _text(value):
+    """``value`` as text; CommandError naming it when it is not UTF-8.
+
+    The shell passes bytes that are not UTF-8 as they are: such an
+    argument ended the command with the codec's message, naming nothing.
+    """
+    text = str(value)
+    try:
+        text.encode('utf-8')
+    except UnicodeEncodeError:
+        shown = repr(text[:QUOTED_LENGTH]) + (
+            '...' if len(text) > QUOTED_LENGTH else '')
+        raise exceptions.CommandError(
+            'The argument %s is not UTF-8 text.' % shown)
+    return text
+
+
 def _quote(path_part):
-    return parse.quote(str(path_part), safe='')
+    return parse.quote(_text(path_part), safe='')
 
 
 class APIError(exceptions.CommandError):
@@ -151,6 +172,9 @@ class Client:
 
     def _request(self, method, path, **kwargs):
         url = self._mgmt() + path
+        if 'params' in kwargs:
+            kwargs['params'] = {name: _text(value)
+                                for name, value in kwargs['params'].items()}
         try:
             response = self._adapter.request(
                 url, method, raise_exc=False, headers=self._headers,

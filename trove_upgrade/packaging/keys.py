@@ -141,10 +141,15 @@ def _write_new(path, document):
     except FileExistsError:
         raise exceptions.KeyFileExistsError(
             '%s already exists; refusing to overwrite a key file' % path)
-    with os.fdopen(fd, 'wb') as out:
-        out.write(data)
-        out.flush()
-        os.fsync(out.fileno())
+    try:
+        with os.fdopen(fd, 'wb') as out:
+            out.write(data)
+            out.flush()
+            os.fsync(out.fileno())
+    except BaseException:
+        # No half-written key file (a full disk, SIGINT, SIGTERM).
+        os.unlink(path)
+        raise
 
 
 def write_signing_key(path, signing_key):

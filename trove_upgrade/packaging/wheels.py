@@ -29,6 +29,7 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -42,10 +43,33 @@ WHEEL_SUFFIX = '.whl'
 _PIP_LINE_LIMIT = 2000
 
 
+def _python_version(python):
+    """``python``'s X.Y; BuildError when it does not run as a Python.
+
+    A program that is not one (or fails) ended the command as an internal
+    error, with that program's output.
+    """
+    try:
+        proc = subprocess.run(
+            [python, '-c',
+             'import sys; print("%d.%d" % sys.version_info[:2])'],
+            stdin=subprocess.DEVNULL, capture_output=True, text=True,
+            errors='replace')
+    except OSError as e:
+        raise exceptions.BuildError('--python %s cannot run: %s'
+                                    % (python, e.strerror or e))
+    tag = proc.stdout.strip()
+    if proc.returncode != 0 or not re.fullmatch(r'\d+\.\d+', tag):
+        raise exceptions.BuildError(
+            '--python %s is not a Python interpreter (exit status %d: %s)'
+            % (python, proc.returncode, exceptions.bounded(
+                (proc.stderr.strip().splitlines() or ['no message'])[-1],
+                200)))
+    return tag
+
+
 def _key(requirements, constraints_text, python):
-    tag = subprocess.run(
-        [python, '-c', 'import sys; print("%d.%d" % sys.version_info[:2])'],
-        stdout=subprocess.PIPE, check=True, text=True).stdout.strip()
+    tag = _python_version(python)
     digest = hashlib.sha256(json.dumps(
         [sorted(requirements), constraints_text, tag]).encode())
     return 'py%s-%s' % (tag, digest.hexdigest()[:16])

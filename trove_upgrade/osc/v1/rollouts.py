@@ -17,6 +17,7 @@ The calls go through the plugin's client
 """
 
 import argparse
+import math
 import sys
 import time
 
@@ -25,6 +26,7 @@ from osc_lib.cli import parseractions
 from osc_lib.command import command
 from osc_lib import exceptions
 
+from trove_upgrade.osc import client as guest_client
 from trove_upgrade.osc.v1 import output
 from trove_upgrade.osc.v1 import packages
 from trove_upgrade import rollout_states as rs
@@ -33,6 +35,9 @@ from trove_upgrade import strategy_plugins
 LIST_COLUMNS = ('ID', 'Name', 'Instance Version', 'Status', 'Created At')
 LONG_COLUMNS = LIST_COLUMNS + ('Selector', 'Max In Flight', 'Max Failures',
                                'Status Detail', 'Finished At')
+
+# The longest --interval and --timeout of ``show --wait``: a year.
+MAX_WAIT = 366 * 86400
 
 FORMATTERS = {
     'selector': format_columns.DictColumn,
@@ -49,7 +54,25 @@ def _threshold(value):
     if value.isdigit():
         return int(value)
     raise argparse.ArgumentTypeError(
-        '%r is neither a count nor a percent like 10%%' % value)
+        '%r is neither a count nor a percent like 10%%'
+        % value[:guest_client.QUOTED_LENGTH])
+
+
+def _seconds(value):
+    """A finite number of seconds, not negative, for ``show --wait``.
+
+    NaN or infinity as --timeout waited forever, and as --interval (or a
+    negative one) ended the wait in time.sleep's error.
+    """
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = math.nan
+    if not 0 <= seconds < MAX_WAIT:
+        raise argparse.ArgumentTypeError(
+            '%r is not a number of seconds from 0 to %d'
+            % (value[:guest_client.QUOTED_LENGTH], MAX_WAIT))
+    return seconds
 
 
 def _show(rollout):
@@ -211,11 +234,13 @@ class ShowRollout(command.ShowOne):
         parser.add_argument('--wait', action='store_true',
                             help='Print progress until the rollout is '
                                  'no longer PENDING or RUNNING')
-        parser.add_argument('--interval', metavar='<seconds>', type=float,
+        parser.add_argument('--interval', metavar='<seconds>',
+                            type=_seconds,
                             default=5.0,
                             help='Seconds between two looks under --wait '
                                  '(default 5)')
-        parser.add_argument('--timeout', metavar='<seconds>', type=float,
+        parser.add_argument('--timeout', metavar='<seconds>',
+                            type=_seconds,
                             default=86400.0,
                             help='Give up waiting after this long '
                                  '(default one day)')

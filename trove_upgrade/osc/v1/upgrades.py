@@ -22,6 +22,7 @@ from osc_lib.command import command
 from osc_lib import exceptions
 from osc_lib import utils
 
+from trove_upgrade.osc import client as guest_client
 from trove_upgrade.osc.v1 import batch
 from trove_upgrade.osc.v1 import output
 from trove_upgrade.osc.v1 import packages
@@ -77,7 +78,7 @@ def _state(value):
     if state not in states.ALL_STATES:
         raise argparse.ArgumentTypeError(
             'unknown state %r; choose from %s' % (
-                value, ', '.join(_STATE_NAMES)))
+                value[:guest_client.QUOTED_LENGTH], ', '.join(_STATE_NAMES)))
     return state
 
 

@@ -138,6 +138,20 @@ class TestNoCatalogEntry(base.OSCTestCase):
         self.assertEqual([], self.api_requests())
 
 
+class TestArgumentsNotUTF8(base.OSCTestCase):
+    """Bytes that are not UTF-8 reach a command as surrogates."""
+
+    def test_the_argument_is_named(self):
+        # It ended with the codec's message, naming nothing.
+        for argv in (('upgrade', 'show', '\udcff'),
+                     ('upgrade', 'list', '--instance', 'x\udcff')):
+            code, _out, err = self.openstack('database', *argv)
+            self.assertEqual(1, code, err)
+            self.assertEqual("The argument %r is not UTF-8 text.\n"
+                             % argv[-1], err)
+        self.assertEqual([], self.api_requests())
+
+
 TROVE_ROOT = 'http://trove.test:8779/v1.0/%s' % base.PROJECT_ID
 
 

@@ -153,3 +153,21 @@ class TestRolloutCommands(base.OSCTestCase):
         self.assertEqual(
             ['POST', 'POST', 'POST', 'DELETE'],
             [r.method for r in self.api_requests()])
+
+    def test_show_wait_refuses_seconds_that_cannot_work(self):
+        # NaN as --timeout waited forever; NaN or a negative --interval
+        # ended in time.sleep's error once the rollout was read.
+        self.requests.get(ROLLOUTS + '/' + ROLLOUT_ID,
+                          json={'rollout': rollout()})
+        # The --interval cases first: old code failed them at once, and
+        # waited forever on the --timeout ones.
+        for option, value in (('--interval', 'nan'), ('--interval', '-1'),
+                              ('--interval', 'soon'), ('--timeout', 'nan'),
+                              ('--timeout', 'inf')):
+            code, _out, err = self.openstack(
+                'database', 'rollout', 'show', ROLLOUT_ID, '--wait', option,
+                value)
+            self.assertEqual(2, code, err)
+            self.assertIn("argument %s: '%s' is not a number of seconds "
+                          "from 0 to 31622400" % (option, value), err)
+        self.assertEqual([], self.api_requests())

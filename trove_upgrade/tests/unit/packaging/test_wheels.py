@@ -113,6 +113,16 @@ class TestConsoleScripts(base.PackagingTestCase):
              '--encryption-key', 'e'])
         self.assertRaises(exc.BuildError, package_cmd.do_build, args)
 
+    def test_python_that_is_not_one_is_refused(self):
+        # A program that failed ended the command as an internal error.
+        for python, expected in (
+                ('/bin/false', '--python /bin/false is not a Python '
+                 'interpreter (exit status 1: no message)'),
+                (self.tmp, '--python %s cannot run: ' % self.tmp)):
+            e = self.assertRaises(exc.BuildError, wheels.collect,
+                                  ['trove==26.0.0'], self.tmp, python=python)
+            self.assertIn(expected, str(e))
+
     def test_missing_constraints_file_is_refused(self):
         cache = os.path.join(self.tmp, 'cache')
         self.assertRaises(exc.BuildError, wheels.collect, ['trove==26.0.0'],

@@ -14,6 +14,7 @@ import os
 import stat
 
 import fixtures
+import testtools
 
 from trove_upgrade.packaging import exceptions as package_exc
 from trove_upgrade import sealing
@@ -198,6 +199,28 @@ class TestKeyFiles(base.TestCase):
         self.assertEqual(0o600, stat.S_IMODE(os.stat(self.path).st_mode))
         loaded = sealing.load_key_file(self.path, INSTANCE)
         self.assertEqual(keys.keys, loaded.keys)
+
+    def test_a_path_that_cannot_be_written_fails_before_the_block(self):
+        # trove-upgrade-manage stored a key, then failed to write its file.
+        for path in (os.path.join(self.path, 'missing', 'k'),
+                     os.path.dirname(self.path)):
+            ran = []
+            error = self.assertRaises(OSError, self._write_in, path, ran)
+            self.assertEqual(path, error.filename)
+            self.assertEqual([], ran)
+        self.assertEqual([], os.listdir(os.path.dirname(self.path)))
+
+    def test_a_block_that_fails_leaves_no_file(self):
+        with testtools.ExpectedException(RuntimeError):
+            with sealing.key_file_writer(self.path):
+                raise RuntimeError('the key was not stored')
+        self.assertEqual([], os.listdir(os.path.dirname(self.path)))
+
+    @staticmethod
+    def _write_in(path, ran):
+        with sealing.key_file_writer(path) as write:
+            ran.append(True)
+            write(keyring())
 
     def test_refuses_other_instance(self):
         sealing.dump_key_file(self.path, keyring())
