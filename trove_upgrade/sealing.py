@@ -334,6 +334,9 @@ def dump_key_file(path, keyring):
 def key_file_writer(path):
     """Yield ``write(keyring)``, which replaces ``path`` with the keyring.
 
+    Fsynced before the rename: a crash must not leave an agent an empty
+    key file in place of its keys.
+
     The temporary file beside ``path`` is created before the block runs,
     so that a path that cannot be written (a missing directory, a
     directory) fails before the block stores a key that no file would
@@ -357,6 +360,8 @@ def key_file_writer(path):
         with out:
             json.dump(data, out, indent=1)
             out.write('\n')
+            out.flush()
+            os.fsync(out.fileno())
         os.replace(tmp, path)
 
     try:
