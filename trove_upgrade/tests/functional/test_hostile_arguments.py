@@ -173,6 +173,9 @@ class TestPackageCommand(CommandTestCase):
             + list(self.build_args(big)), stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         self.addCleanup(proc.stderr.close)
+        # A failed assertion must not leave it writing gigabytes.
+        self.addCleanup(proc.wait)
+        self.addCleanup(lambda: proc.poll() is None and proc.kill())
         deadline = time.monotonic() + TIMEOUT
         while not os.listdir(self.path('out')):
             self.assertIsNone(proc.poll(), 'the build ended early')
