@@ -25,6 +25,8 @@ from keystoneauth1 import adapter
 from keystoneauth1 import exceptions as ksa_exc
 from osc_lib import exceptions
 
+from trove_upgrade.packaging import exceptions as package_exc
+
 # The service type of the standalone API (trove-upgrade-api) in the
 # catalog, and Trove's own, whose trove-api serves the same API when its
 # trove-upgrade extension is enabled. Without --os-guest-upgrade-service-type
@@ -44,10 +46,6 @@ NOAUTH_USER_ID = 'admin'
 NOAUTH_ROLES = 'admin'
 
 
-# How much of an argument an error quotes (the commands' too).
-QUOTED_LENGTH = 100
-
-
 def _text(value):
     """``value`` as text; CommandError naming it when it is not UTF-8.
 
@@ -58,10 +56,8 @@ def _text(value):
     try:
         text.encode('utf-8')
     except UnicodeEncodeError:
-        shown = repr(text[:QUOTED_LENGTH]) + (
-            '...' if len(text) > QUOTED_LENGTH else '')
         raise exceptions.CommandError(
-            'The argument %s is not UTF-8 text.' % shown)
+            'The argument %s is not UTF-8 text.' % package_exc.quoted(text))
     return text
 
 

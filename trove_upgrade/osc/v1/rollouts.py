@@ -26,9 +26,9 @@ from osc_lib.cli import parseractions
 from osc_lib.command import command
 from osc_lib import exceptions
 
-from trove_upgrade.osc import client as guest_client
 from trove_upgrade.osc.v1 import output
 from trove_upgrade.osc.v1 import packages
+from trove_upgrade.packaging import exceptions as package_exc
 from trove_upgrade import rollout_states as rs
 from trove_upgrade import strategy_plugins
 
@@ -54,8 +54,8 @@ def _threshold(value):
     if value.isdigit():
         return int(value)
     raise argparse.ArgumentTypeError(
-        '%r is neither a count nor a percent like 10%%'
-        % value[:guest_client.QUOTED_LENGTH])
+        '%s is neither a count nor a percent like 10%%'
+        % package_exc.quoted(value))
 
 
 def _seconds(value):
@@ -70,8 +70,8 @@ def _seconds(value):
         seconds = math.nan
     if not 0 <= seconds < MAX_WAIT:
         raise argparse.ArgumentTypeError(
-            '%r is not a number of seconds from 0 to %d'
-            % (value[:guest_client.QUOTED_LENGTH], MAX_WAIT))
+            '%s is not a number of seconds from 0 to %d'
+            % (package_exc.quoted(value), MAX_WAIT))
     return seconds
 
 

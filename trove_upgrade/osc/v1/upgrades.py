@@ -22,10 +22,10 @@ from osc_lib.command import command
 from osc_lib import exceptions
 from osc_lib import utils
 
-from trove_upgrade.osc import client as guest_client
 from trove_upgrade.osc.v1 import batch
 from trove_upgrade.osc.v1 import output
 from trove_upgrade.osc.v1 import packages
+from trove_upgrade.packaging import exceptions as package_exc
 from trove_upgrade import states
 from trove_upgrade import strategy_plugins
 
@@ -77,8 +77,8 @@ def _state(value):
     state = value.upper()
     if state not in states.ALL_STATES:
         raise argparse.ArgumentTypeError(
-            'unknown state %r; choose from %s' % (
-                value[:guest_client.QUOTED_LENGTH], ', '.join(_STATE_NAMES)))
+            'unknown state %s; choose from %s' % (
+                package_exc.quoted(value), ', '.join(_STATE_NAMES)))
     return state
 
 

@@ -58,26 +58,6 @@ class TestInstanceKeyCommands(base.TestCase):
         self.assertEqual(sealing.load_key_file(path, INSTANCE).keys,
                          sealing_keys.keyring(self.context, INSTANCE).keys)
 
-    def test_a_key_file_that_cannot_be_written_stores_no_key(self):
-        # The key was stored, then the write failed with a traceback: the
-        # instance's messages were sealed with a key no agent had.
-        missing = os.path.join(self.dir, 'missing', 'k')
-        code, _, err = self.manage('instance-key', 'set', INSTANCE,
-                                   '--key-file', missing)
-        self.assertEqual(1, code)
-        self.assertEqual("Error: [Errno 2] No such file or directory: %r\n"
-                         % missing, err)
-        self.assertEqual([], sealing_keys.list_keys(self.context))
-        sealing_keys.add_key(self.context, INSTANCE)
-        before = sealing_keys.list_keys(self.context)
-        code, _, err = self.manage('instance-key', 'rotate', INSTANCE,
-                                   '--output', self.dir)
-        self.assertEqual(1, code)
-        self.assertEqual('Error: [Errno 21] Is a directory: %r\n' % self.dir,
-                         err)
-        self.assertEqual(before, sealing_keys.list_keys(self.context))
-        self.assertEqual([], os.listdir(self.dir))
-
     def test_an_instance_id_not_a_uuid_is_refused(self):
         # Its key was stored and its file written; no agent could use it.
         path = os.path.join(self.dir, 'k')
