@@ -99,6 +99,43 @@ class _BackendTests:
         self.assertEqual(detail, stored['status_detail'])
         self.assertEqual(detail, stored['events'][-1]['detail'])
 
+    def test_a_written_batch_keeps_every_value(self):
+        # The report writer's batch: its UPDATE and INSERT run as the
+        # driver's text (db.driver_sql), each value bound by its type.
+        upgrades = [self._create(), self._create()]
+        for upgrade in upgrades:
+            db_upgrades.transition_upgrade(self.context, upgrade['id'],
+                                           states.SENT, 'api')
+        self.now = T0 + datetime.timedelta(microseconds=7)
+        moves = [db_upgrades.Move(states.DOWNLOADING, None,
+                                  {'from_version': EMOJI * 255}),
+                 db_upgrades.Move(states.FAILED, EMOJI * 3, {})]
+        kept = db_common.KeptConnection()
+        self.addCleanup(kept.close)
+        results = db_upgrades.transition_chains_once(self.context, [
+            db_upgrades.Chain(self.context, upgrade['id'], moves, 'agent',
+                              None, INSTANCE, None)
+            for upgrade in upgrades], kept=kept)
+        self.assertEqual([states.FAILED] * 2,
+                         [upgrade['status'] for _, upgrade in results])
+        for upgrade in upgrades:
+            stored = db_upgrades.get_upgrade(self.context, upgrade['id'],
+                                             with_events=True)
+            self.assertEqual(
+                (states.FAILED, EMOJI * 3, EMOJI * 255, self.now, self.now),
+                (stored['status'], stored['status_detail'],
+                 stored['from_version'], stored['updated_at'],
+                 stored['finished_at']))
+            self.assertEqual(
+                [(states.SENT, states.DOWNLOADING, None),
+                 (states.DOWNLOADING, states.FAILED, EMOJI * 3)],
+                [(e['from_state'], e['to_state'], e['detail'])
+                 for e in stored['events'][-2:]])
+            self.assertEqual(
+                [(self.now, 'agent', self.context.request_id)] * 2,
+                [(e['created_at'], e['source'], e['request_id'])
+                 for e in stored['events'][-2:]])
+
     def _running_rollout(self):
         return db_rollouts.create_rollout(self.context, {
             'name': 'r', 'instance_version': '3.0.0', 'strategy': 'http',
