@@ -121,6 +121,29 @@ class _ServedAPI(base.TestCase):
         not_json = requests.post(mgmt + '/upgrades', headers=HEADERS,
                                  data='instance_id=x', timeout=30)
         self.assertEqual(415, not_json.status_code, not_json.text)
+        self.assertMethodsAnswered(mgmt, location)
+        self.assertEqual([upgrade['id']], [u['id'] for u in requests.get(
+            mgmt + '/upgrades', headers=HEADERS,
+            timeout=30).json()['upgrades']])
+
+    def assertMethodsAnswered(self, mgmt, location):
+        """HEAD as GET without the body, OPTIONS and 405 with Allow."""
+        get = requests.get(location, headers=HEADERS, timeout=30)
+        head = requests.head(location, headers=HEADERS, timeout=30)
+        self.assertEqual(
+            (200, get.headers['Content-Length'], b''),
+            (head.status_code, head.headers['Content-Length'], head.content))
+        for method, url, status, allow in (
+                ('OPTIONS', location, 204, 'GET, HEAD, DELETE, OPTIONS'),
+                ('OPTIONS', mgmt + '/upgrades', 204,
+                 'GET, HEAD, POST, OPTIONS'),
+                ('TRACE', location, 405, 'GET, HEAD, DELETE, OPTIONS'),
+                ('FOO', location, 405, 'GET, HEAD, DELETE, OPTIONS'),
+                ('HEAD', mgmt + '/rollouts/x/pause', 405, 'POST, OPTIONS')):
+            resp = requests.request(method, url, headers=HEADERS, timeout=30)
+            self.assertEqual((status, allow),
+                             (resp.status_code, resp.headers.get('Allow')),
+                             (method, url, resp.text))
 
     def assertNoEventletWarning(self):
         """eventlet, imported but unused, leaves no warning in the log."""
