@@ -503,6 +503,17 @@ class TestTroveAPIExtension(harness.AgentTestCase):
         resp = self.trove('PUT', '/instances')
         self.assertEqual(404, resp.status_code, resp.text)
         self.assertNotIn('errors', resp.json())
+        # A chunked body, which trove-api's server does not say it ends:
+        # 411, not the "Malformed JSON" of a body read as empty.
+        resp = self.session().request(
+            '/%s/mgmt/packages' % project_id, 'POST', raise_exc=False,
+            data=iter([b'{"package": {}}']),
+            headers={'Content-Type': 'application/json'},
+            endpoint_override=self.trove_url + '/v1.0')
+        self.assertEqual(
+            (411, 'A request body needs a Content-Length.'),
+            (resp.status_code, resp.json()['errors'][0]['detail']),
+            resp.text)
 
         # An agent the desired version finds ahead of it: nothing to send.
         db_agents.register_agent(self.context, self.instance_id, {
