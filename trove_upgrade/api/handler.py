@@ -12,8 +12,10 @@
 
 """Every URL of the API and the handler of each method, in one map.
 
-``make_map`` turns ``ROUTE_DECLARATIONS`` into a Routes mapper that also
-answers 405, with an Allow header, for a known URL and an unknown method.
+``make_map`` turns ``ROUTE_DECLARATIONS`` into a Routes mapper. Every
+URL also answers HEAD where it answers GET (the GET handler's headers,
+without the body), OPTIONS with 204 and an Allow header, and any other
+method with 405 and the same Allow header.
 Path parameters carry no regular expression, so a malformed id reaches its
 handler and gets the resource's own 404 message.
 """
@@ -112,6 +114,28 @@ ROUTE_DECLARATIONS = {
 }
 
 
+def allowed_methods(targets):
+    """The methods of a URL declared with ``targets``, with their handlers.
+
+    The declared ones, HEAD where GET is and OPTIONS: HEAD is GET without
+    the body (RFC 9110), which webob's response drops for a HEAD request;
+    OPTIONS answers with the Allow header alone.
+    """
+    methods = {}
+    for method, action in targets.items():
+        methods[method] = action
+        if method == 'GET':
+            methods.setdefault('HEAD', action)
+    methods['OPTIONS'] = _options
+    return methods
+
+
+@util.wsgify
+def _options(req):
+    return webob.Response(status=204, charset=None,
+                          headers=[('Allow', req.urlvars['_methods'])])
+
+
 @util.wsgify
 def _method_not_allowed(req):
     allowed = req.urlvars['_methods']
@@ -136,11 +160,13 @@ def _accepts_json(accept):
 def make_map(declarations):
     mapper = routes.Mapper()
     for route, targets in declarations.items():
-        for method, action in targets.items():
-            mapper.connect(route, action=action,
+        methods = allowed_methods(targets)
+        # Every route of the URL carries its Allow header's value.
+        allowed = ', '.join(methods)
+        for method, action in methods.items():
+            mapper.connect(route, action=action, _methods=allowed,
                            conditions={'method': [method]})
-        mapper.connect(route, action=_method_not_allowed,
-                       _methods=', '.join(targets))
+        mapper.connect(route, action=_method_not_allowed, _methods=allowed)
     return mapper
 
 

@@ -26,7 +26,8 @@ Transfer-Encoding is answered 411: its body has no length to bound it.
 A client that stays silent for ``client_timeout`` seconds, between
 requests or in the middle of one, is disconnected; one silent in the
 middle of its body is answered 408 first. The server's own errors (400,
-411, 414, 431, 505) have the API's JSON error body. Closing the server
+411, 414, 431, 505) have the API's JSON error body, and a status line
+even for a request line that did not parse. Closing the server
 closes the idle connections and waits for the requests in flight.
 
 At most ``max_connections`` connections are open at once, idle or not: a
@@ -317,6 +318,11 @@ class _RequestHandler(simple_server.WSGIRequestHandler):
         """The server's own error, in the API's JSON error format."""
         self.log_error('code %d, message %s', code, message)
         self.close_connection = True
+        if self.request_version == 'HTTP/0.9':
+            # A request line that did not parse (garbage, HTTP/9.9) is
+            # taken for HTTP/0.9, whose answers have no status line and
+            # no headers: only the JSON body would be sent.
+            self.request_version = self.protocol_version
         response = util.error_response(
             code, message or http.HTTPStatus(code).description, {})
         self.send_response(code)

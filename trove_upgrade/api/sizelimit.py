@@ -15,7 +15,10 @@
 A body announced larger than the limit is refused before it is read; a
 body without a Content-Length (chunked) is cut off as soon as reading it
 passes the limit, so a client cannot make the API buffer more. A
-Content-Length that is not a number is a malformed request: 400.
+Content-Length that is not a number is a malformed request: 400. A
+chunked body that the server does not say it ends (``wsgi.input_terminated``,
+which gunicorn sets and eventlet, trove-api's server, does not) would be
+read as empty: 411, as the built-in server answers any chunked body.
 """
 
 import webob.exc
@@ -76,6 +79,10 @@ class RequestBodySizeLimit:
             if int(length) > self.limit:
                 raise _too_large(self.limit)
         elif 'wsgi.input' in req.environ:
+            if (req.environ.get('HTTP_TRANSFER_ENCODING')
+                    and not req.environ.get('wsgi.input_terminated')):
+                raise webob.exc.HTTPLengthRequired(
+                    'A request body needs a Content-Length.')
             req.environ['wsgi.input'] = _LimitingReader(
                 req.environ['wsgi.input'], self.limit)
         return self.application

@@ -32,6 +32,7 @@ from oslo_serialization import jsonutils
 import webob
 import webob.dec
 import webob.exc
+import webob.request
 
 from trove_upgrade import exception
 
@@ -101,8 +102,10 @@ class wsgify(webob.dec.wsgify):
     """webob's ``wsgify``, answering every error in the API's JSON format.
 
     Handlers raise webob HTTP errors or control-plane exceptions; both
-    become the JSON error with their status. Anything else goes up to the
-    fault wrapper.
+    become the JSON error with their status, and so does a body that ends
+    before its Content-Length (webob's DisconnectionError, whatever the
+    server): a malformed request, not the API's 500. Anything else goes up
+    to the fault wrapper.
     """
 
     def call_func(self, req, *args, **kwargs):
@@ -111,6 +114,10 @@ class wsgify(webob.dec.wsgify):
         except (webob.exc.HTTPException,
                 exception.TroveUpgradeException) as err:
             return _error_response_of(req, err)
+        except webob.request.DisconnectionError:
+            return _error_response_of(req, webob.exc.HTTPBadRequest(
+                'The request body ended before the %s bytes its '
+                'Content-Length says.' % req.content_length))
 
 
 def passing_on(check):

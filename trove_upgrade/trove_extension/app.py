@@ -111,7 +111,9 @@ def resources():
     of ``http.HTTPMethod``'s other methods, every standard method on a
     declared path reaches the router, which picks the handler or answers
     405 with Allow, as the standalone API does. Trove, which has no route
-    for a method a resource lacks, would answer 404. The members and
+    for a method a resource lacks, would answer 404. OPTIONS gets the
+    router's 204 with Allow, which trove-api's CORS middleware keeps: it
+    replaces any other answer to OPTIONS with a bare 200. The members and
     actions Trove adds below a path (``{id}``, ``new``, ``put``) reach the
     router too, which answers them as the standalone API would.
     """

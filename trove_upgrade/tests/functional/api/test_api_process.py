@@ -16,9 +16,11 @@ Each serves a SQLite database prepared by ``trove-upgrade-manage db sync``
 with noauth2 and the fake message driver; the tests talk real HTTP.
 """
 
+import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -121,6 +123,47 @@ class _ServedAPI(base.TestCase):
         not_json = requests.post(mgmt + '/upgrades', headers=HEADERS,
                                  data='instance_id=x', timeout=30)
         self.assertEqual(415, not_json.status_code, not_json.text)
+        self.assertMethodsAnswered(mgmt, location)
+        self.assertShortBodyRefused(mgmt)
+        self.assertEqual([upgrade['id']], [u['id'] for u in requests.get(
+            mgmt + '/upgrades', headers=HEADERS,
+            timeout=30).json()['upgrades']])
+
+    def assertMethodsAnswered(self, mgmt, location):
+        """HEAD as GET without the body, OPTIONS and 405 with Allow."""
+        get = requests.get(location, headers=HEADERS, timeout=30)
+        head = requests.head(location, headers=HEADERS, timeout=30)
+        self.assertEqual(
+            (200, get.headers['Content-Length'], b''),
+            (head.status_code, head.headers['Content-Length'], head.content))
+        for method, url, status, allow in (
+                ('OPTIONS', location, 204, 'GET, HEAD, DELETE, OPTIONS'),
+                ('OPTIONS', mgmt + '/upgrades', 204,
+                 'GET, HEAD, POST, OPTIONS'),
+                ('TRACE', location, 405, 'GET, HEAD, DELETE, OPTIONS'),
+                ('FOO', location, 405, 'GET, HEAD, DELETE, OPTIONS'),
+                ('HEAD', mgmt + '/rollouts/x/pause', 405, 'POST, OPTIONS')):
+            resp = requests.request(method, url, headers=HEADERS, timeout=30)
+            self.assertEqual((status, allow),
+                             (resp.status_code, resp.headers.get('Allow')),
+                             (method, url, resp.text))
+
+    def assertShortBodyRefused(self, mgmt):
+        """A body the client ends before its Content-Length: 400."""
+        host, port = self.url[len('http://'):].split(':')
+        head = ''.join('%s: %s\r\n' % item for item in HEADERS.items())
+        with socket.create_connection((host, int(port)), timeout=30) as conn:
+            conn.sendall(('POST %s/upgrades HTTP/1.1\r\nHost: %s\r\n%s'
+                          'Content-Type: application/json\r\n'
+                          'Content-Length: 100\r\n\r\n{"instance_id": '
+                          % (mgmt[len(self.url):], host, head)).encode())
+            conn.shutdown(socket.SHUT_WR)
+            answer = b''.join(iter(lambda: conn.recv(65536), b''))
+        status_line, _, rest = answer.partition(b'\r\n')
+        self.assertIn(b' 400 ', status_line, answer)
+        error, = json.loads(rest.partition(b'\r\n\r\n')[2])['errors']
+        self.assertEqual('The request body ended before the 100 bytes its '
+                         'Content-Length says.', error['detail'])
 
     def assertNoEventletWarning(self):
         """eventlet, imported but unused, leaves no warning in the log."""

@@ -15,7 +15,10 @@
 Each of these once reached a handler or the database and came back 500.
 """
 
+import io
+
 from oslo_utils import uuidutils
+import webob
 
 from trove_upgrade.api.schemas import agents as agent_schemas
 from trove_upgrade.api.schemas import packages as package_schemas
@@ -73,6 +76,23 @@ class TestMalformedBodies(base.APITestCase):
         for method, path in BODY_CALLS:
             resp = self.request(method, self.mgmt + path, raw_body=raw_body)
             self.assertError(resp, 400, detail)
+        self.assertNothingKept()
+
+    def test_a_body_shorter_than_its_content_length(self):
+        # The client ended the body early: webob's DisconnectionError, the
+        # API's 500 with a traceback in its log, on any server.
+        bodiless = ('POST', '/rollouts/%s/pause' % _ID)
+        for method, path in BODY_CALLS + (bodiless,):
+            req = webob.Request.blank(self.mgmt + path, method=method,
+                                      environ={
+                                          'wsgi.input': io.BytesIO(b'{}'),
+                                          'CONTENT_LENGTH': '100',
+                                          'CONTENT_TYPE': 'application/json'})
+            req.headers.update({'X-User-Id': 'operator', 'X-Roles': 'admin',
+                                'X-Project-Id': self.project_id})
+            self.assertError(req.get_response(self.app), 400,
+                             'The request body ended before the 100 bytes '
+                             'its Content-Length says.')
         self.assertNothingKept()
 
     def test_deeply_nested_json(self):

@@ -12,6 +12,7 @@
 
 """What every request goes through: routing, auth, policy, errors, ids."""
 
+import re
 from unittest import mock
 
 import fixtures
@@ -94,7 +95,7 @@ class TestHealthcheck(base.APITestCase):
 
     def test_other_methods_are_405(self):
         resp = self.request('POST', '/healthcheck', identity=False)
-        self.assertError(resp, 405, 'allowed: GET, HEAD.')
+        self.assertError(resp, 405, 'allowed: GET, HEAD, OPTIONS.')
 
     def test_disable_by_file_takes_the_node_out(self):
         tempdir = self.useFixture(fixtures.TempDir())
@@ -128,19 +129,54 @@ class TestRouting(base.APITestCase):
 
     def test_wrong_methods_are_405_with_allow(self):
         for method, path, allowed in (
-                ('PUT', '/upgrades', 'GET, POST'),
-                ('DELETE', '/upgrades', 'GET, POST'),
+                ('PUT', '/upgrades', 'GET, HEAD, POST, OPTIONS'),
+                ('DELETE', '/upgrades', 'GET, HEAD, POST, OPTIONS'),
                 ('POST', '/upgrades/%s' % uuidutils.generate_uuid(),
-                 'GET, DELETE'),
-                ('PATCH', '/agents', 'GET'),
-                ('PUT', '/agents/%s' % base.INSTANCE_ID, 'GET, DELETE')):
+                 'GET, HEAD, DELETE, OPTIONS'),
+                ('PATCH', '/agents', 'GET, HEAD, OPTIONS'),
+                ('PUT', '/agents/%s' % base.INSTANCE_ID,
+                 'GET, HEAD, DELETE, OPTIONS')):
             resp = self.request(method, self.mgmt + path)
             self.assertError(resp, 405, '%s is not allowed on %s%s; '
                              'allowed: %s.' % (method, self.mgmt, path,
                                                allowed))
             self.assertEqual(allowed, resp.headers['Allow'])
         resp = self.request('POST', '/', identity=False)
-        self.assertError(resp, 405, 'allowed: GET.')
+        self.assertError(resp, 405, 'allowed: GET, HEAD, OPTIONS.')
+
+    def _every_url(self):
+        """Each declared URL, its ids unknown, with its declared methods."""
+        unknown = uuidutils.generate_uuid()
+        for route, targets in handler.ROUTE_DECLARATIONS.items():
+            path = route.replace('{tenant_id}', self.project_id)
+            yield re.sub(r'{\w+}', unknown, path), targets
+
+    def test_head_is_get_without_the_body_on_every_url(self):
+        for path, targets in self._every_url():
+            if 'HEAD' in targets:
+                continue  # the health check's own (204)
+            head = self.request('HEAD', path)
+            self.assertEqual(b'', head.body, path)
+            if 'GET' not in targets:
+                self.assertEqual(405, head.status_int, path)
+                continue
+            get = self.request('GET', path)
+            self.assertEqual(
+                (get.status_int, get.content_type, get.content_length),
+                (head.status_int, head.content_type, head.content_length),
+                path)
+        self.assertNothingRecorded()
+
+    def test_options_answers_allow_on_every_url(self):
+        for path, targets in self._every_url():
+            resp = self.request('OPTIONS', path)
+            allowed = ', '.join(handler.allowed_methods(targets))
+            self.assertEqual((204, allowed, b''),
+                             (resp.status_int, resp.headers.get('Allow'),
+                              resp.body), path)
+            self.assertIn('OPTIONS', allowed)
+            self.assertEqual('GET' in targets, 'HEAD' in allowed, path)
+        self.assertNothingRecorded()
 
     def test_request_id_header_on_success_and_errors(self):
         ok = self.request('GET', self.mgmt + '/upgrades')

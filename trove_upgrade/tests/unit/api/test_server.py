@@ -168,7 +168,11 @@ class TestServer(base.TestCase):
                 (b'GET /' + b'x' * 70000 + b' HTTP/1.1\r\n\r\n', 414,
                  'URI is too long'),
                 (b'GET / HTTP/1.1\r\nX-Long: ' + b'x' * 70000
-                 + b'\r\n\r\n', 431, 'Line too long')):
+                 + b'\r\n\r\n', 431, 'Line too long'),
+                # Once answered with the JSON body alone, as HTTP/0.9.
+                (b'GET / HTTP/9.9\r\n\r\n', 505, 'Invalid HTTP version'),
+                (b'\x00\x01\x02\r\n\r\n', 400, 'Bad request syntax'),
+                (b'POST /\r\n\r\n', 400, 'Bad HTTP/0.9 request type')):
             sock = self.connect()
             sock.sendall(request)
             self.assertJSONError(self.receive_all(sock), status, detail)

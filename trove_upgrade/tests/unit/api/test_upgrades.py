@@ -280,6 +280,17 @@ class TestCreateUpgradeBadInput(base.APITestCase):
                             'The request body is larger than 1024 bytes',
                             status=413)
 
+    def test_chunked_body_the_server_does_not_end_is_411(self):
+        # webob read it as empty: "Malformed JSON" of a well-formed body.
+        req = self._blank(**{'Content-Type': 'application/json',
+                             'Transfer-Encoding': 'chunked'})
+        req.environ['wsgi.input'] = io.BytesIO(
+            jsonutils.dump_as_bytes(base.upgrade_body()))
+        req.environ.pop('CONTENT_LENGTH', None)
+        self.assertRejected(req.get_response(self.app),
+                            'A request body needs a Content-Length.',
+                            status=411)
+
     def test_malformed_content_length(self):
         req = self._blank(**{'Content-Type': 'application/json'})
         req.environ['CONTENT_LENGTH'] = 'ten'

@@ -144,8 +144,9 @@ class TestLoad(base.TestCase):
         wrong = seen['wrong_method']
         error, = wrong['body']['errors']
         self.assertEqual(
-            (405, 'GET', 'req-from-trove',
-             'PUT is not allowed on /v1.0/p1/mgmt/agents; allowed: GET.'),
+            (405, 'GET, HEAD, OPTIONS', 'req-from-trove',
+             'PUT is not allowed on /v1.0/p1/mgmt/agents; allowed: GET, '
+             'HEAD, OPTIONS.'),
             (wrong['status'], wrong['allow'], error['request_id'],
              error['detail']))
 
