@@ -455,7 +455,7 @@ class TestTroveAPIExtension(harness.AgentTestCase):
             '/%s/mgmt/upgrades/%s' % (self.keystone.admin_project_id,
                                       uuidutils.generate_uuid()),
             endpoint_override=self.trove_url + '/v1.0', raise_exc=False)
-        self.assertEqual((405, 'GET, DELETE'),
+        self.assertEqual((405, 'GET, HEAD, DELETE, OPTIONS'),
                          (resp.status_code, resp.headers.get('Allow')))
         self.assertEqual([], db_upgrades.list_upgrades(
             self.context, filters={'instance_id': self.instance_id}))
