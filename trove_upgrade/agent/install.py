@@ -42,7 +42,7 @@ import zipfile
 from oslo_log import log as logging
 
 from trove_upgrade.agent import child_process
-from trove_upgrade.agent import journal as journal_mod
+from trove_upgrade.agent import guest_files
 from trove_upgrade import exception
 from trove_upgrade.packaging import exceptions as package_exc
 from trove_upgrade.packaging import wheels as wheels_mod
@@ -229,11 +229,11 @@ class InstallRoot:
                     f.write('%s\n' % version)
                     f.flush()
                     os.fsync(f.fileno())
-                journal_mod.fsync_dir(dest)
+                guest_files.fsync_dir(dest)
             except BaseException:
                 remove_tree(dest)
                 raise
-            journal_mod.fsync_dir(self.versions_dir)
+            guest_files.fsync_dir(self.versions_dir)
         return dest
 
     def _run(self, argv, what):
@@ -319,7 +319,7 @@ class InstallRoot:
                 os.unlink(tmp)
             os.symlink(os.path.join(VERSIONS_DIR, version), tmp)
             os.replace(tmp, self.current_link)
-            journal_mod.fsync_dir(self.root)
+            guest_files.fsync_dir(self.root)
         LOG.info('current now points at %s', version)
 
     def prune(self, keep, protect):

@@ -40,7 +40,7 @@ def parse_config(argv):
     With the agent's own defaults first: a log file rotated by size.
     """
     agent_conf.set_defaults(CONF)
-    with conf.readable_config('trove-upgrade-agent'):
+    with conf.readable_config('trove-upgrade-agent', argv):
         CONF(argv,
              project='trove-upgrade',
              prog='trove-upgrade-agent',

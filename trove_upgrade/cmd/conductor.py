@@ -37,8 +37,9 @@ LOG = logging.getLogger(__name__)
 
 
 def main(argv=None):
-    with conf.readable_config('trove-upgrade-conductor'):
-        CONF(sys.argv[1:] if argv is None else argv,
+    argv = sys.argv[1:] if argv is None else argv
+    with conf.readable_config('trove-upgrade-conductor', argv):
+        CONF(argv,
              project='trove-upgrade',
              prog='trove-upgrade-conductor',
              version=version.version_info.version_string())

@@ -42,6 +42,7 @@ from oslo_upgradecheck import upgradecheck
 from oslo_utils import timeutils
 import sqlalchemy as sa
 
+from trove_upgrade.cmd import short_lived
 from trove_upgrade.conductor import agent_rpcapi
 from trove_upgrade import conf
 from trove_upgrade import context
@@ -369,12 +370,14 @@ class Checks(upgradecheck.UpgradeCommands):
     ))
 
 
+@short_lived.command('trove-upgrade-status')
 def main(argv=None):
     # One attempt: a status check reports an unreachable database at once,
     # whatever retries the services are configured for.
     CONF.set_override('max_retries', 0, group='database')
     # 255, as oslo.upgradecheck answers an error: 1 and 2 are results.
-    with conf.readable_config('trove-upgrade-status', status=255):
+    argv = sys.argv[1:] if argv is None else argv
+    with conf.readable_config('trove-upgrade-status', argv, status=255):
         return upgradecheck.main(
             CONF, project='trove-upgrade', upgrade_command=Checks(),
-            argv=sys.argv[1:] if argv is None else argv)
+            argv=argv)
