@@ -155,7 +155,8 @@ class InstallRoot:
             with open(os.path.join(self.path(version), HEALTH_FILE)) as f:
                 check = json.load(f)
             return check['command'], check['timeout']
-        except (OSError, ValueError, KeyError, TypeError):
+        # RecursionError: JSON nested thousands deep.
+        except (OSError, ValueError, KeyError, TypeError, RecursionError):
             return None, None
 
     def current_version(self):

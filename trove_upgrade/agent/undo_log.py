@@ -99,7 +99,8 @@ class UndoLog:
         """Read the log a killed run left."""
         try:
             data = json.loads(guest_files.read_text(self.path, MAX_LOG_SIZE))
-        except (guest_files.UnreadableFile, ValueError) as e:
+        # RecursionError: JSON nested thousands deep.
+        except (guest_files.UnreadableFile, ValueError, RecursionError) as e:
             raise UndoLogError('cannot read the undo log: %s' % e)
         if not isinstance(data, dict):
             data = {}

@@ -133,3 +133,19 @@ class TestUnreadableConfigFile(testtools.TestCase):
             self.assertTrue(line.startswith(
                 '%s: cannot read its configuration: Failed to parse %s'
                 % (command, config)), output)
+
+    def test_a_fifo_is_refused_not_waited_on(self):
+        # oslo.config's open() of a FIFO waited for a writer for ever.
+        fifo = self.useFixture(fixtures.TempDir()).join('fifo.conf')
+        os.mkfifo(fifo)
+        for command, *args in self.COMMANDS + (('trove-upgrade-api',
+                                                '--config-d', '/'),):
+            done = subprocess.run(
+                [os.path.join(BIN, command), '--config-file', fifo] + args,
+                capture_output=True, text=True, timeout=60,
+                stdin=subprocess.DEVNULL)
+            output = done.stdout + done.stderr
+            self.assertEqual(
+                '%s: cannot read its configuration: Failed to parse %s: not '
+                'a regular file\n' % (command, fifo), output)
+            self.assertNotEqual(0, done.returncode)
