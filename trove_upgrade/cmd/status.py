@@ -102,7 +102,8 @@ def database_url():
     try:
         return sa.engine.make_url(CONF.database.connection).render_as_string(
             hide_password=True)
-    except sa.exc.ArgumentError:
+    # ValueError: a port that is no number ("[::1" unclosed, "h:x").
+    except (sa.exc.ArgumentError, ValueError):
         return 'an unparsable URL'
 
 
@@ -162,6 +163,13 @@ class Checks(upgradecheck.UpgradeCommands):
         """The database answers and its schema is the code's newest."""
         if CONF.database.connection is None:
             return _result(FAILURE, '[database] connection is not set.')
+        try:
+            sa.engine.make_url(CONF.database.connection)
+        # ValueError: a port that is no number ("[::1" unclosed, "h:x").
+        except (sa.exc.ArgumentError, ValueError):
+            return _result(FAILURE, '[database] connection is not a '
+                                    'database URL: the services refuse to '
+                                    'start with it.')
         try:
             current = migration.version()
         except DATABASE_ERRORS as exc:

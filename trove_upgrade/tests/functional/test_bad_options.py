@@ -84,6 +84,17 @@ class TestBadOptionValue(testtools.TestCase):
                       "Can't load plugin: sqlalchemy.dialects:nosuchdb",
                       output)
 
+    def test_a_database_url_whose_port_is_no_number(self):
+        # SQLAlchemy's ValueError ended manage and the conductor with a
+        # traceback, and the API with "invalid literal for int()".
+        for command, *args in (('trove-upgrade-manage', 'db', 'version'),
+                               ('trove-upgrade-conductor',),
+                               ('trove-upgrade-api',)):
+            output = self.run_with(command, 'database', 'connection',
+                                   'mysql+pymysql://u@[::1/d', *args)
+            self.assertIn('Invalid input: [database] connection is not a '
+                          'database URL', output)
+
     def test_services_refuse_a_database_without_the_schema(self):
         # They ran on, each request or periodic task failing with a
         # traceback.

@@ -148,6 +148,17 @@ class TestDatabaseSchema(StatusTestCase):
                                     'nosuchdb://tu:***@127.0.0.1/tu',
                                     'nosuchdb'], result)
 
+    def test_failure_for_a_connection_that_is_no_url(self):
+        # SQLAlchemy's ValueError for the port: "The check could not run".
+        for url in ('mysql+pymysql://tu:s3cret@[::1/tu', 'tu:s3cret@h/tu'):
+            self.use_database(url)
+
+            result = self.checks._check_database_schema()
+
+            self.assertResult(FAILURE, ['[database] connection is not a '
+                                        'database URL'], result)
+            self.assertNotIn('s3cret', result.details)
+
     def test_failure_without_connection(self):
         self.flags(group='database', connection=None)
 
