@@ -49,6 +49,7 @@ def main(argv=None):
         # service here, named, rather than with a traceback later. The
         # notifier first, which registers its options (``rpc``); forked
         # with the service, it holds no connection before a send.
+        rpc.check_transport_url()
         rpc.init_notifier()
         CONF.log_opt_values(LOG, logging.DEBUG)
         db_common.check_connection_url(CONF.database.connection)

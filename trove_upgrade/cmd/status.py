@@ -270,7 +270,8 @@ class Checks(upgradecheck.UpgradeCommands):
         """A message reaches the broker of ``transport_url``, first try."""
         try:
             url = transport_url()
-        except messaging.InvalidTransportURL as exc:
+        # ValueError: urllib's, for an unclosed "[" or a port no number.
+        except (messaging.InvalidTransportURL, ValueError) as exc:
             return _result(FAILURE, '[DEFAULT] transport_url is invalid: %s'
                            % exc)
         try:

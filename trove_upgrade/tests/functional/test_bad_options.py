@@ -95,6 +95,18 @@ class TestBadOptionValue(testtools.TestCase):
             self.assertIn('Invalid input: [database] connection is not a '
                           'database URL', output)
 
+    def test_a_transport_url_urllib_cannot_split(self):
+        # The conductor ended in a traceback, the API with urllib's bare
+        # "Invalid IPv6 URL", and the agent's forked service died of it
+        # and was forked again, for ever.
+        for command in ('trove-upgrade-conductor', 'trove-upgrade-api',
+                        'trove-upgrade-agent'):
+            output = self.run_with(command, 'DEFAULT', 'transport_url',
+                                   'rabbit://u:secret@[::1:5672/')
+            self.assertIn('[DEFAULT] transport_url is not a transport URL: '
+                          'Invalid IPv6 URL', output)
+            self.assertNotIn('secret', output)
+
     def test_services_refuse_a_database_without_the_schema(self):
         # They ran on, each request or periodic task failing with a
         # traceback.

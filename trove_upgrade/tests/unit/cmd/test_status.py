@@ -299,6 +299,17 @@ class TestMessageBus(StatusTestCase):
         self.assertResult(FAILURE, ['transport_url is invalid'],
                           self.checks._check_message_bus())
 
+    def test_failure_for_a_url_urllib_cannot_split(self):
+        # urllib's ValueError: "The check could not run".
+        messaging_conf = self.useFixture(conffixture.ConfFixture(self.conf))
+        messaging_conf.transport_url = 'rabbit://u:s3cret@[::1:5672/'
+
+        result = self.checks._check_message_bus()
+
+        self.assertResult(FAILURE, ['[DEFAULT] transport_url is invalid: '
+                                    'Invalid IPv6 URL'], result)
+        self.assertNotIn('s3cret', result.details)
+
 
 class ClockTestCase(StatusTestCase):
     """The db API and the checks read a clock moved by hand."""
