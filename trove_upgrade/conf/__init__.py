@@ -67,9 +67,12 @@ log.register_options(CONF)
 
 
 # What parsing raises for a configuration file it cannot read: missing, a
-# directory or unreadable (OSError), not INI, not UTF-8.
+# directory or unreadable (OSError), not INI, not UTF-8, not readable by
+# the command's user (oslo.config's own error for EACCES).
 UNREADABLE_CONFIG = (cfg.ConfigFilesNotFoundError, cfg.ConfigDirNotFoundError,
-                     cfg.ConfigFileParseError, OSError, UnicodeDecodeError)
+                     cfg.ConfigFileParseError,
+                     cfg.ConfigFilesPermissionDeniedError, OSError,
+                     UnicodeDecodeError)
 
 
 class _ConfigArgumentError(Exception):

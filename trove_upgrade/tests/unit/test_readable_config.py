@@ -90,6 +90,18 @@ class TestReadableConfig(base.TestCase):
         self.assertIn('a configuration file is not UTF-8 text',
                       self.parse(path))
 
+    def test_permission_denied(self):
+        # What oslo.config raises for a file the user may not read (a
+        # traceback for any user but root, whom nothing denies).
+        def parse():
+            with conf.readable_config('prog', []):
+                raise cfg.ConfigFilesPermissionDeniedError(['/etc/x.conf'])
+        raised = self.assertRaises(SystemExit, parse)
+        self.assertEqual(2, raised.code)
+        self.assertEqual('prog: cannot read its configuration: Failed to '
+                         'open some config files: /etc/x.conf\n',
+                         self.stderr.getvalue())
+
     def test_a_fifo_is_refused_unopened(self):
         # oslo.config's open() waited for ever for a writer.
         path = self.fifo(os.path.join(self.dir, 'fifo.conf'))
