@@ -20,6 +20,7 @@ The transports are built on first use, after the service has parsed its
 configuration and, for a forking launcher, in the process that uses them.
 """
 
+import contextlib
 import importlib
 import inspect
 import re
@@ -148,12 +149,38 @@ class RequestContextSerializer(messaging.Serializer):
         return tu_context.RequestContext.from_dict(context)
 
 
+@contextlib.contextmanager
+def _url_named(options):
+    """urllib's ValueError for a transport URL, as Invalid naming ``options``.
+
+    oslo.messaging lets it through (``Invalid IPv6 URL`` for an unclosed
+    ``[``, a port that is no number): the services ended in a traceback.
+    The URL is not quoted: it holds the broker's password.
+    """
+    try:
+        yield
+    except (ValueError, messaging.InvalidTransportURL) as e:
+        raise exception.Invalid(reason='%s is not a transport URL: %s'
+                                % (options, e)) from None
+
+
+def check_transport_url():
+    """Raise Invalid when ``[DEFAULT] transport_url`` cannot be parsed.
+
+    For a service's start: its transport is built in the process its
+    launcher forks, which died of it and was forked again, for ever.
+    """
+    with _url_named('[DEFAULT] transport_url'):
+        messaging.TransportURL.parse(CONF)
+
+
 def get_transport():
     """The process-wide RPC transport, built from the configuration."""
     global _TRANSPORT
     if _TRANSPORT is None:
-        _TRANSPORT = messaging.get_rpc_transport(
-            CONF, allowed_remote_exmods=ALLOWED_EXMODS)
+        with _url_named('[DEFAULT] transport_url'):
+            _TRANSPORT = messaging.get_rpc_transport(
+                CONF, allowed_remote_exmods=ALLOWED_EXMODS)
     return _TRANSPORT
 
 
@@ -263,7 +290,10 @@ def init_notifier():
     """
     global _NOTIFICATION_TRANSPORT, _NOTIFIER
     if _NOTIFIER is None:
-        _NOTIFICATION_TRANSPORT = messaging.get_notification_transport(CONF)
+        with _url_named('[oslo_messaging_notifications] transport_url (or '
+                        '[DEFAULT] transport_url)'):
+            _NOTIFICATION_TRANSPORT = messaging.get_notification_transport(
+                CONF)
         _NOTIFIER = messaging.Notifier(
             _NOTIFICATION_TRANSPORT,
             serializer=RequestContextSerializer(

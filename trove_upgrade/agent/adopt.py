@@ -49,7 +49,6 @@ from oslo_log import log as logging
 
 from trove_upgrade.agent import guest_files
 from trove_upgrade.agent import install
-from trove_upgrade.agent import journal as journal_mod
 from trove_upgrade.agent import pause_hook
 from trove_upgrade.agent import service_manager
 from trove_upgrade.agent import trove_guest
@@ -163,7 +162,7 @@ def point_link(link, target):
         os.unlink(tmp)
     os.symlink(target, tmp)
     os.replace(tmp, link)
-    journal_mod.fsync_dir(os.path.dirname(link))
+    guest_files.fsync_dir(os.path.dirname(link))
     return True
 
 

@@ -22,15 +22,18 @@ reader gets the text or :class:`UnreadableFile` with a bounded reason:
 * bytes that are not UTF-8, or a NUL, would raise deep inside a parser:
   they are refused here, naming the file.
 
-:func:`write_text` replaces such a file atomically, whatever stood at its
-temporary name.
+:func:`write_text` replaces such a file durably and atomically (fsync,
+rename, fsync of the directory), whatever stood at its temporary name: a
+FIFO or a symlink planted there is removed, never opened or followed.
+
+This module imports no other module of the agent: the untrusted child
+(``trove_upgrade.agent.untrusted``) writes its result with it.
 """
 
 import contextlib
 import os
 import stat
 
-from trove_upgrade.agent import journal as journal_mod
 from trove_upgrade import exception
 from trove_upgrade.packaging import exceptions as package_exc
 
@@ -78,6 +81,15 @@ def read_text(path, limit=MAX_TEXT_FILE_SIZE):
     return text
 
 
+def fsync_dir(path):
+    """Make the names created or renamed in directory ``path`` durable."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def write_text(path, text):
     """Replace ``path`` with ``text`` (mode 0644), durably and atomically.
 
@@ -95,7 +107,7 @@ def write_text(path, text):
             os.fsync(f.fileno())
         os.chmod(tmp, 0o644)
         os.replace(tmp, path)
-        journal_mod.fsync_dir(os.path.dirname(path))
+        fsync_dir(os.path.dirname(path))
     except OSError:
         with contextlib.suppress(OSError):
             os.unlink(tmp)

@@ -42,7 +42,7 @@ import zipfile
 from oslo_log import log as logging
 
 from trove_upgrade.agent import child_process
-from trove_upgrade.agent import journal as journal_mod
+from trove_upgrade.agent import guest_files
 from trove_upgrade import exception
 from trove_upgrade.packaging import exceptions as package_exc
 from trove_upgrade.packaging import wheels as wheels_mod
@@ -155,7 +155,8 @@ class InstallRoot:
             with open(os.path.join(self.path(version), HEALTH_FILE)) as f:
                 check = json.load(f)
             return check['command'], check['timeout']
-        except (OSError, ValueError, KeyError, TypeError):
+        # RecursionError: JSON nested thousands deep.
+        except (OSError, ValueError, KeyError, TypeError, RecursionError):
             return None, None
 
     def current_version(self):
@@ -229,11 +230,11 @@ class InstallRoot:
                     f.write('%s\n' % version)
                     f.flush()
                     os.fsync(f.fileno())
-                journal_mod.fsync_dir(dest)
+                guest_files.fsync_dir(dest)
             except BaseException:
                 remove_tree(dest)
                 raise
-            journal_mod.fsync_dir(self.versions_dir)
+            guest_files.fsync_dir(self.versions_dir)
         return dest
 
     def _run(self, argv, what):
@@ -319,7 +320,7 @@ class InstallRoot:
                 os.unlink(tmp)
             os.symlink(os.path.join(VERSIONS_DIR, version), tmp)
             os.replace(tmp, self.current_link)
-            journal_mod.fsync_dir(self.root)
+            guest_files.fsync_dir(self.root)
         LOG.info('current now points at %s', version)
 
     def prune(self, keep, protect):

@@ -34,6 +34,7 @@ import json
 import os
 import threading
 
+from trove_upgrade.agent import guest_files
 from trove_upgrade import exception
 from trove_upgrade import rpc_interface
 
@@ -135,14 +136,6 @@ def _shape_problem(data):
     return None
 
 
-def fsync_dir(path):
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 class UpgradeJournal:
     """Reads and atomically rewrites ``<install_root>/journal.json``."""
 
@@ -210,7 +203,7 @@ class UpgradeJournal:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
             raise
-        fsync_dir(self.root)
+        guest_files.fsync_dir(self.root)
 
     # Helpers used by the pipeline and the manager, each one transaction.
 

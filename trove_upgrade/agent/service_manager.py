@@ -278,7 +278,12 @@ class SupervisordRpcDriver:
             raise ServiceManagerError(
                 'supervisord_serverurl %r is neither unix:// nor http://'
                 % serverurl)
-        self.proxy = xmlrpc.client.ServerProxy(url, transport=transport)
+        try:
+            self.proxy = xmlrpc.client.ServerProxy(url, transport=transport)
+        # urllib's, for an unclosed "[": it ended adoption in a traceback.
+        except ValueError as e:
+            raise ServiceManagerError('supervisord_serverurl %r is not a '
+                                      'URL: %s' % (serverurl, e))
 
     def _call(self, method, *args, accept=()):
         try:

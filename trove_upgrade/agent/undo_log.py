@@ -42,7 +42,6 @@ import shutil
 from oslo_log import log as logging
 
 from trove_upgrade.agent import guest_files
-from trove_upgrade.agent import journal as journal_mod
 from trove_upgrade import exception
 
 LOG = logging.getLogger(__name__)
@@ -100,7 +99,8 @@ class UndoLog:
         """Read the log a killed run left."""
         try:
             data = json.loads(guest_files.read_text(self.path, MAX_LOG_SIZE))
-        except (guest_files.UnreadableFile, ValueError) as e:
+        # RecursionError: JSON nested thousands deep.
+        except (guest_files.UnreadableFile, ValueError, RecursionError) as e:
             raise UndoLogError('cannot read the undo log: %s' % e)
         if not isinstance(data, dict):
             data = {}
@@ -140,7 +140,7 @@ class UndoLog:
             os.rename(path, backup)
         else:
             return
-        journal_mod.fsync_dir(os.path.dirname(path))
+        guest_files.fsync_dir(os.path.dirname(path))
 
     def will_make_dirs(self, step, path):
         """Record the missing directories up to ``path``; call before."""
@@ -205,14 +205,14 @@ class UndoLog:
             os.rename(backup, path)
         else:
             os.replace(backup, path)
-        journal_mod.fsync_dir(os.path.dirname(path))
+        guest_files.fsync_dir(os.path.dirname(path))
         return True
 
     def done(self):
         """Forget the log (the commit point), then remove the backups."""
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.path)
-        journal_mod.fsync_dir(os.path.dirname(self.path))
+        guest_files.fsync_dir(os.path.dirname(self.path))
         for entry in self.entries:
             if entry['kind'] == 'path':
                 try:

@@ -28,7 +28,6 @@ happens, the step ends in :class:`StepFailed` with a bounded reason.
 child itself and for unit tests that inject fakes.
 """
 
-import contextlib
 import ctypes
 import json
 import os
@@ -40,6 +39,7 @@ import threading
 from oslo_config import cfg
 from oslo_log import log as logging
 
+from trove_upgrade.agent import guest_files
 from trove_upgrade.agent.strategies import exceptions as strategy_exc
 from trove_upgrade.packaging import exceptions as package_exc
 from trove_upgrade.packaging import manifest as manifest_mod
@@ -289,17 +289,12 @@ def _full_disk(path):
 
 
 def _write_result(path, result):
-    tmp = path + '.tmp'
-    try:
-        with open(tmp, 'w') as f:
-            json.dump(result, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except OSError:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    """Write the child's answer as the agent writes its guest files.
+
+    Its own open() of ``<path>.tmp`` followed a symlink planted there,
+    and the answer's name was not made durable.
+    """
+    guest_files.write_text(path, json.dumps(result))
 
 
 def _die_with_parent(parent):

@@ -74,10 +74,12 @@ def loadapp(conf):
     """The WSGI application for ``conf``, its policy loaded.
 
     A policy file, an ``[upgrade_levels] agent`` value, a ``[database]
-    connection`` or any option value that cannot work stops the API here,
-    at start, rather than failing every request: oslo.config converts a
-    value when it is first read, which logging every value does now.
+    connection``, a transport URL or any option value that cannot work
+    stops the API here, at start, rather than failing every request:
+    oslo.config converts a value when it is first read, which logging
+    every value does now.
     """
+    rpc.check_transport_url()
     rpc.init_notifier()  # its options are logged and checked too
     conf.log_opt_values(LOG, logging.DEBUG)
     db_common.check_connection_url(conf.database.connection)

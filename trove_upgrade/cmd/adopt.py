@@ -38,6 +38,7 @@ from trove_upgrade.agent import install
 from trove_upgrade.agent import journal as journal_mod
 from trove_upgrade.agent import service as agent_service
 from trove_upgrade.agent import service_manager
+from trove_upgrade.cmd import short_lived
 from trove_upgrade import conf
 from trove_upgrade import version
 
@@ -55,10 +56,12 @@ cli_opts = [
 ]
 
 
+@short_lived.command(PROG)
 def main(argv=None):
     CONF.register_cli_opts(cli_opts)
-    with conf.readable_config(PROG):
-        CONF(sys.argv[1:] if argv is None else argv,
+    argv = sys.argv[1:] if argv is None else argv
+    with conf.readable_config(PROG, argv):
+        CONF(argv,
              project='trove-upgrade',
              prog=PROG, version=version.version_info.version_string())
     agent = CONF.agent

@@ -28,6 +28,7 @@ from trove_upgrade.agent import service as agent_service
 from trove_upgrade import conf
 from trove_upgrade.conf import agent as agent_conf
 from trove_upgrade import exception
+from trove_upgrade import rpc
 from trove_upgrade import version
 
 CONF = conf.CONF
@@ -40,7 +41,7 @@ def parse_config(argv):
     With the agent's own defaults first: a log file rotated by size.
     """
     agent_conf.set_defaults(CONF)
-    with conf.readable_config('trove-upgrade-agent'):
+    with conf.readable_config('trove-upgrade-agent', argv):
         CONF(argv,
              project='trove-upgrade',
              prog='trove-upgrade-agent',
@@ -58,6 +59,7 @@ def main(argv=None):
         LOG.error('trove-upgrade-agent cannot start: %s', e)
         return 2
     try:
+        rpc.check_transport_url()
         agent = agent_service.AgentService(CONF)
     except (exception.TroveUpgradeException, OSError) as e:
         reason = str(e)

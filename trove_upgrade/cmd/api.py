@@ -40,8 +40,9 @@ def _stop(signum, frame):
 
 
 def main(argv=None):
-    with tu_conf.readable_config('trove-upgrade-api'):
-        conf = wsgi.parse_config(sys.argv[1:] if argv is None else argv)
+    argv = sys.argv[1:] if argv is None else argv
+    with tu_conf.readable_config('trove-upgrade-api', argv):
+        conf = wsgi.parse_config(argv)
     server = None
     try:
         server = api_server.make_server(

@@ -37,8 +37,9 @@ LOG = logging.getLogger(__name__)
 
 
 def main(argv=None):
-    with conf.readable_config('trove-upgrade-conductor'):
-        CONF(sys.argv[1:] if argv is None else argv,
+    argv = sys.argv[1:] if argv is None else argv
+    with conf.readable_config('trove-upgrade-conductor', argv):
+        CONF(argv,
              project='trove-upgrade',
              prog='trove-upgrade-conductor',
              version=version.version_info.version_string())
@@ -48,6 +49,7 @@ def main(argv=None):
         # service here, named, rather than with a traceback later. The
         # notifier first, which registers its options (``rpc``); forked
         # with the service, it holds no connection before a send.
+        rpc.check_transport_url()
         rpc.init_notifier()
         CONF.log_opt_values(LOG, logging.DEBUG)
         db_common.check_connection_url(CONF.database.connection)

@@ -39,6 +39,7 @@ from oslo_config import cfg
 from oslo_db import exception as db_exc
 from oslo_utils import uuidutils
 
+from trove_upgrade.cmd import short_lived
 from trove_upgrade import conf
 from trove_upgrade import context as tu_context
 from trove_upgrade.db import common as db_common
@@ -196,11 +197,13 @@ command_opt = cfg.SubCommandOpt('command', title='Commands',
                                 help='Available commands.')
 
 
+@short_lived.command('trove-upgrade-manage')
 def main(argv=None):
     if command_opt.dest not in CONF:
         CONF.register_cli_opt(command_opt)
-    with conf.readable_config('trove-upgrade-manage'):
-        CONF(sys.argv[1:] if argv is None else argv,
+    argv = sys.argv[1:] if argv is None else argv
+    with conf.readable_config('trove-upgrade-manage', argv):
+        CONF(argv,
              project='trove-upgrade',
              prog='trove-upgrade-manage',
              version=version.version_info.version_string())
@@ -219,6 +222,9 @@ def main(argv=None):
     except cfg.Error as exc:
         print('Configuration error: %s' % exc, file=sys.stderr)
         return 1
+    except BrokenPipeError:
+        # stdout's reader went away: short_lived ends quietly.
+        raise
     except OSError as exc:
         # A key file that cannot be read or written; no key was stored.
         print('Error: %s' % exc, file=sys.stderr)

@@ -29,6 +29,7 @@ import signal
 import sys
 import tempfile
 
+from trove_upgrade.cmd import short_lived
 from trove_upgrade.packaging import build
 from trove_upgrade.packaging import chunked_aead
 from trove_upgrade.packaging import exceptions
@@ -416,6 +417,7 @@ def _raise_stopped(signum, frame):
     raise _Stopped(signum)
 
 
+@short_lived.command(PROG)
 def main(argv=None):
     args = build_parser().parse_args(argv)
     previous = signal.signal(signal.SIGTERM, _raise_stopped)
@@ -437,6 +439,9 @@ def _run(args):
         print('%s: error: %s: %s' % (PROG, type(exc).__name__, exc),
               file=sys.stderr)
         return EXIT_REFUSED
+    except BrokenPipeError:
+        # stdout's reader went away: short_lived ends quietly.
+        raise
     except OSError as exc:
         print('%s: error: %s' % (PROG, exceptions.bounded(exc)),
               file=sys.stderr)

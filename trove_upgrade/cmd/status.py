@@ -42,6 +42,7 @@ from oslo_upgradecheck import upgradecheck
 from oslo_utils import timeutils
 import sqlalchemy as sa
 
+from trove_upgrade.cmd import short_lived
 from trove_upgrade.conductor import agent_rpcapi
 from trove_upgrade import conf
 from trove_upgrade import context
@@ -101,7 +102,8 @@ def database_url():
     try:
         return sa.engine.make_url(CONF.database.connection).render_as_string(
             hide_password=True)
-    except sa.exc.ArgumentError:
+    # ValueError: a port that is no number ("[::1" unclosed, "h:x").
+    except (sa.exc.ArgumentError, ValueError):
         return 'an unparsable URL'
 
 
@@ -161,6 +163,13 @@ class Checks(upgradecheck.UpgradeCommands):
         """The database answers and its schema is the code's newest."""
         if CONF.database.connection is None:
             return _result(FAILURE, '[database] connection is not set.')
+        try:
+            sa.engine.make_url(CONF.database.connection)
+        # ValueError: a port that is no number ("[::1" unclosed, "h:x").
+        except (sa.exc.ArgumentError, ValueError):
+            return _result(FAILURE, '[database] connection is not a '
+                                    'database URL: the services refuse to '
+                                    'start with it.')
         try:
             current = migration.version()
         except DATABASE_ERRORS as exc:
@@ -261,7 +270,8 @@ class Checks(upgradecheck.UpgradeCommands):
         """A message reaches the broker of ``transport_url``, first try."""
         try:
             url = transport_url()
-        except messaging.InvalidTransportURL as exc:
+        # ValueError: urllib's, for an unclosed "[" or a port no number.
+        except (messaging.InvalidTransportURL, ValueError) as exc:
             return _result(FAILURE, '[DEFAULT] transport_url is invalid: %s'
                            % exc)
         try:
@@ -369,12 +379,14 @@ class Checks(upgradecheck.UpgradeCommands):
     ))
 
 
+@short_lived.command('trove-upgrade-status')
 def main(argv=None):
     # One attempt: a status check reports an unreachable database at once,
     # whatever retries the services are configured for.
     CONF.set_override('max_retries', 0, group='database')
     # 255, as oslo.upgradecheck answers an error: 1 and 2 are results.
-    with conf.readable_config('trove-upgrade-status', status=255):
+    argv = sys.argv[1:] if argv is None else argv
+    with conf.readable_config('trove-upgrade-status', argv, status=255):
         return upgradecheck.main(
             CONF, project='trove-upgrade', upgrade_command=Checks(),
-            argv=sys.argv[1:] if argv is None else argv)
+            argv=argv)

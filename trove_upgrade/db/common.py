@@ -185,7 +185,8 @@ def check_connection_url(url):
         raise exception.Invalid(
             reason='[database] connection names a database driver that is '
                    'not installed: %s' % e) from None
-    except sa.exc.ArgumentError:
+    # ValueError: a port that is no number ("[::1" unclosed, "h:x").
+    except (sa.exc.ArgumentError, ValueError):
         raise exception.Invalid(
             reason='[database] connection is not a database URL') from None
 

@@ -61,6 +61,37 @@ def _text(value):
     return text
 
 
+def _api_url(url):
+    """``--os-guest-upgrade-url``, or CommandError naming it and why.
+
+    A value urllib cannot split ended the command with its terse message
+    (``Invalid IPv6 URL``), and one without a scheme or a host, or with a
+    port out of range, with a request error about a URL the client built.
+    """
+    option = '--os-guest-upgrade-url (or OS_GUEST_UPGRADE_URL)'
+    try:
+        url.encode('utf-8')
+        parts = parse.urlsplit(url)
+        # Raises ValueError for a port that is no number or out of range.
+        parts.port
+    except UnicodeEncodeError:
+        reason = 'it is not UTF-8 text'
+    except ValueError as exc:
+        reason = str(exc)
+    else:
+        if parts.scheme.lower() not in ('http', 'https'):
+            reason = 'it must start with http:// or https://'
+        elif not parts.hostname:
+            reason = 'it names no host'
+        elif re.search(r'\s', parts.netloc):
+            reason = 'its host holds white space'
+        else:
+            return url
+    raise exceptions.CommandError('%s %s is not a URL of the API: %s.'
+                                  % (option, package_exc.quoted(url),
+                                     reason))
+
+
 def _quote(path_part):
     return parse.quote(_text(path_part), safe='')
 
@@ -89,7 +120,8 @@ def _error_from(response):
     message = None
     try:
         body = response.json()
-    except ValueError:
+    # RecursionError: a body nested thousands deep.
+    except (ValueError, RecursionError):
         body = None
     if isinstance(body, dict):
         errors = [e for e in body.get('errors') or () if isinstance(e, dict)]
@@ -110,6 +142,8 @@ class Client:
 
     def __init__(self, session, interface=None, region_name=None,
                  endpoint_override=None, noauth=False, service_type=None):
+        if endpoint_override is not None:
+            endpoint_override = _api_url(endpoint_override)
         self._service_types = (service_type,) if service_type else (
             SERVICE_TYPES)
         self._adapters = [adapter.Adapter(
@@ -188,6 +222,10 @@ class Client:
             raise exceptions.CommandError(
                 'The guest-upgrade API answered %s %s with a body that is '
                 'not JSON.' % (method, url))
+        except RecursionError:
+            raise exceptions.CommandError(
+                'The guest-upgrade API answered %s %s with JSON nested too '
+                'deeply to read.' % (method, url))
 
     def _list(self, path, key, marker_key, params, limit, marker):
         """One page when ``limit`` is given, otherwise every page."""

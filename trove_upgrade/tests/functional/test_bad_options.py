@@ -84,6 +84,29 @@ class TestBadOptionValue(testtools.TestCase):
                       "Can't load plugin: sqlalchemy.dialects:nosuchdb",
                       output)
 
+    def test_a_database_url_whose_port_is_no_number(self):
+        # SQLAlchemy's ValueError ended manage and the conductor with a
+        # traceback, and the API with "invalid literal for int()".
+        for command, *args in (('trove-upgrade-manage', 'db', 'version'),
+                               ('trove-upgrade-conductor',),
+                               ('trove-upgrade-api',)):
+            output = self.run_with(command, 'database', 'connection',
+                                   'mysql+pymysql://u@[::1/d', *args)
+            self.assertIn('Invalid input: [database] connection is not a '
+                          'database URL', output)
+
+    def test_a_transport_url_urllib_cannot_split(self):
+        # The conductor ended in a traceback, the API with urllib's bare
+        # "Invalid IPv6 URL", and the agent's forked service died of it
+        # and was forked again, for ever.
+        for command in ('trove-upgrade-conductor', 'trove-upgrade-api',
+                        'trove-upgrade-agent'):
+            output = self.run_with(command, 'DEFAULT', 'transport_url',
+                                   'rabbit://u:secret@[::1:5672/')
+            self.assertIn('[DEFAULT] transport_url is not a transport URL: '
+                          'Invalid IPv6 URL', output)
+            self.assertNotIn('secret', output)
+
     def test_services_refuse_a_database_without_the_schema(self):
         # They ran on, each request or periodic task failing with a
         # traceback.
@@ -133,3 +156,19 @@ class TestUnreadableConfigFile(testtools.TestCase):
             self.assertTrue(line.startswith(
                 '%s: cannot read its configuration: Failed to parse %s'
                 % (command, config)), output)
+
+    def test_a_fifo_is_refused_not_waited_on(self):
+        # oslo.config's open() of a FIFO waited for a writer for ever.
+        fifo = self.useFixture(fixtures.TempDir()).join('fifo.conf')
+        os.mkfifo(fifo)
+        for command, *args in self.COMMANDS + (('trove-upgrade-api',
+                                                '--config-d', '/'),):
+            done = subprocess.run(
+                [os.path.join(BIN, command), '--config-file', fifo] + args,
+                capture_output=True, text=True, timeout=60,
+                stdin=subprocess.DEVNULL)
+            output = done.stdout + done.stderr
+            self.assertEqual(
+                '%s: cannot read its configuration: Failed to parse %s: not '
+                'a regular file\n' % (command, fifo), output)
+            self.assertNotEqual(0, done.returncode)

@@ -46,12 +46,16 @@ class TestConnectionURL(base.TestCase):
             db_common.check_connection_url(url)
 
     def test_not_a_url(self):
-        error = self.assertRaises(exception.Invalid,
-                                  db_common.check_connection_url,
-                                  'user:secret@host/db')
-        self.assertIn('[database] connection is not a database URL',
-                      str(error))
-        self.assertNotIn('secret', str(error))
+        # The last two ended with SQLAlchemy's ValueError: a traceback in
+        # trove-upgrade-manage and trove-upgrade-conductor.
+        for url in ('user:secret@host/db',
+                    'mysql+pymysql://root:secret@[::1/x',
+                    'postgresql://u:secret@host:port/x'):
+            error = self.assertRaises(exception.Invalid,
+                                      db_common.check_connection_url, url)
+            self.assertIn('[database] connection is not a database URL',
+                          str(error))
+            self.assertNotIn('secret', str(error))
 
     def test_a_dialect_or_driver_not_installed(self):
         for url, missing in (('nosuchdb://h/d', 'nosuchdb'),

@@ -65,6 +65,20 @@ class TestImportBoundaries(base.TestCase):
                                 'trove_upgrade.osc.v1.agents',
                                 'trove_upgrade.osc.v1.rollouts')
 
+    def test_untrusted_child_loads_no_control_plane_or_bus_code(self):
+        # What the child imports (its main's imports included): it reads
+        # untrusted bytes, so it loads no database, RPC or messaging code.
+        loaded = _loaded('trove_upgrade.agent.untrusted',
+                         'trove_upgrade.agent.strategies',
+                         'trove_upgrade.agent.verifier', 'trove_upgrade.conf',
+                         'trove_upgrade.version')
+        self.assertEqual([], _server_only(loaded))
+        self.assertEqual([], sorted(
+            name for name in loaded
+            if name.split('.')[0] == 'oslo_messaging'
+            or name in ('trove_upgrade.rpc', 'trove_upgrade.rpc_interface',
+                        'trove_upgrade.agent.journal')))
+
     def test_probe_sees_the_control_planes_client_load_the_database(self):
         # The agent's RPC client reads the database: were the probe blind
         # to it, the tests above would pass whatever the agent imports.

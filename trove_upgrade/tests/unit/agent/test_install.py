@@ -57,6 +57,14 @@ class TestInstallRoot(base.TestCase):
         self.assertEqual([], [n for n in os.listdir(self.root)
                               if n.startswith('current.tmp')])
 
+    def test_a_health_file_nested_too_deeply_is_no_health_check(self):
+        # The RecursionError escaped to the agent's upgrade.
+        os.makedirs(self.installs.path('1.0.0'))
+        with open(os.path.join(self.installs.path('1.0.0'),
+                               install.HEALTH_FILE), 'w') as f:
+            f.write('[' * 60000)
+        self.assertEqual((None, None), self.installs.health_check('1.0.0'))
+
     def test_failed_preflight_leaves_nothing(self):
         e = self.assertRaises(
             install.InstallError, self.installs.install, '2.0.0',

@@ -349,6 +349,14 @@ class TestSupervisordRpcDriver(base.TestCase):
                               'guest-agent', '/var/run/supervisor.sock')
         self.assertIn('neither unix:// nor http://', str(e))
 
+    def test_a_url_urllib_cannot_split_is_named(self):
+        # ValueError: Invalid IPv6 URL, a traceback of trove-upgrade-adopt.
+        e = self.assertRaises(service_manager.ServiceManagerError,
+                              service_manager.SupervisordRpcDriver,
+                              'guest-agent', 'http://[::1')
+        self.assertEqual("supervisord_serverurl 'http://[::1' is not a URL: "
+                         "Invalid IPv6 URL", str(e))
+
 
 class _Namespace:
     """Serves ``supervisor.<method>`` as supervisord does."""

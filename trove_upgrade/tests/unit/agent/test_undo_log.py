@@ -99,7 +99,9 @@ class TestUndoLog(base.TestCase):
 
     def test_a_damaged_log_is_refused(self):
         for text in ('[]', '{"format": 1, "entries": [{"path": "rel"}]}',
-                     '{"format": 2, "entries": []}', 'not json'):
+                     '{"format": 2, "entries": []}', 'not json',
+                     # It ended trove-upgrade-adopt with a RecursionError.
+                     '[' * 60000):
             file_tree.write(self.path, text)
             e = self.assertRaises(undo_log.UndoLogError,
                                   undo_log.UndoLog(self.path).load)

@@ -15,6 +15,7 @@
 import errno
 import json
 import os
+import stat
 import subprocess
 import sys
 import threading
@@ -109,6 +110,37 @@ class TestChildProcessSteps(base.TestCase):
             self.assertRaises(OSError, untrusted._write_result, path,
                               {'ok': {}})
         self.assertEqual([], os.listdir(self.work))
+
+    def test_result_never_follows_a_symlink_at_its_temporary_name(self):
+        # open(tmp, 'w') wrote the result through the link, wherever it
+        # pointed.
+        path = os.path.join(self.work, 'download' + untrusted.RESULT_SUFFIX)
+        victim = os.path.join(self.work, 'victim')
+        with open(victim, 'w') as f:
+            f.write('untouched')
+        os.symlink(victim, path + '.tmp')
+
+        untrusted._write_result(path, {'ok': {'size': 1}})
+
+        with open(victim) as f:
+            self.assertEqual('untouched', f.read())
+        self.assertFalse(os.path.islink(path))
+        self.assertEqual({'size': 1},
+                         untrusted._read_result(path, 'download', 0))
+        self.assertEqual(['victim'], os.listdir(self.work))
+
+    def test_result_name_is_made_durable(self):
+        # Without the directory's fsync, a crash could lose the rename.
+        synced = []
+        real_fsync = os.fsync
+
+        def fsync(fd):
+            synced.append(os.fstat(fd).st_mode)
+            real_fsync(fd)
+        path = os.path.join(self.work, 'verify' + untrusted.RESULT_SUFFIX)
+        with mock.patch.object(os, 'fsync', fsync):
+            untrusted._write_result(path, {'ok': {}})
+        self.assertTrue(any(map(stat.S_ISDIR, synced)), synced)
 
     def test_hanging_child_and_its_helpers_are_killed(self):
         pid_file = os.path.join(self.work, 'helper.pid')

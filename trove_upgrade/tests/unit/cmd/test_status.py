@@ -148,6 +148,17 @@ class TestDatabaseSchema(StatusTestCase):
                                     'nosuchdb://tu:***@127.0.0.1/tu',
                                     'nosuchdb'], result)
 
+    def test_failure_for_a_connection_that_is_no_url(self):
+        # SQLAlchemy's ValueError for the port: "The check could not run".
+        for url in ('mysql+pymysql://tu:s3cret@[::1/tu', 'tu:s3cret@h/tu'):
+            self.use_database(url)
+
+            result = self.checks._check_database_schema()
+
+            self.assertResult(FAILURE, ['[database] connection is not a '
+                                        'database URL'], result)
+            self.assertNotIn('s3cret', result.details)
+
     def test_failure_without_connection(self):
         self.flags(group='database', connection=None)
 
@@ -287,6 +298,17 @@ class TestMessageBus(StatusTestCase):
 
         self.assertResult(FAILURE, ['transport_url is invalid'],
                           self.checks._check_message_bus())
+
+    def test_failure_for_a_url_urllib_cannot_split(self):
+        # urllib's ValueError: "The check could not run".
+        messaging_conf = self.useFixture(conffixture.ConfFixture(self.conf))
+        messaging_conf.transport_url = 'rabbit://u:s3cret@[::1:5672/'
+
+        result = self.checks._check_message_bus()
+
+        self.assertResult(FAILURE, ['[DEFAULT] transport_url is invalid: '
+                                    'Invalid IPv6 URL'], result)
+        self.assertNotIn('s3cret', result.details)
 
 
 class ClockTestCase(StatusTestCase):

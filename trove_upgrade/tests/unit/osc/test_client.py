@@ -80,6 +80,28 @@ class TestEndpointOverride(base.OSCTestCase):
         self.assertEqual([], self.api_requests())
 
 
+class TestMalformedEndpointOverride(base.OSCTestCase):
+
+    def test_the_option_and_the_value_are_named(self):
+        # urllib's terse "Invalid IPv6 URL", or a request error about a URL
+        # the client had built from it.
+        for url, reason in (
+                ('http://[::1', 'Invalid IPv6 URL'),
+                ('upgrade.test:8790/v1.0/p',
+                 'it must start with http:// or https://'),
+                ('http:///v1.0/p', 'it names no host'),
+                ('http://127.0.0.1:99999/v1.0/p',
+                 'Port out of range 0-65535'),
+                ('http://a b/v1.0/p', 'its host holds white space')):
+            code, out, err = self.openstack(
+                '--os-guest-upgrade-url', url, 'database', 'agent', 'list')
+            self.assertEqual(1, code, err)
+            self.assertEqual(
+                '--os-guest-upgrade-url (or OS_GUEST_UPGRADE_URL) %r is not '
+                'a URL of the API: %s.\n' % (url, reason), err)
+            self.assertEqual([], self.api_requests())
+
+
 class TestNoAuth(base.OSCTestCase):
     """``--os-auth-type none`` speaks to an API under noauth2."""
 
@@ -254,6 +276,26 @@ class TestFailures(base.OSCTestCase):
         self.assertEqual(1, code)
         self.assertEqual('The guest-upgrade API answered GET %s/agents with '
                          'a body that is not JSON.\n' % base.MGMT, err)
+
+    def test_a_success_nested_too_deeply_is_one_line(self):
+        # json's RecursionError ended the command with Python's message.
+        self.requests.get(base.MGMT + '/agents', text='[' * 100000)
+
+        code, out, err = self.list_agents()
+
+        self.assertEqual(1, code)
+        self.assertEqual('The guest-upgrade API answered GET %s/agents with '
+                         'JSON nested too deeply to read.\n' % base.MGMT,
+                         err)
+
+    def test_an_error_nested_too_deeply_shows_the_http_reason(self):
+        self.requests.get(base.MGMT + '/agents', status_code=400,
+                          reason='Bad Request', text='{"a":' * 100000)
+
+        code, out, err = self.list_agents()
+
+        self.assertEqual(1, code)
+        self.assertEqual('Bad Request (HTTP 400)\n', err)
 
     def test_every_error_of_a_multi_error_body_is_shown(self):
         body = base.error(400, 'Bad Request', 'first')
