@@ -24,20 +24,17 @@ import datetime
 import os
 import signal
 import subprocess
-import sys
 import time
-
-import fixtures
 
 from trove_upgrade import context
 from trove_upgrade.packaging import build
 from trove_upgrade.packaging import keys
 from trove_upgrade import sealing_keys
-from trove_upgrade.tests import base
 from trove_upgrade.tests.fixtures import database
+from trove_upgrade.tests.functional import commands
 
-BIN = os.path.dirname(sys.executable)
-TIMEOUT = 60
+BIN = commands.BIN
+TIMEOUT = commands.TIMEOUT
 INSTANCE = '5b8f3a2c-1d4e-4f6a-9b7c-2e3d4f5a6b7c'
 # Bytes no UTF-8 argument holds; Python passes them on as surrogates.
 NOT_UTF8 = b'\xff\xfe'
@@ -59,14 +56,7 @@ def run(command, *args, env=None):
     return done.returncode, output
 
 
-class CommandTestCase(base.TestCase):
-
-    def setUp(self):
-        super().setUp()
-        self.tmp = self.useFixture(fixtures.TempDir()).path
-
-    def path(self, *names):
-        return os.path.join(self.tmp, *names)
+class CommandTestCase(commands.CommandTestCase):
 
     def assertRefused(self, status, expected, command, *args, env=None):
         """The command exits ``status`` with one line holding ``expected``."""

@@ -24,31 +24,21 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import time
-
-import fixtures
 
 from trove_upgrade.agent import adopt
 from trove_upgrade.agent import install
 from trove_upgrade.agent import pause_hook
-from trove_upgrade.tests import base
 from trove_upgrade.tests import conffile
 from trove_upgrade.tests.fixtures import trove_venv
+from trove_upgrade.tests.functional import commands
 from trove_upgrade.tests.functional import servers
 
-BIN = os.path.dirname(sys.executable)
-TIMEOUT = 60
+BIN = commands.BIN
+TIMEOUT = commands.TIMEOUT
 
 
-class CommandTestCase(base.TestCase):
-
-    def setUp(self):
-        super().setUp()
-        self.tmp = self.useFixture(fixtures.TempDir()).path
-
-    def path(self, *names):
-        return os.path.join(self.tmp, *names)
+class CommandTestCase(commands.CommandTestCase):
 
     def start(self, command, *args, env=None, **kwargs):
         """``command`` running, killed at the end if the test left it."""
