@@ -55,6 +55,7 @@ from trove_upgrade.agent import trove_guest
 from trove_upgrade.agent import undo_log
 from trove_upgrade import exception
 from trove_upgrade.packaging import exceptions as package_exc
+from trove_upgrade.packaging import writeback
 
 LOG = logging.getLogger(__name__)
 
@@ -162,7 +163,7 @@ def point_link(link, target):
         os.unlink(tmp)
     os.symlink(target, tmp)
     os.replace(tmp, link)
-    guest_files.fsync_dir(os.path.dirname(link))
+    writeback.fsync_directory(os.path.dirname(link))
     return True
 
 

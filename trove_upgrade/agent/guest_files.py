@@ -36,6 +36,7 @@ import stat
 
 from trove_upgrade import exception
 from trove_upgrade.packaging import exceptions as package_exc
+from trove_upgrade.packaging import writeback
 
 MAX_TEXT_FILE_SIZE = 1024 * 1024
 MAX_REASON_LENGTH = 500
@@ -81,15 +82,6 @@ def read_text(path, limit=MAX_TEXT_FILE_SIZE):
     return text
 
 
-def fsync_dir(path):
-    """Make the names created or renamed in directory ``path`` durable."""
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def write_text(path, text):
     """Replace ``path`` with ``text`` (mode 0644), durably and atomically.
 
@@ -107,7 +99,7 @@ def write_text(path, text):
             os.fsync(f.fileno())
         os.chmod(tmp, 0o644)
         os.replace(tmp, path)
-        fsync_dir(os.path.dirname(path))
+        writeback.fsync_directory(os.path.dirname(path))
     except OSError:
         with contextlib.suppress(OSError):
             os.unlink(tmp)

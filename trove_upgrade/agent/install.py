@@ -42,10 +42,10 @@ import zipfile
 from oslo_log import log as logging
 
 from trove_upgrade.agent import child_process
-from trove_upgrade.agent import guest_files
 from trove_upgrade import exception
 from trove_upgrade.packaging import exceptions as package_exc
 from trove_upgrade.packaging import wheels as wheels_mod
+from trove_upgrade.packaging import writeback
 
 LOG = logging.getLogger(__name__)
 
@@ -230,11 +230,11 @@ class InstallRoot:
                     f.write('%s\n' % version)
                     f.flush()
                     os.fsync(f.fileno())
-                guest_files.fsync_dir(dest)
+                writeback.fsync_directory(dest)
             except BaseException:
                 remove_tree(dest)
                 raise
-            guest_files.fsync_dir(self.versions_dir)
+            writeback.fsync_directory(self.versions_dir)
         return dest
 
     def _run(self, argv, what):
@@ -320,7 +320,7 @@ class InstallRoot:
                 os.unlink(tmp)
             os.symlink(os.path.join(VERSIONS_DIR, version), tmp)
             os.replace(tmp, self.current_link)
-            guest_files.fsync_dir(self.root)
+            writeback.fsync_directory(self.root)
         LOG.info('current now points at %s', version)
 
     def prune(self, keep, protect):

@@ -34,8 +34,8 @@ import json
 import os
 import threading
 
-from trove_upgrade.agent import guest_files
 from trove_upgrade import exception
+from trove_upgrade.packaging import writeback
 from trove_upgrade import rpc_interface
 
 JOURNAL_NAME = 'journal.json'
@@ -203,7 +203,7 @@ class UpgradeJournal:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
             raise
-        guest_files.fsync_dir(self.root)
+        writeback.fsync_directory(self.root)
 
     # Helpers used by the pipeline and the manager, each one transaction.
 

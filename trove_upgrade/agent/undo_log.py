@@ -43,6 +43,7 @@ from oslo_log import log as logging
 
 from trove_upgrade.agent import guest_files
 from trove_upgrade import exception
+from trove_upgrade.packaging import writeback
 
 LOG = logging.getLogger(__name__)
 
@@ -140,7 +141,7 @@ class UndoLog:
             os.rename(path, backup)
         else:
             return
-        guest_files.fsync_dir(os.path.dirname(path))
+        writeback.fsync_directory(os.path.dirname(path))
 
     def will_make_dirs(self, step, path):
         """Record the missing directories up to ``path``; call before."""
@@ -205,14 +206,14 @@ class UndoLog:
             os.rename(backup, path)
         else:
             os.replace(backup, path)
-        guest_files.fsync_dir(os.path.dirname(path))
+        writeback.fsync_directory(os.path.dirname(path))
         return True
 
     def done(self):
         """Forget the log (the commit point), then remove the backups."""
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.path)
-        guest_files.fsync_dir(os.path.dirname(self.path))
+        writeback.fsync_directory(os.path.dirname(self.path))
         for entry in self.entries:
             if entry['kind'] == 'path':
                 try:

@@ -66,14 +66,6 @@ O_DIRECT = getattr(os, 'O_DIRECT', 0)
 _DONE = object()
 
 
-def _fsync_directory(path):
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 @contextlib.contextmanager
 def staging(dest_dir):
     """Yield an empty private directory; it becomes ``dest_dir`` on success.
@@ -92,7 +84,7 @@ def staging(dest_dir):
         prefix='.%s.partial-' % os.path.basename(dest_dir), dir=parent)
     try:
         yield stage
-        _fsync_directory(stage)
+        writeback.fsync_directory(stage)
         if os.path.lexists(dest_dir):
             raise exceptions.DestinationExistsError(
                 '%s appeared while extracting'
@@ -101,7 +93,7 @@ def staging(dest_dir):
     except BaseException:
         shutil.rmtree(stage, ignore_errors=True)
         raise
-    _fsync_directory(parent)
+    writeback.fsync_directory(parent)
 
 
 def frame_sizes(payload_size, chunk_size):

@@ -10,7 +10,12 @@
 #    License for the specific language governing permissions and limitations
 #    under the License.
 
-"""Start writing a file's new pages to disk without waiting for them.
+"""Getting written bytes to disk: a head start, and a directory's names.
+
+:func:`fsync_directory` makes the names created or renamed in a directory
+durable, for every atomic rename of the packaging code and of the agent.
+
+:func:`start` starts writing a file's new pages without waiting for them.
 
 Linux holds written pages in memory until a flusher thread or ``fsync``
 takes them, and with the default dirty ratios a package of a few GiB
@@ -28,6 +33,7 @@ releases the GIL while it runs.
 """
 
 import ctypes
+import os
 
 SYNC_FILE_RANGE_WRITE = 2
 
@@ -52,3 +58,12 @@ def start(fd, offset, length):
     """Start writing ``length`` bytes of ``fd`` from ``offset`` to disk."""
     if _sync_file_range is not None:
         _sync_file_range(fd, offset, length, SYNC_FILE_RANGE_WRITE)
+
+
+def fsync_directory(path):
+    """Make the names created or renamed in directory ``path`` durable."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
