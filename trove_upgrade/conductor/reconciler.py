@@ -35,7 +35,6 @@ import gc
 import multiprocessing
 import os
 import signal
-import threading
 import time
 
 from oslo_log import log as logging
@@ -192,10 +191,13 @@ def _run_forever(host, parent_pid):
 
     SIGTERM (sent by the conductor service when it stops, or by the kernel
     when the conductor's worker dies without stopping it) ends it after
-    the pass in hand.
+    the pass in hand. It is blocked from the fork on (``start_process``)
+    and taken by ``sigtimedwait`` between passes rather than by a handler:
+    a handler that set an Event ran, once, while the loop's wait on that
+    same Event held its lock, and waited for it for ever, leaving the
+    reconciler orphaned.
     """
-    stopping = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stopping.set())
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     parent_death.die_with_parent(parent_pid)
     parent_death.set_title('trove-upgrade-conductor: rollout reconciler')
@@ -207,7 +209,8 @@ def _run_forever(host, parent_pid):
     # per 2,000 dispatches.
     gc.freeze()
     LOG.info('Rollout reconciler %s started.', reconciler.owner)
-    while not stopping.wait(CONF.conductor.rollout_interval):
+    while signal.sigtimedwait({signal.SIGTERM},
+                              CONF.conductor.rollout_interval) is None:
         db_outage.attempt('A reconcile pass', reconciler.run, context)
         db_outage.attempt('Sending the held upgrades',
                           upgrades.send_held_upgrades, context,
@@ -225,7 +228,13 @@ def start_process(host):
         target=_run_forever, args=(host, os.getpid()),
         name='rollout-reconciler',
         daemon=True)
-    process.start()
+    # Born with SIGTERM blocked: one sent before _run_forever runs waits
+    # for its first sigtimedwait instead of killing it without its stop.
+    unblocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+    try:
+        process.start()
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, unblocked)
     return process
 
 
