@@ -121,10 +121,10 @@ class TestMalformedBodies(base.APITestCase):
                              'a string holds a lone UTF-16 surrogate')
 
     def test_lone_surrogate_where_a_string_is_recorded(self):
-        for field in ('location', 'instance_version'):
-            raw = ('{"instance_id": "%s", "instance_version": "1.0", '
-                   '"strategy": "swift", "location": "swift://c/o", '
-                   '"%s": "\\ud83d"}' % (base.INSTANCE_ID, field)).encode()
+        for version, location in (('1.0', '\\ud83d'), ('\\ud83d', 'c/o')):
+            raw = ('{"instance_id": "%s", "instance_version": "%s", '
+                   '"strategy": "swift", "location": "%s"}'
+                   % (base.INSTANCE_ID, version, location)).encode()
             self.assertError(
                 self.request('POST', self.mgmt + '/upgrades', raw_body=raw),
                 400, 'lone UTF-16 surrogate')
