@@ -40,8 +40,7 @@ class RequestLog:
                      'status: %(status)s',
                      {'request_id': environ.get(request_id.ENV_REQUEST_ID),
                       'remote': environ.get('REMOTE_ADDR', '-'),
-                      'method': util.bounded(_quoted(
-                          environ.get('REQUEST_METHOD', ''), _KEPT)),
+                      'method': quoted(environ.get('REQUEST_METHOD', '')),
                       'path': _request_uri(environ),
                       'status': status.split(None, 1)[0]})
             return start_response(status, headers, exc_info)
@@ -56,6 +55,11 @@ _KEPT = ''.join(c for c in string.printable if c not in string.whitespace)
 def _quoted(text, safe):
     """``text``, a WSGI string (bytes as latin-1), percent-encoded."""
     return parse.quote(text, safe=safe, encoding='latin-1', errors='replace')
+
+
+def quoted(text):
+    """``text`` as sent (not decoded), printable, on one line, bounded."""
+    return util.bounded(_quoted(text, _KEPT + ' '))
 
 
 def _request_uri(environ):

@@ -59,6 +59,7 @@ from oslo_log import log as logging
 from oslo_middleware import request_id
 import webob.exc
 
+from trove_upgrade.api import requestlog
 from trove_upgrade.api import util
 
 
@@ -423,8 +424,16 @@ class _RequestHandler(simple_server.WSGIRequestHandler):
         return environ
 
     def send_error(self, code, message=None, explain=None):
-        """The server's own error, in the API's JSON error format."""
-        self.log_error('code %d, message %s', code, message)
+        """The server's own error, in the API's JSON error format.
+
+        With a request id of its own, as every answer has, and one line
+        in the log, as the request log writes for the application's.
+        """
+        req_id = context.generate_request_id()
+        LOG.info('%(request_id)s %(remote)s "%(request)s" status: %(status)d',
+                 {'request_id': req_id, 'remote': self.client_address[0],
+                  'request': requestlog.quoted(self.requestline),
+                  'status': code})
         self.close_connection = True
         if self.request_version == 'HTTP/0.9':
             # A request line that did not parse (garbage, HTTP/9.9) is
@@ -432,7 +441,9 @@ class _RequestHandler(simple_server.WSGIRequestHandler):
             # no headers: only the JSON body would be sent.
             self.request_version = self.protocol_version
         response = util.error_response(
-            code, message or http.HTTPStatus(code).description, {})
+            code, message or http.HTTPStatus(code).description,
+            {request_id.ENV_REQUEST_ID: req_id},
+            headers=[(request_id.HTTP_RESP_HEADER_REQUEST_ID, req_id)])
         self.send_response(code)
         self.send_header('Connection', 'close')
         for name, value in response.headerlist:
