@@ -72,7 +72,9 @@ _MAX_CONTENT_LENGTH = 2 ** 63 - 1
 
 # RFC 9110: a field name is a token; a value holds no control character
 # but horizontal tab (a CR or LF in one is a line folded onto the next).
-_FIELD_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+\Z")
+# Matched against all names, joined by spaces, and all values at once.
+_TOKEN = r"[!#$%&'*+.^_`|~0-9A-Za-z-]+"
+_FIELD_NAMES = re.compile(r'(%s( %s)*)?\Z' % (_TOKEN, _TOKEN))
 _FIELD_VALUE_CONTROL = re.compile(r'[\x00-\x08\x0a-\x1f\x7f]')
 # RFC 9112 section 3.2: uri-host [ ":" port ], a reg-name or an IP literal.
 _HOST = re.compile(r"(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._~%!$&'()*+,;=-]*)"
@@ -91,12 +93,16 @@ def _header_error(headers):
     if headers.defects or headers.get_payload():
         return ('A header line is not a field name, a colon and a value '
                 '(RFC 9112, section 5).')
-    for name, value in headers.items():
-        if not _FIELD_NAME.match(name):
-            return 'The header name %r is not a token (RFC 9110).' % name
-        if _FIELD_VALUE_CONTROL.search(value):
-            return ('The value of header %s holds a control character or '
-                    'is folded onto another line.' % name)
+    items = headers.items()
+    if not _FIELD_NAMES.match(' '.join(name for name, _value in items)):
+        name = next(name for name, _value in items
+                    if not _FIELD_NAMES.match(name) or ' ' in name)
+        return 'The header name %r is not a token (RFC 9110).' % name
+    if _FIELD_VALUE_CONTROL.search(''.join(value for _name, value in items)):
+        name = next(name for name, value in items
+                    if _FIELD_VALUE_CONTROL.search(value))
+        return ('The value of header %s holds a control character or is '
+                'folded onto another line.' % name)
     return None
 
 
