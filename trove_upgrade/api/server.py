@@ -30,6 +30,8 @@ HTTP/1.1 request without exactly one Host and an HTTP/0.9 request line
 are answered 400 (505 for HTTP/0.9) and the connection closed: the
 standard library would let them through, and a proxy in front reading
 them otherwise than this server could smuggle a request in a body.
+A request target in absolute form (``GET http://host/path``) is served,
+its host taken for Host (RFC 9112).
 A client that stays silent for ``client_timeout`` seconds, between
 requests or in the middle of one, is disconnected; one silent in the
 middle of its body is answered 408 first. A client that sends
@@ -399,6 +401,7 @@ class _RequestHandler(simple_server.WSGIRequestHandler):
                             'The Content-Length is larger than this '
                             'server takes.')
             return
+        self._take_absolute_form()
         malformed = _host_error(self.headers, self.request_version)
         if malformed:
             self.send_error(http.HTTPStatus.BAD_REQUEST, malformed)
@@ -414,6 +417,24 @@ class _RequestHandler(simple_server.WSGIRequestHandler):
         if self.body.remaining or handler.status is not None:
             # Left unread, or not finished (finishing clears status).
             self.close_connection = True
+
+    def _take_absolute_form(self):
+        """``GET http://host/path``: the path, and its host for Host.
+
+        A server must accept a request target in absolute form, and then
+        ignore the Host header for the target's host (RFC 9112, 3.2.2);
+        wsgiref took the whole URL for the path (404).
+        """
+        scheme, _, rest = self.path.partition('://')
+        if not rest or scheme.lower() not in ('http', 'https'):
+            return
+        host, slash, path = rest.partition('/')
+        self.path = slash + path if slash else '/' + path
+        if '?' in host:
+            host, query = host.split('?', 1)
+            self.path = '/?' + query
+        del self.headers['Host']
+        self.headers['Host'] = host
 
     def get_environ(self):
         """The WSGI environ, with the headers as the client sent them.

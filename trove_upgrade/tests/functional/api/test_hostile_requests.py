@@ -141,6 +141,11 @@ class TestHostileRequests(api._ServedAPI):
         answer = self.exchange(self.post(
             b'Host: x\r\nContent-Length: %d \r\n' % len(body), body))
         self.assertTrue(answer.startswith(b'HTTP/1.1 202 '), answer)
+        # A target in absolute form names the host (RFC 9112): it was 404.
+        answer = self.exchange(b'GET http://api.test:8790/v1.0?x=1 '
+                               b'HTTP/1.1\r\nHost: other\r\n\r\n')
+        self.assertTrue(answer.startswith(b'HTTP/1.1 200 '), answer)
+        self.assertIn(b'"http://api.test:8790/v1.0/"', answer)
 
     def test_the_request_log_is_one_bounded_line_per_request(self):
         for path in (b'/x%0D%0A2026-12-04 00:00:00.000 1 ERROR forged',
