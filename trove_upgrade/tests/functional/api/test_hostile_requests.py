@@ -161,3 +161,32 @@ class TestHostileRequests(api._ServedAPI):
         self.assertIn('"GET /%1B[31mred" status: 401', lines[1])
         self.assertNotIn('\x1b', self.log())
         self.assertLess(len(lines[2]), 2000)
+
+
+class TestHostileChunksUnderGunicorn(api._ServedAPI):
+    """Chunked bodies gunicorn cannot parse, through the API's size limit."""
+
+    listening = api.TestGunicorn.listening
+
+    def test_a_chunked_body_gunicorn_cannot_read_is_400(self):
+        # gunicorn's InvalidChunkSize and NoMoreData: 500 and a traceback.
+        self.start([os.path.join(api.BIN, 'gunicorn'), '--bind',
+                    '127.0.0.1:0', '--workers', '1',
+                    'trove_upgrade.wsgi.api:application'],
+                   env={'OS_TROVE_UPGRADE_CONFIG_DIR': self.dir})
+        port = int(self.url.rsplit(':', 1)[1])
+        head = ''.join('%s: %s\r\n' % item for item in api.HEADERS.items())
+        for chunks in (b'zz\r\n{}\r\n0\r\n\r\n', b'10\r\n{"a'):
+            with socket.create_connection(('127.0.0.1', port),
+                                          timeout=WAIT) as conn:
+                conn.sendall(('POST /v1.0/%s/mgmt/upgrades HTTP/1.1\r\n'
+                              'Host: x\r\n%sContent-Type: application/json'
+                              '\r\nTransfer-Encoding: chunked\r\n\r\n'
+                              % (api.PROJECT, head)).encode() + chunks)
+                conn.shutdown(socket.SHUT_WR)
+                answer = b''.join(iter(lambda: conn.recv(65536), b''))
+            self.assertTrue(answer.startswith(b'HTTP/1.1 400 '), answer)
+            error, = json.loads(answer.partition(b'\r\n\r\n')[2])['errors']
+            self.assertIn('The request body is malformed', error['detail'])
+        with open(self.log_file) as f:
+            self.assertNotIn('Traceback', f.read())

@@ -280,6 +280,21 @@ class TestCreateUpgradeBadInput(base.APITestCase):
                             'The request body is larger than 1024 bytes',
                             status=413)
 
+    def test_chunked_body_the_server_cannot_read_is_400(self):
+        # gunicorn's InvalidChunkSize went up to the fault wrapper: 500.
+        class BadChunks(io.BytesIO):
+            def read(self, size=-1):
+                raise ValueError("Invalid chunk size: b'zz'")
+
+        req = self._blank(**{'Content-Type': 'application/json',
+                             'Transfer-Encoding': 'chunked'})
+        req.environ['wsgi.input'] = BadChunks()
+        req.environ['wsgi.input_terminated'] = True
+        req.environ.pop('CONTENT_LENGTH', None)
+        self.assertRejected(req.get_response(self.app),
+                            "The request body is malformed: Invalid chunk "
+                            "size: b'zz'")
+
     def test_chunked_body_the_server_does_not_end_is_411(self):
         # webob read it as empty: "Malformed JSON" of a well-formed body.
         req = self._blank(**{'Content-Type': 'application/json',
