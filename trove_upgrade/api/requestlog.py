@@ -10,10 +10,21 @@
 #    License for the specific language governing permissions and limitations
 #    under the License.
 
-"""Log one line per request: method, path, status and request id."""
+"""Log one line per request: method, path, status and request id.
+
+The method and URI are the client's: logged percent-encoded (a %0A in the
+path would have written a line of the client's own making, an ESC a
+terminal's control sequence) and bounded (a URI of 64 KiB, a line as
+long).
+"""
+
+import string
+from urllib import parse
 
 from oslo_log import log as logging
 from oslo_middleware import request_id
+
+from trove_upgrade.api import util
 
 LOG = logging.getLogger(__name__)
 
@@ -29,7 +40,7 @@ class RequestLog:
                      'status: %(status)s',
                      {'request_id': environ.get(request_id.ENV_REQUEST_ID),
                       'remote': environ.get('REMOTE_ADDR', '-'),
-                      'method': environ.get('REQUEST_METHOD'),
+                      'method': quoted(environ.get('REQUEST_METHOD', '')),
                       'path': _request_uri(environ),
                       'status': status.split(None, 1)[0]})
             return start_response(status, headers, exc_info)
@@ -37,8 +48,24 @@ class RequestLog:
         return self.application(environ, logging_start_response)
 
 
+# Printable ASCII but the space, which a request line cannot hold.
+_KEPT = ''.join(c for c in string.printable if c not in string.whitespace)
+
+
+def _quoted(text, safe):
+    """``text``, a WSGI string (bytes as latin-1), percent-encoded."""
+    return parse.quote(text, safe=safe, encoding='latin-1', errors='replace')
+
+
+def quoted(text):
+    """``text`` as sent (not decoded), printable, on one line, bounded."""
+    return util.bounded(_quoted(text, _KEPT + ' '))
+
+
 def _request_uri(environ):
-    uri = environ.get('SCRIPT_NAME', '') + environ.get('PATH_INFO', '')
+    # The path is decoded: its % is quoted again; the query string is not.
+    uri = _quoted(environ.get('SCRIPT_NAME', '') +
+                  environ.get('PATH_INFO', ''), _KEPT.replace('%', ''))
     if environ.get('QUERY_STRING'):
-        uri += '?' + environ['QUERY_STRING']
-    return uri
+        uri += '?' + _quoted(environ['QUERY_STRING'], _KEPT)
+    return util.bounded(uri)

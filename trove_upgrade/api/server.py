@@ -23,11 +23,23 @@ Content-Length, after a request whose body the API did not read to its
 end (a 413, say), after an error, for a client that asks for it or speaks
 HTTP/1.0, and once the server is stopping. A request with a
 Transfer-Encoding is answered 411: its body has no length to bound it.
+A header section that is not plain ``name: value`` lines (a space before
+the colon, a line without one, a line folded onto the next, a control
+character), a Content-Length that is not one number of ASCII digits, an
+HTTP/1.1 request without exactly one Host and an HTTP/0.9 request line
+are answered 400 (505 for HTTP/0.9) and the connection closed: the
+standard library would let them through, and a proxy in front reading
+them otherwise than this server could smuggle a request in a body.
+A request target in absolute form (``GET http://host/path``) is served,
+its host taken for Host (RFC 9112).
 A client that stays silent for ``client_timeout`` seconds, between
 requests or in the middle of one, is disconnected; one silent in the
-middle of its body is answered 408 first. The server's own errors (400,
-411, 414, 431, 505) have the API's JSON error body, and a status line
-even for a request line that did not parse. Closing the server
+middle of its body is answered 408 first. A client that sends
+``Expect: 100-continue`` gets its 100 Continue only once the API reads
+the body; a request refused before (413, 401, 404) is answered at once.
+The server's own errors (400, 411, 413, 414, 431, 505) have the API's
+JSON error body, and a status line even for a request line that did not
+parse. Closing the server
 closes the idle connections and waits for the requests in flight.
 
 At most ``max_connections`` connections are open at once, idle or not: a
@@ -38,6 +50,7 @@ thread ends, however it ends.
 """
 
 import http
+import re
 import socket
 import socketserver
 import threading
@@ -48,6 +61,7 @@ from oslo_log import log as logging
 from oslo_middleware import request_id
 import webob.exc
 
+from trove_upgrade.api import requestlog
 from trove_upgrade.api import util
 
 
@@ -55,6 +69,69 @@ LOG = logging.getLogger(__name__)
 
 # How the standard library bounds a request line (it answers 414 above).
 _MAX_REQUEST_LINE = 65536
+# The largest Content-Length taken: a signed 64-bit count, as most servers.
+_MAX_CONTENT_LENGTH = 2 ** 63 - 1
+
+# RFC 9110: a field name is a token; a value holds no control character
+# but horizontal tab (a CR or LF in one is a line folded onto the next).
+# Matched against all names, joined by spaces, and all values at once.
+_TOKEN = r"[!#$%&'*+.^_`|~0-9A-Za-z-]+"
+_FIELD_NAMES = re.compile(r'(%s( %s)*)?\Z' % (_TOKEN, _TOKEN))
+_FIELD_VALUE_CONTROL = re.compile(r'[\x00-\x08\x0a-\x1f\x7f]')
+# RFC 9112 section 3.2: uri-host [ ":" port ], a reg-name or an IP literal.
+_HOST = re.compile(r"(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._~%!$&'()*+,;=-]*)"
+                   r"(:[0-9]*)?\Z")
+
+
+def _header_error(headers):
+    """Why the header section ``headers`` is malformed, or None.
+
+    http.client's parser, made for e-mail, ends the section at the first
+    line that is no field (``Content-Length : 5``, ``Host x``) and drops
+    the rest, and joins a folded line to the one before: a Content-Length
+    or Transfer-Encoding written so would be missed and its body read as
+    the next request.
+    """
+    if headers.defects or headers.get_payload():
+        return ('A header line is not a field name, a colon and a value '
+                '(RFC 9112, section 5).')
+    items = headers.items()
+    if not _FIELD_NAMES.match(' '.join(name for name, _value in items)):
+        name = next(name for name, _value in items
+                    if not _FIELD_NAMES.match(name) or ' ' in name)
+        return 'The header name %r is not a token (RFC 9110).' % name
+    if _FIELD_VALUE_CONTROL.search(''.join(value for _name, value in items)):
+        name = next(name for name, value in items
+                    if _FIELD_VALUE_CONTROL.search(value))
+        return ('The value of header %s holds a control character or is '
+                'folded onto another line.' % name)
+    return None
+
+
+def _content_length(headers):
+    """The body's length, None for a malformed one, -1 for too large.
+
+    One Content-Length of ASCII digits: ``str.isdigit`` also takes "²",
+    which ``int`` refuses, and ``int`` refuses more than 4300 digits.
+    """
+    lengths = headers.get_all('Content-Length', ['0'])
+    length = lengths[0].strip(' \t') or '0'
+    if len(lengths) > 1 or not (length.isascii() and length.isdigit()):
+        return None
+    digits = length.lstrip('0') or '0'
+    if len(digits) > len(str(_MAX_CONTENT_LENGTH)):
+        return -1
+    value = int(digits)
+    return -1 if value > _MAX_CONTENT_LENGTH else value
+
+
+def _host_error(headers, version):
+    hosts = headers.get_all('Host', [])
+    if len(hosts) > 1 or (not hosts and version == 'HTTP/1.1'):
+        return 'An HTTP/1.1 request needs one Host header (RFC 9112).'
+    if hosts and not _HOST.match(hosts[0].strip(' \t')):
+        return 'The Host header %r is not a host and port.' % hosts[0]
+    return None
 
 
 class _ThreadingWSGIServer(socketserver.ThreadingMixIn,
@@ -174,9 +251,11 @@ class _RequestBody:
     instead.
     """
 
-    def __init__(self, rfile, length):
+    def __init__(self, rfile, length, before_reading=None):
         self._rfile = rfile
         self.remaining = length
+        # Called once, as the application first reads (100 Continue).
+        self._before_reading = before_reading
 
     def _size(self, size):
         if size is None or size < 0 or size > self.remaining:
@@ -185,6 +264,9 @@ class _RequestBody:
 
     def _take(self, read, size):
         size = self._size(size)
+        if size and self._before_reading is not None:
+            self._before_reading()
+            self._before_reading = None
         try:
             data = read(size) if size else b''
         except TimeoutError:
@@ -275,6 +357,7 @@ class _RequestHandler(simple_server.WSGIRequestHandler):
 
     def _handle_one_request(self):
         self.body = _RequestBody(self.rfile, 0)
+        self.expects_continue = False
         try:
             self.raw_requestline = self.server.await_request(
                 self.connection,
@@ -291,20 +374,41 @@ class _RequestHandler(simple_server.WSGIRequestHandler):
             return
         if not self.parse_request():  # it has answered with the error
             return
+        if self.request_version == 'HTTP/0.9':
+            # Its answer would have no status line, headers or request id.
+            self.send_error(http.HTTPStatus.HTTP_VERSION_NOT_SUPPORTED,
+                            'The request line names no HTTP version; this '
+                            'server speaks HTTP/1.0 and HTTP/1.1.')
+            return
+        malformed = _header_error(self.headers)
+        if malformed:
+            self.send_error(http.HTTPStatus.BAD_REQUEST, malformed)
+            return
         if self.request_version != 'HTTP/1.1':
             self.close_connection = True
         if 'Transfer-Encoding' in self.headers:
             self.send_error(http.HTTPStatus.LENGTH_REQUIRED,
                             'A request body needs a Content-Length.')
             return
-        lengths = self.headers.get_all('Content-Length', ['0'])
-        length = lengths[0].strip() or '0'
-        if len(lengths) > 1 or not length.isdigit():
+        length = _content_length(self.headers)
+        if length is None:
             self.send_error(http.HTTPStatus.BAD_REQUEST,
                             'A request needs one Content-Length, a '
                             'number of bytes.')
             return
-        self.body = _RequestBody(self.rfile, int(length))
+        if length < 0:
+            self.send_error(http.HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
+                            'The Content-Length is larger than this '
+                            'server takes.')
+            return
+        self._take_absolute_form()
+        malformed = _host_error(self.headers, self.request_version)
+        if malformed:
+            self.send_error(http.HTTPStatus.BAD_REQUEST, malformed)
+            return
+        self.body = _RequestBody(
+            self.rfile, length,
+            self._send_continue if self.expects_continue else None)
         handler = _ServerHandler(
             self.body, self.wfile, self.get_stderr(), self.get_environ(),
             multithread=True)
@@ -314,9 +418,49 @@ class _RequestHandler(simple_server.WSGIRequestHandler):
             # Left unread, or not finished (finishing clears status).
             self.close_connection = True
 
+    def _take_absolute_form(self):
+        """``GET http://host/path``: the path, and its host for Host.
+
+        A server must accept a request target in absolute form, and then
+        ignore the Host header for the target's host (RFC 9112, 3.2.2);
+        wsgiref took the whole URL for the path (404).
+        """
+        scheme, _, rest = self.path.partition('://')
+        if not rest or scheme.lower() not in ('http', 'https'):
+            return
+        host, slash, path = rest.partition('/')
+        self.path = slash + path if slash else '/' + path
+        if '?' in host:
+            host, query = host.split('?', 1)
+            self.path = '/?' + query
+        del self.headers['Host']
+        self.headers['Host'] = host
+
+    def get_environ(self):
+        """The WSGI environ, with the headers as the client sent them.
+
+        wsgiref gives a request without Content-Type one of text/plain,
+        which the 415 answering it then named; and it passes the
+        Content-Length as sent, spaces and leading zeros included.
+        """
+        environ = super().get_environ()
+        if 'Content-Type' not in self.headers:
+            environ.pop('CONTENT_TYPE', None)
+        if 'CONTENT_LENGTH' in environ:
+            environ['CONTENT_LENGTH'] = str(self.body.remaining)
+        return environ
+
     def send_error(self, code, message=None, explain=None):
-        """The server's own error, in the API's JSON error format."""
-        self.log_error('code %d, message %s', code, message)
+        """The server's own error, in the API's JSON error format.
+
+        With a request id of its own, as every answer has, and one line
+        in the log, as the request log writes for the application's.
+        """
+        req_id = context.generate_request_id()
+        LOG.info('%(request_id)s %(remote)s "%(request)s" status: %(status)d',
+                 {'request_id': req_id, 'remote': self.client_address[0],
+                  'request': requestlog.quoted(self.requestline),
+                  'status': code})
         self.close_connection = True
         if self.request_version == 'HTTP/0.9':
             # A request line that did not parse (garbage, HTTP/9.9) is
@@ -324,7 +468,9 @@ class _RequestHandler(simple_server.WSGIRequestHandler):
             # no headers: only the JSON body would be sent.
             self.request_version = self.protocol_version
         response = util.error_response(
-            code, message or http.HTTPStatus(code).description, {})
+            code, message or http.HTTPStatus(code).description,
+            {request_id.ENV_REQUEST_ID: req_id},
+            headers=[(request_id.HTTP_RESP_HEADER_REQUEST_ID, req_id)])
         self.send_response(code)
         self.send_header('Connection', 'close')
         for name, value in response.headerlist:
@@ -334,10 +480,18 @@ class _RequestHandler(simple_server.WSGIRequestHandler):
             self.wfile.write(response.body)
 
     def handle_expect_100(self):
-        # The client waits for this before it sends the body: send it now.
-        answered = super().handle_expect_100()
+        """Leave 100 Continue until the application reads the body.
+
+        A request refused before that (413, 401, 415, 404) is answered
+        without it, so the client never sends the body it waits to send.
+        """
+        self.expects_continue = True
+        return True
+
+    def _send_continue(self):
+        self.send_response_only(http.HTTPStatus.CONTINUE)
+        self.end_headers()
         self.wfile.flush()
-        return answered
 
     def log_message(self, format, *args):
         # The API's request log records each request; stay quiet on stderr.

@@ -18,7 +18,9 @@ passes the limit, so a client cannot make the API buffer more. A
 Content-Length that is not a number is a malformed request: 400. A
 chunked body that the server does not say it ends (``wsgi.input_terminated``,
 which gunicorn sets and eventlet, trove-api's server, does not) would be
-read as empty: 411, as the built-in server answers any chunked body.
+read as empty: 411, as the built-in server answers any chunked body. A
+chunked body the server fails to read (a chunk size that is no number, a
+body cut short) is 400.
 """
 
 import webob.exc
@@ -46,11 +48,22 @@ class _LimitingReader:
             raise _too_large(self._limit)
         return data
 
+    def _take(self, read, size):
+        try:
+            data = read(size)
+        except Exception as e:
+            # The WSGI server's error for a chunked body it cannot parse
+            # (gunicorn's InvalidChunkSize, NoMoreData): the client's
+            # malformed request, not the API's 500 with a traceback.
+            raise webob.exc.HTTPBadRequest(
+                'The request body is malformed: %s' % (e or type(e).__name__))
+        return self._count(data)
+
     def read(self, size=-1):
-        return self._count(self._stream.read(size))
+        return self._take(self._stream.read, size)
 
     def readline(self, size=-1):
-        return self._count(self._stream.readline(size))
+        return self._take(self._stream.readline, size)
 
     def __iter__(self):
         return self
@@ -72,11 +85,16 @@ class RequestBodySizeLimit:
     def __call__(self, req):
         length = req.environ.get('CONTENT_LENGTH')
         if length:
-            if not length.isdigit():
+            # ASCII digits: isdigit() also takes "²", which int() refuses.
+            if not (length.isascii() and length.isdigit()):
                 raise webob.exc.HTTPBadRequest(
                     'Content-Length must be a non-negative integer, not '
                     '%r.' % length)
-            if int(length) > self.limit:
+            # More digits than the limit has is more than it, without an
+            # int() of thousands of digits (which Python refuses).
+            digits = length.lstrip('0')
+            if (len(digits) > len(str(self.limit))
+                    or int(digits or '0') > self.limit):
                 raise _too_large(self.limit)
         elif 'wsgi.input' in req.environ:
             if (req.environ.get('HTTP_TRANSFER_ENCODING')

@@ -51,7 +51,7 @@ _KEPT_ERROR_HEADERS = frozenset(['allow', 'location', 'retry-after',
 MAX_ERROR_DETAIL = 1024
 
 
-def _bounded(detail):
+def bounded(detail):
     """``detail`` with its middle cut when it is long.
 
     Details quote the request (an id of megabytes); the head and the end,
@@ -69,7 +69,7 @@ def error_response(status, detail, environ, headers=None):
     body = {'errors': [{
         'status': status,
         'title': http.HTTPStatus(status).phrase,
-        'detail': _bounded(str(detail)),
+        'detail': bounded(str(detail)),
         'request_id': environ.get(request_id.ENV_REQUEST_ID),
     }]}
     return json_response(body, status=status, headers=headers)
@@ -175,6 +175,24 @@ def require_json(req):
             'A JSON request body is in UTF-8, not %r.' % req.charset)
 
 
+def _object(pairs):
+    """A JSON object as a dict, refusing a name given twice in it.
+
+    Python's parser keeps the last value and other parsers the first: a
+    proxy or policy that read the body before the API would have read
+    another request.
+    """
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        seen = set()
+        for name, _value in pairs:
+            if name in seen:
+                raise ValueError('the name %r is given twice in one object'
+                                 % name)
+            seen.add(name)
+    return obj
+
+
 def _refuse_constant(name):
     raise ValueError('%s is not a JSON number' % name)
 
@@ -211,13 +229,14 @@ def extract_json(body, schema):
 
     Raises 400 naming what is malformed or which field breaks which rule.
     JSON that no standard parser reads back (NaN, Infinity, a number out
-    of range, a lone surrogate) and nesting deeper than Python's parser
-    goes are malformed too.
+    of range, a lone surrogate), an object that gives a name twice and
+    nesting deeper than Python's parser goes are malformed too.
     """
     try:
         text = body.decode('utf-8')
         data = jsonutils.loads(text, parse_constant=_refuse_constant,
-                               parse_float=_finite_float)
+                               parse_float=_finite_float,
+                               object_pairs_hook=_object)
         _check_unicode(text, data)
     except ValueError as exc:
         raise webob.exc.HTTPBadRequest('Malformed JSON: %s' % exc)
@@ -298,6 +317,21 @@ def query_params(req, schema):
         params[name] = value
     validate(params, schema, 'query string')
     return params
+
+
+def canonical_id(value):
+    """A UUID of a path or marker as the ids are stored: in lower case.
+
+    SQLite compares strings case-sensitively and MariaDB does not: an id
+    in upper case was found on one and not on the other.
+    """
+    return value.lower()
+
+
+def get_marker(params):
+    """The ``marker`` parameter, an id (the schema checks it), or None."""
+    marker = params.get('marker')
+    return None if marker is None else canonical_id(marker)
 
 
 def get_limit(params, max_limit):

@@ -60,10 +60,10 @@ def list_agents(req):
         found = db_agents.list_agents_by_health(
             context, params['health'] == 'reachable',
             timeutils.utcnow() - datetime.timedelta(seconds=down_time),
-            filters=filters, limit=limit, marker=params.get('marker'))
+            filters=filters, limit=limit, marker=util.get_marker(params))
     else:
         found = db_agents.list_agents(context, filters=filters, limit=limit,
-                                      marker=params.get('marker'))
+                                      marker=util.get_marker(params))
     items = [_view(req, a) for a in found]
     return util.json_response(
         views.page(req, 'agents', items, limit, 'instance_id'))
@@ -74,7 +74,7 @@ def _instance_id(req):
     instance_id = req.urlvars['instance_id']
     if not uuidutils.is_uuid_like(instance_id):
         raise exception.AgentNotFound(instance_id=instance_id)
-    return instance_id
+    return util.canonical_id(instance_id)
 
 
 @util.wsgify

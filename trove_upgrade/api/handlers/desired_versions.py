@@ -39,7 +39,17 @@ def _dv_id(req):
     dv_id = req.urlvars['desired_version_id']
     if not uuidutils.is_uuid_like(dv_id):
         raise exception.DesiredVersionNotFound(desired_version_id=dv_id)
-    return dv_id
+    return util.canonical_id(dv_id)
+
+
+def _instance_id(value):
+    """An instance id of a selector, canonical; names are for rollouts."""
+    try:
+        return str(uuid.UUID(value))
+    except ValueError:
+        raise webob.exc.HTTPBadRequest(
+            'Invalid JSON body: %r is not an instance id (a UUID); a '
+            'desired version selects instances by id.' % value)
 
 
 def _thresholds(values):
@@ -88,7 +98,7 @@ def create_desired_version(req):
     values['package_name'] = values.pop('package')
     if 'instance_ids' in values['selector']:
         values['selector'] = dict(values['selector'], instance_ids=sorted(
-            str(uuid.UUID(i)) for i in values['selector']['instance_ids']))
+            _instance_id(i) for i in values['selector']['instance_ids']))
     desired = desired_versions.create(context, _thresholds(values))
     view = _view(req, desired, with_agents=True)
     return util.json_response(

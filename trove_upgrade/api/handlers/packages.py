@@ -31,7 +31,7 @@ def _package_id(req):
     package_id = req.urlvars['package_id']
     if not uuidutils.is_uuid_like(package_id):
         raise exception.PackageNotFound(package=package_id)
-    return package_id
+    return util.canonical_id(package_id)
 
 
 def _view(req, package):

@@ -38,7 +38,7 @@ def _rollout_id(req):
     rollout_id = req.urlvars['rollout_id']
     if not uuidutils.is_uuid_like(rollout_id):
         raise exception.RolloutNotFound(rollout_id=rollout_id)
-    return rollout_id
+    return util.canonical_id(rollout_id)
 
 
 def _threshold(value):
@@ -106,7 +106,7 @@ def list_rollouts(req):
     filters = {name: params[name] for name in ('status', 'name')
                if name in params}
     found = db_rollouts.list_rollouts(context, filters=filters, limit=limit,
-                                      marker=params.get('marker'))
+                                      marker=util.get_marker(params))
     items = [_view(req, r) for r in found]
     return util.json_response(views.page(req, 'rollouts', items, limit,
                                          'id'))

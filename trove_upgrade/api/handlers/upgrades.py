@@ -66,7 +66,7 @@ def _upgrade_id(req):
     upgrade_id = req.urlvars['upgrade_id']
     if not uuidutils.is_uuid_like(upgrade_id):
         raise exception.UpgradeNotFound(upgrade_id=upgrade_id)
-    return upgrade_id
+    return util.canonical_id(upgrade_id)
 
 
 # Location schemes that name their strategy; http(s) means the http
@@ -145,7 +145,7 @@ def list_upgrades(req):
     if 'instance_id' in filters:
         filters['instance_id'] = str(uuid.UUID(filters['instance_id']))
     found = db_upgrades.list_upgrades(context, filters=filters, limit=limit,
-                                      marker=params.get('marker'))
+                                      marker=util.get_marker(params))
     tenant_id = req.urlvars['tenant_id']
     items = [views.upgrade(req, tenant_id, u) for u in found]
     return util.json_response(

@@ -120,11 +120,33 @@ class TestMalformedBodies(base.APITestCase):
         self.assertMalformed(b'{"\\uDFFF": 1}',
                              'a string holds a lone UTF-16 surrogate')
 
+    def test_a_name_given_twice_in_an_object(self):
+        # Read with its last value: a proxy reading the first saw another.
+        self.assertMalformed(
+            b'{"upgrade": {"instance_id": "x", "instance_id": "y"}}',
+            "Malformed JSON: the name 'instance_id' is given twice in one "
+            "object")
+        body = ('{"instance_id": "x", "instance_id": "%s", '
+                '"instance_version": "1.0", "strategy": "swift", '
+                '"location": "swift://c/o"}' % base.INSTANCE_ID).encode()
+        self.assertError(
+            self.request('POST', self.mgmt + '/upgrades', raw_body=body),
+            400, "the name 'instance_id' is given twice")
+        self.assertNothingKept()
+
+    def test_a_desired_version_selecting_an_id_that_is_no_uuid(self):
+        # uuid.UUID raised ValueError in the handler: 500.
+        resp = self.request('POST', self.mgmt + '/desired-versions', {
+            'desired_version': {'name': 'd', 'package': 'p', 'version': '1',
+                                'selector': {'instance_ids': ['db-1']}}})
+        self.assertError(resp, 400, "'db-1' is not an instance id (a UUID)")
+        self.assertNothingKept()
+
     def test_lone_surrogate_where_a_string_is_recorded(self):
-        for field in ('location', 'instance_version'):
-            raw = ('{"instance_id": "%s", "instance_version": "1.0", '
-                   '"strategy": "swift", "location": "swift://c/o", '
-                   '"%s": "\\ud83d"}' % (base.INSTANCE_ID, field)).encode()
+        for version, location in (('1.0', '\\ud83d'), ('\\ud83d', 'c/o')):
+            raw = ('{"instance_id": "%s", "instance_version": "%s", '
+                   '"strategy": "swift", "location": "%s"}'
+                   % (base.INSTANCE_ID, version, location)).encode()
             self.assertError(
                 self.request('POST', self.mgmt + '/upgrades', raw_body=raw),
                 400, 'lone UTF-16 surrogate')

@@ -182,7 +182,8 @@ class TestServer(base.TestCase):
         self.serve(client_timeout=0.2)
         self.quiet_tracebacks()
         sock = self.connect()
-        sock.sendall(b'POST /api HTTP/1.1\r\nContent-Length: 10\r\n\r\n{"a"')
+        sock.sendall(b'POST /api HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n'
+                     b'\r\n{"a"')
         self.assertJSONError(self.receive_all(sock), 408,
                              'sent less of the body than its Content-Length')
 
@@ -240,7 +241,8 @@ class TestServer(base.TestCase):
         self.serve()
         for request in (b'GET / HTTP/1.0\r\n\r\n',
                         b'GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n',
-                        b'GET / HTTP/1.1\r\nConnection: close\r\n\r\n'):
+                        b'GET / HTTP/1.1\r\nHost: x\r\nConnection: close'
+                        b'\r\n\r\n'):
             sock = self.connect()
             sock.sendall(request)
             reply = self.receive_all(sock)

@@ -280,6 +280,21 @@ class TestCreateUpgradeBadInput(base.APITestCase):
                             'The request body is larger than 1024 bytes',
                             status=413)
 
+    def test_chunked_body_the_server_cannot_read_is_400(self):
+        # gunicorn's InvalidChunkSize went up to the fault wrapper: 500.
+        class BadChunks(io.BytesIO):
+            def read(self, size=-1):
+                raise ValueError("Invalid chunk size: b'zz'")
+
+        req = self._blank(**{'Content-Type': 'application/json',
+                             'Transfer-Encoding': 'chunked'})
+        req.environ['wsgi.input'] = BadChunks()
+        req.environ['wsgi.input_terminated'] = True
+        req.environ.pop('CONTENT_LENGTH', None)
+        self.assertRejected(req.get_response(self.app),
+                            "The request body is malformed: Invalid chunk "
+                            "size: b'zz'")
+
     def test_chunked_body_the_server_does_not_end_is_411(self):
         # webob read it as empty: "Malformed JSON" of a well-formed body.
         req = self._blank(**{'Content-Type': 'application/json',
@@ -297,6 +312,17 @@ class TestCreateUpgradeBadInput(base.APITestCase):
         self.assertRejected(req.get_response(self.app),
                             "Content-Length must be a non-negative "
                             "integer, not 'ten'.")
+
+    def test_content_length_int_refuses(self):
+        # isdigit() took them and int() raised: 500, under a WSGI server
+        # that passes such a header on.
+        for length, detail, status in (
+                ('\u00b2', "not '\u00b2'", 400),
+                ('9' * 5000, 'larger than 65536 bytes', 413)):
+            req = self._blank(**{'Content-Type': 'application/json'})
+            req.environ['CONTENT_LENGTH'] = length
+            self.assertRejected(req.get_response(self.app), detail,
+                                status=status)
 
     def test_member_is_refused_before_the_body_is_read(self):
         self.assertRejected(
@@ -427,6 +453,22 @@ class TestShowAndCancelUpgrade(base.APITestCase):
         self.assertError(self.request('GET', self.mgmt + '/upgrades/' +
                                       unknown),
                          404, 'Upgrade %s could not be found.' % unknown)
+
+    def test_an_id_in_upper_case_is_the_same_upgrade(self):
+        # Found on MariaDB, which compares case-insensitively; 404 on
+        # SQLite, as here, and so was a marker 400.
+        upper = self.url.replace(self.upgrade_id, self.upgrade_id.upper())
+        resp = self.request('GET', upper)
+        self.assertEqual(200, resp.status_int, resp.text)
+        self.assertEqual(self.upgrade_id, resp.json['upgrade']['id'])
+        self.request('POST', self.mgmt + '/upgrades', base.upgrade_body(
+            instance_version='2.0'))
+        resp = self.request('GET', self.mgmt + '/upgrades?marker='
+                            + self.upgrade_id.upper())
+        self.assertEqual(200, resp.status_int, resp.text)
+        self.assertEqual([], resp.json['upgrades'])
+        resp = self.request('DELETE', upper)
+        self.assertEqual(200, resp.status_int, resp.text)
 
     def test_show_malformed_id_is_404(self):
         self.assertError(self.request('GET', self.mgmt + '/upgrades/x%20y'),
