@@ -325,7 +325,9 @@ class InstallRoot:
             if not self.is_installed(version):
                 raise InstallError('version %s is not completely installed'
                                    % version)
-            tmp = '%s.tmp-%d' % (self.current_link, os.getpid())
+            # One name for every switch, each under the lock: a link a
+            # killed one left is replaced by the next, not kept for ever.
+            tmp = self.current_link + '.tmp'
             if os.path.lexists(tmp):
                 os.unlink(tmp)
             os.symlink(os.path.join(VERSIONS_DIR, version), tmp)

@@ -134,6 +134,14 @@ class TestInstallRoot(base.TestCase):
         self.assertIn('not completely installed', str(e))
         self.assertIsNone(self.installs.current_version())
 
+    def test_switch_replaces_the_link_a_killed_switch_left(self):
+        self.installs.install('1.0.0', [self._wheel('1.0.0')])
+        os.symlink('versions/0.9.0', self.installs.current_link + '.tmp')
+        self.installs.switch('1.0.0')
+        self.assertEqual('1.0.0', self.installs.current_version())
+        self.assertEqual([], [n for n in os.listdir(self.root)
+                              if n.startswith('current.tmp')])
+
     def test_remove_incomplete_kills_what_still_runs_in_it(self):
         # A killed agent's pip, say: it would write on into the directory.
         half = self.installs.path('2.0.0')
