@@ -27,7 +27,12 @@ hostile one could:
    exception (the agent stopping, say) or by the child's exit, so nothing
    it started is left running. A descendant that moves itself into a
    session of its own escapes, as from any process group;
-3. put control characters (terminal escapes, NULs) into a reason the agent
+3. outlive the agent: a ``kill -9`` of the agent leaves the child's
+   session running. The programs the agent runs in an install (the guest
+   agent, health commands, the virtualenv's creation, pip) have their
+   install as working directory, so the next start finds them again
+   (:func:`kill_orphans`);
+4. put control characters (terminal escapes, NULs) into a reason the agent
    logs and reports: the text kept is decoded as UTF-8 with replacement
    and control characters other than newline and tab become ``?``
    (a carriage return, a newline).
@@ -182,3 +187,40 @@ def _kill_group(proc):
         proc.wait(_KILL_WAIT)
     except subprocess.TimeoutExpired:
         LOG.error('Child process %d does not die', proc.pid)
+
+
+def _is_zombie(pid):
+    try:
+        with open('/proc/%d/stat' % pid) as f:
+            stat = f.read()
+    except OSError:
+        return True
+    return stat[stat.rindex(')') + 2:].split()[0] in ('Z', 'X')
+
+
+def kill_orphans(directory, keep=()):
+    """SIGKILL every process working in ``directory``; return their pids.
+
+    Never this process nor the pids in ``keep``.
+    """
+    skip = set(keep) | {os.getpid()}
+    killed = []
+    for name in os.listdir('/proc'):
+        if not name.isdigit() or int(name) in skip:
+            continue
+        pid = int(name)
+        try:
+            cwd = os.readlink('/proc/%d/cwd' % pid)
+        except OSError:
+            continue
+        if cwd != directory and not cwd.startswith(directory + os.sep):
+            continue
+        if _is_zombie(pid):
+            continue
+        LOG.warning('Killing orphaned process %d running in %s', pid, cwd)
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            continue
+        killed.append(pid)
+    return killed

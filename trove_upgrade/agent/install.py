@@ -22,12 +22,15 @@ A version is built in a fresh virtualenv at its final path (virtualenv
 scripts record their interpreter's absolute path), with ``pip install
 --no-index`` from the package's own wheels only, and checked before anything
 points at it. A directory without the marker is a half-built install from an
-interrupted run and is removed, never used. A version may also be a
-symlink to a virtualenv installed by other means (an adopted guest image's
+interrupted run and is removed, never used. The programs that build and
+check it run in it (their working directory): a ``kill -9`` of the agent
+leaves them running, and the next start kills them before it removes the
+directory they would go on writing into. A version may also be a symlink to
+a virtualenv installed by other means (an adopted guest image's
 ``/opt/guest-agent-venv``, see ``agent/adopt.py``): removing it removes the
-link only. ``current`` is replaced
-atomically: a new symlink is made under a temporary name and renamed over
-it, so a crash leaves the old link or the new one.
+link only. ``current`` is replaced atomically: a new symlink is made under
+a temporary name and renamed over it, so a crash leaves the old link or the
+new one.
 """
 
 import json
@@ -187,6 +190,9 @@ class InstallRoot:
                         os.path.join(path, MARKER)):
                     continue
                 LOG.info('Removing incomplete install %s', path)
+                if not os.path.islink(path):
+                    # A killed agent's pip may still be writing there.
+                    child_process.kill_orphans(path)
                 remove_tree(path)
 
     def install(self, version, wheel_paths, health_command=None,
@@ -237,10 +243,13 @@ class InstallRoot:
             writeback.fsync_directory(self.versions_dir)
         return dest
 
-    def _run(self, argv, what):
+    def _run(self, argv, what, dest):
+        # In the install: a kill -9 of the agent leaves the program
+        # running, still writing into ``dest``, and the next start's
+        # ``remove_incomplete`` finds it by its working directory.
         try:
             proc = child_process.run(argv, self.pip_timeout,
-                                     merge_stderr=True)
+                                     merge_stderr=True, cwd=dest)
         except child_process.ChildTimedOut:
             raise InstallError('%s timed out after %ss'
                                % (what, self.pip_timeout))
@@ -252,8 +261,9 @@ class InstallRoot:
 
     def _build(self, dest, wheel_paths):
         started = time.monotonic()
+        os.mkdir(dest)
         self._run([self.python, '-m', 'venv', '--without-pip', dest],
-                  'creating the virtualenv')
+                  'creating the virtualenv', dest)
         find_links = sorted({os.path.dirname(os.path.abspath(p))
                              for p in wheel_paths})
         argv = [self.python, '-m', 'pip', '--python',
@@ -263,7 +273,7 @@ class InstallRoot:
         for link in find_links:
             argv += ['--find-links', link]
         argv += [os.path.abspath(p) for p in wheel_paths]
-        self._run(argv, 'pip install')
+        self._run(argv, 'pip install', dest)
         LOG.info('Installed %s in %.1fs', dest, time.monotonic() - started)
 
     def _check(self, dest, wheel_paths, health_command, health_timeout,
@@ -299,7 +309,7 @@ class InstallRoot:
                    'assert callable(getattr(m, %r))' % (module.strip(),
                                                         func)],
                   'importing %s, the entry point of %s, from the new '
-                  'install' % (entry, console_script))
+                  'install' % (entry, console_script), dest)
 
     def _check_imports(self, dest, wheel_paths):
         modules = top_level_modules(wheel_paths)
@@ -307,7 +317,7 @@ class InstallRoot:
             self._run([os.path.join(dest, 'bin', 'python'), '-I', '-c',
                        'import %s' % ', '.join(modules)],
                       'importing %s from the new install'
-                      % ', '.join(modules))
+                      % ', '.join(modules), dest)
 
     def switch(self, version):
         """Point ``current`` at an installed version, atomically."""
@@ -315,7 +325,9 @@ class InstallRoot:
             if not self.is_installed(version):
                 raise InstallError('version %s is not completely installed'
                                    % version)
-            tmp = '%s.tmp-%d' % (self.current_link, os.getpid())
+            # One name for every switch, each under the lock: a link a
+            # killed one left is replaced by the next, not kept for ever.
+            tmp = self.current_link + '.tmp'
             if os.path.lexists(tmp):
                 os.unlink(tmp)
             os.symlink(os.path.join(VERSIONS_DIR, version), tmp)

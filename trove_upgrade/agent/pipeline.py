@@ -147,8 +147,10 @@ class UpgradePipeline:
         """Run an upgrade from the beginning up to a final state.
 
         Never raises an Exception but ``untrusted.StepStopped``, which
-        leaves the upgrade at its step for the next start: whatever else
-        goes wrong ends the upgrade FAILED, rolled back if the switch was
+        leaves the upgrade at its step for the next start, and the error
+        of a journal that cannot record the end either (a full disk),
+        which leaves it for the runner to recover: whatever else goes
+        wrong ends the upgrade FAILED, rolled back if the switch was
         made.
         """
         try:

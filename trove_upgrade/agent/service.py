@@ -18,7 +18,9 @@ Threads, each with one job:
   queues upgrades (``AgentManager.upgrade``), never runs them;
 * the runner: first recovers whatever the journal says a killed agent
   left, then runs queued upgrades one at a time when the guest is
-  running, and keeps the guest agent running in between. It is the only
+  running, and keeps the guest agent running in between. An upgrade
+  whose end a full disk kept out of the journal is recovered in the
+  same way, once the disk has room. It is the only
   thread that starts or stops the guest agent. A stop kills the download
   or verification in hand, leaving the upgrade at its step for the next
   start (``untrusted.StepStopped``);
@@ -265,14 +267,25 @@ class AgentService(service.Service):
         while not self._stopping.is_set():
             try:
                 self.manager.work_available.clear()
+                if self.journal.read()['current_upgrade'] is not None:
+                    # Nobody runs it: a full disk refused to record its
+                    # end, or the recovery above. Taken up as after a
+                    # kill -9, it ends once the disk has room again.
+                    self.pipeline.recover()
+                    self.outbox.flush()
+                    continue
                 ran = self.manager.run_next()
                 if ran:
                     self.outbox.flush()
                     continue
-                if self.journal.read()['current_upgrade'] is None:
-                    self._supervise()
+                self._supervise()
             except untrusted.StepStopped:
                 return
+            except OSError as e:
+                # A full disk, each try while it lasts: one line, no
+                # traceback.
+                LOG.warning('Upgrade runner: %s; trying again in %gs',
+                            e, wait)
             except Exception:
                 LOG.exception('Upgrade runner error; continuing')
             self.manager.work_available.wait(wait)

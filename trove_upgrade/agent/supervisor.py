@@ -33,6 +33,7 @@ import time
 
 from oslo_log import log as logging
 
+from trove_upgrade.agent import child_process
 from trove_upgrade.agent import guest_files
 from trove_upgrade.agent import install
 from trove_upgrade import exception
@@ -133,30 +134,14 @@ class GuestSupervisor:
         """Kill processes left in an install by a killed updater.
 
         The guest agent and the health commands run with their install as
-        working directory. One that is not the recorded guest agent was
-        started by an updater killed before it could record or reap it
-        (between starting a guest agent and writing ``guest.pid``, say);
-        left alone, it would run beside the one this agent starts.
+        working directory (``child_process.kill_orphans``). One that is
+        not the recorded guest agent was started by an updater killed
+        before it could record or reap it (between starting a guest agent
+        and writing ``guest.pid``, say); left alone, it would run beside
+        the one this agent starts.
         """
-        keep = self._record['pid'] if self.is_running() else None
-        prefix = self.installs.versions_dir + os.sep
-        killed = []
-        for name in os.listdir('/proc'):
-            if not name.isdigit() or int(name) in (keep, os.getpid()):
-                continue
-            try:
-                cwd = os.readlink('/proc/%s/cwd' % name)
-            except OSError:
-                continue
-            if cwd.startswith(prefix) and _proc_start_time(int(name)):
-                LOG.warning('Killing orphaned process %s running in %s',
-                            name, cwd)
-                try:
-                    os.kill(int(name), signal.SIGKILL)
-                except ProcessLookupError:
-                    continue
-                killed.append(int(name))
-        return killed
+        keep = [self._record['pid']] if self.is_running() else []
+        return child_process.kill_orphans(self.installs.versions_dir, keep)
 
     def is_running(self):
         return self._alive(self._record)

@@ -19,9 +19,17 @@ until the test kills its whole process group with SIGKILL. A second agent,
 started without the hook, must finish the job: the new version running and
 SUCCESS, or the previous version running and FAILED, and never a
 half-installed ``current``.
+
+Between the checkpoints, the programs the agent runs on its own (the
+virtualenv's creation and pip) are frozen with SIGSTOP at the moment they
+run and the agent killed then: the next agent must end them before it
+builds the install again.
 """
 
+import contextlib
 import os
+import signal
+import time
 
 from trove_upgrade import states
 from trove_upgrade.tests.functional.agent import harness
@@ -79,3 +87,65 @@ class TestKillDuringUpgrade(harness.AgentTestCase):
         self.assertIn('rolled back to 1.0.0', done['events'][-1]['detail'])
         self.assertEqual('1.0.0', self.current_version())
         self.wait_for_guest('1.0.0')
+
+    def _builder(self, version):
+        """The pid of the virtualenv creation or pip building ``version``.
+
+        Each runs as ``python -m venv|pip`` with an argument in the
+        install, in a session (process group) of its own.
+        """
+        dest = os.path.join(self.install_root, 'versions', version)
+        for name in os.listdir('/proc'):
+            if not name.isdigit():
+                continue
+            try:
+                with open('/proc/%s/cmdline' % name, 'rb') as f:
+                    argv = f.read().decode(errors='replace').split('\0')
+                leader = os.getpgid(int(name)) == int(name)
+            except OSError:
+                continue
+            if (leader and argv[1:3] in (['-m', 'venv'], ['-m', 'pip'])
+                    and any(arg.startswith(dest) for arg in argv)):
+                return int(name)
+        return None
+
+    def _freeze_builder(self, version):
+        """SIGSTOP the first builder of ``version`` seen; its group's pids."""
+        deadline = time.monotonic() + harness.WAIT
+        while time.monotonic() < deadline:
+            pid = self._builder(version)
+            if pid is not None:
+                break
+            # It may run for a tenth of a second only: look often.
+            time.sleep(0.002)
+        else:
+            self.fail('no virtualenv creation or pip install of %s seen'
+                      % version)
+        os.killpg(pid, signal.SIGSTOP)
+        self.addCleanup(self._kill_group, pid)
+        group = [int(n) for n in os.listdir('/proc') if n.isdigit()
+                 and self._pgid(int(n)) == pid]
+        return group
+
+    @staticmethod
+    def _pgid(pid):
+        try:
+            return os.getpgid(pid)
+        except OSError:
+            return None
+
+    @staticmethod
+    def _kill_group(pgid):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pgid, signal.SIGKILL)
+
+    def test_kill_during_the_install_ends_what_it_started(self):
+        self.start_agent()
+        self.wait_for_guest('1.0.0')
+        upgrade = self.create_upgrade('2.0.0')
+        builders = self._freeze_builder('2.0.0')
+        self.kill_agent()
+        self.start_agent()
+        self.assertProcessesDie(builders)
+        done = self.wait_for_status(upgrade['id'], states.FINAL_STATES)
+        self._assert_upgraded(done)

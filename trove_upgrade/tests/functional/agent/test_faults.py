@@ -15,16 +15,20 @@
 Real RabbitMQ, conductor, agent process and pip installs. Faults are real
 too: download strategies registered through a temporary ``dist-info``
 entry point on the agent's PYTHONPATH (one raises an unexpected error, one
-spins for ever on a core), and a tmpfs of the test's own mounted on the
-agent's work directory and filled by another writer.
+spins for ever on a core), a tmpfs of the test's own mounted on the
+agent's work directory and filled by another writer, and a journal that
+cannot be written.
 """
 
+import json
 import os
 import subprocess
 import textwrap
+import time
 
 import fixtures
 
+from trove_upgrade.agent import journal
 from trove_upgrade import states
 from trove_upgrade.tests.functional.agent import harness
 
@@ -159,3 +163,56 @@ class TestFaults(harness.AgentTestCase):
         done = self.wait_for_status(following['id'], states.FINAL_STATES)
         self.assertEqual(states.SUCCESS, done['status'], done['events'])
         self.assertEqual('2.1.0', self.running_guest_version())
+
+
+class TestJournalWriteFails(harness.AgentTestCase):
+    """The journal refuses writes for a while, as a full disk does."""
+
+    packages = {'2.0.0': 'crash', '3.0.0': 'ok'}
+
+    def _step(self):
+        # Without the install-root lock, looked at this often: the journal
+        # is replaced by rename, never seen half written.
+        path = os.path.join(self.install_root, journal.JOURNAL_NAME)
+        try:
+            with open(path) as f:
+                return (json.load(f)['current_upgrade'] or {}).get('step')
+        except FileNotFoundError:
+            return None
+
+    def test_upgrade_ends_once_the_journal_takes_writes_again(self):
+        self.start_agent()
+        self.wait_for_guest('1.0.0')
+        upgrade = self.create_upgrade('2.0.0')
+        deadline = time.monotonic() + harness.WAIT
+        while self._step() != 'restarting':
+            self.assertLess(time.monotonic(), deadline, self._log('agent'))
+            time.sleep(0.005)
+        # Every journal write fails from now on: a directory stands where
+        # it writes its temporary copy. (A full disk fails them the same
+        # way; a tmpfs filled once lets them through again as soon as the
+        # agent removes a file.) The new guest agent crashes: the rollback
+        # can record neither its step nor FAILED.
+        blocker = os.path.join(self.install_root, journal.JOURNAL_NAME
+                               + journal.TMP_SUFFIX)
+        while True:
+            try:
+                os.mkdir(blocker)
+                break
+            except FileExistsError:
+                # A write in flight (the outbox's): renamed in a moment.
+                self.assertLess(time.monotonic(), deadline)
+                time.sleep(0.001)
+        self.wait_for_log('recording the failure failed too')
+        self.assertEqual('restarting', self._step())
+        os.rmdir(blocker)
+        # No restart of the agent: its runner takes the upgrade up.
+        done = self.wait_for_status(upgrade['id'], states.FINAL_STATES)
+        self.assertEqual(states.FAILED, done['status'], done['events'])
+        self.assertIn('rolled back to 1.0.0', done['events'][-1]['detail'])
+        self.assertEqual('1.0.0', self.current_version())
+        self.wait_for_guest('1.0.0')
+        following = self.create_upgrade('3.0.0')
+        done = self.wait_for_status(following['id'], states.FINAL_STATES)
+        self.assertEqual(states.SUCCESS, done['status'], done['events'])
+        self.wait_for_guest('3.0.0')

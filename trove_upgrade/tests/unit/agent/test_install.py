@@ -13,6 +13,8 @@
 """Side-by-side installs with real virtualenvs and real pip."""
 
 import os
+import signal
+import subprocess
 import sys
 import zipfile
 
@@ -131,6 +133,30 @@ class TestInstallRoot(base.TestCase):
                               '3.0.0')
         self.assertIn('not completely installed', str(e))
         self.assertIsNone(self.installs.current_version())
+
+    def test_switch_replaces_the_link_a_killed_switch_left(self):
+        self.installs.install('1.0.0', [self._wheel('1.0.0')])
+        os.symlink('versions/0.9.0', self.installs.current_link + '.tmp')
+        self.installs.switch('1.0.0')
+        self.assertEqual('1.0.0', self.installs.current_version())
+        self.assertEqual([], [n for n in os.listdir(self.root)
+                              if n.startswith('current.tmp')])
+
+    def test_remove_incomplete_kills_what_still_runs_in_it(self):
+        # A killed agent's pip, say: it would write on into the directory.
+        half = self.installs.path('2.0.0')
+        os.makedirs(os.path.join(half, 'lib'))
+        writers = [subprocess.Popen(['sleep', '60'], cwd=cwd)
+                   for cwd in (half, os.path.join(half, 'lib'))]
+        elsewhere = subprocess.Popen(['sleep', '60'], cwd=self.root)
+        for proc in writers + [elsewhere]:
+            self.addCleanup(proc.wait)
+            self.addCleanup(proc.kill)
+        self.installs.remove_incomplete()
+        for proc in writers:
+            self.assertEqual(-signal.SIGKILL, proc.wait(10))
+        self.assertIsNone(elsewhere.poll())
+        self.assertEqual([], os.listdir(self.installs.versions_dir))
 
     def test_remove_incomplete_keeps_complete_installs(self):
         self.installs.install('1.0.0', [self._wheel('1.0.0')])
