@@ -245,7 +245,7 @@ class AgentService(service.Service):
         self.rpcserver.start()
         agent = self.conf.agent
         self.tg.add_thread(self._run)
-        self.tg.add_timer_args(agent.report_interval, self.outbox.flush,
+        self.tg.add_timer_args(agent.report_interval, self._flush_outbox,
                                stop_on_exception=False)
         self.tg.add_timer_args(agent.heartbeat_interval, self.heartbeat,
                                stop_on_exception=False)
@@ -299,6 +299,21 @@ class AgentService(service.Service):
         self.pipeline.ensure_guest_running()
 
     # Conductor.
+
+    def _flush_outbox(self):
+        """The outbox's timer; a journal it cannot write costs one line.
+
+        A full disk fails the journal's write after a report was sent;
+        the report stays in the outbox, sent again once the disk has
+        room, and the conductor ignores the repeat. The timer's own
+        handler would log a traceback every ``report_interval``.
+        """
+        try:
+            self.outbox.flush()
+        except OSError as e:
+            LOG.warning('The outbox could not record what it sent, the '
+                        'journal cannot be written; the next try is in %s '
+                        's: %s', self.conf.agent.report_interval, e)
 
     def _agent_info(self):
         return dict(

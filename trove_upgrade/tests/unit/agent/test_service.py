@@ -13,6 +13,7 @@
 """The agent refuses to start with a configuration that cannot work, and
 keeps heartbeating through a conductor that is away."""
 
+import errno
 import os
 import subprocess
 import sys
@@ -158,3 +159,20 @@ class TestHeartbeat(base.TestCase):
         service.AgentService.heartbeat(self.agent)
         self.assertIn('The heartbeat with the conductor failed',
                       self.log.output)
+
+
+class TestOutboxTimer(base.TestCase):
+    """A journal the outbox cannot write: one warning, not a traceback."""
+
+    def test_full_disk_is_one_line_per_try(self):
+        log = self.useFixture(fixtures.FakeLogger(level='WARNING'))
+        agent = mock.Mock(conf=self.conf)
+        agent.outbox.flush.side_effect = OSError(
+            errno.ENOSPC, 'No space left on device')
+        service.AgentService._flush_outbox(agent)
+        service.AgentService._flush_outbox(agent)
+        lines = log.output.splitlines()
+        self.assertEqual(2, len(lines), log.output)
+        self.assertIn('The outbox could not record what it sent, the '
+                      'journal cannot be written; the next try is in 1.0 s: '
+                      '[Errno 28] No space left on device', lines[0])
