@@ -32,6 +32,7 @@ from trove_upgrade.agent import pause_hook
 from trove_upgrade.tests import conffile
 from trove_upgrade.tests.fixtures import trove_venv
 from trove_upgrade.tests.functional import commands
+from trove_upgrade.tests.functional import rabbit
 from trove_upgrade.tests.functional import servers
 
 BIN = commands.BIN
@@ -64,8 +65,16 @@ class CommandTestCase(commands.CommandTestCase):
         return config
 
     def database_config(self, url):
+        """A configuration with ``url`` and an exchange of the test's own.
+
+        ``trove-upgrade-status`` casts its probe to the broker: with no
+        transport configured, to the shared one's default exchange, which
+        stayed behind.
+        """
         config = self.path('db.conf')
-        conffile.write_conf(config, {'database': {'connection': url}})
+        options = self.useFixture(rabbit.RabbitMQ()).options
+        conffile.write_conf(config, {'DEFAULT': options['DEFAULT'],
+                                     'database': {'connection': url}})
         return config
 
 

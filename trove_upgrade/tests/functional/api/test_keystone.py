@@ -76,7 +76,10 @@ class TestKeystoneAuth(base.TestCase):
         self.useFixture(authtoken.AuthPluginOptions())
         config = self.useFixture(fixtures.TempDir()).join('api.conf')
         with open(config, 'w') as f:
-            f.write('[api]\nauth_strategy = keystone\n\n'
+            # In memory: an accepted POST casts, and the default transport
+            # would leave the shared broker an exchange.
+            f.write('[DEFAULT]\ntransport_url = fake:/\n\n'
+                    '[api]\nauth_strategy = keystone\n\n'
                     '[keystone_authtoken]\n')
             for name, value in self.keystone.authtoken_options().items():
                 f.write('%s = %s\n' % (name, value))
