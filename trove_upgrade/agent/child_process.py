@@ -189,13 +189,21 @@ def _kill_group(proc):
         LOG.error('Child process %d does not die', proc.pid)
 
 
-def _is_zombie(pid):
+def proc_start_time(pid):
+    """Start time of a live, non-zombie process, or None.
+
+    With the pid, it names one process: a pid the kernel gave again has
+    another start time.
+    """
     try:
         with open('/proc/%d/stat' % pid) as f:
             stat = f.read()
-    except OSError:
-        return True
-    return stat[stat.rindex(')') + 2:].split()[0] in ('Z', 'X')
+    except (FileNotFoundError, ProcessLookupError, ValueError):
+        return None
+    fields = stat[stat.rindex(')') + 2:].split()
+    if fields[0] in ('Z', 'X'):
+        return None
+    return int(fields[19])
 
 
 def kill_orphans(directory, keep=()):
@@ -215,7 +223,7 @@ def kill_orphans(directory, keep=()):
             continue
         if cwd != directory and not cwd.startswith(directory + os.sep):
             continue
-        if _is_zombie(pid):
+        if proc_start_time(pid) is None:
             continue
         LOG.warning('Killing orphaned process %d running in %s', pid, cwd)
         try:

@@ -336,7 +336,7 @@ class ServiceManagedSupervisor(supervisor_mod.GuestSupervisor):
         self.driver = driver
 
     def _record_pid(self, pid, version):
-        start_time = supervisor_mod._proc_start_time(pid)
+        start_time = child_process.proc_start_time(pid)
         if start_time is None:
             return None
         record = {'pid': pid, 'start_time': start_time, 'version': version}

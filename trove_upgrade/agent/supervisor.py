@@ -54,19 +54,6 @@ class GuestStartError(exception.TroveUpgradeException):
     """The guest agent did not start or did not become healthy."""
 
 
-def _proc_start_time(pid):
-    """Start time of a live, non-zombie process, or None."""
-    try:
-        with open('/proc/%d/stat' % pid) as f:
-            stat = f.read()
-    except (FileNotFoundError, ProcessLookupError, ValueError):
-        return None
-    fields = stat[stat.rindex(')') + 2:].split()
-    if fields[0] in ('Z', 'X'):
-        return None
-    return int(fields[19])
-
-
 def signal_group(pid, signum):
     """Signal the process group ``pid`` leads, else the process alone."""
     try:
@@ -118,7 +105,8 @@ class GuestSupervisor:
         if self._proc is not None and self._proc.pid == record['pid']:
             if self._proc.poll() is not None:
                 return False
-        return _proc_start_time(record['pid']) == record['start_time']
+        return (child_process.proc_start_time(record['pid'])
+                == record['start_time'])
 
     def adopt(self):
         """Take over a guest agent left running by a previous updater."""
@@ -180,7 +168,7 @@ class GuestSupervisor:
             except OSError as e:
                 raise GuestStartError('cannot start the guest agent %s: %s'
                                       % (version, e))
-        start_time = _proc_start_time(proc.pid)
+        start_time = child_process.proc_start_time(proc.pid)
         self._proc = proc
         self._record = {'pid': proc.pid, 'start_time': start_time or 0,
                         'version': version}
