@@ -109,19 +109,14 @@ def _header_error(headers):
 
 
 def _content_length(headers):
-    """The body's length, None for a malformed one, -1 for too large.
-
-    One Content-Length of ASCII digits: ``str.isdigit`` also takes "²",
-    which ``int`` refuses, and ``int`` refuses more than 4300 digits.
-    """
+    """The body's length, None for a malformed one, -1 for too large."""
     lengths = headers.get_all('Content-Length', ['0'])
-    length = lengths[0].strip(' \t') or '0'
-    if len(lengths) > 1 or not (length.isascii() and length.isdigit()):
+    if len(lengths) > 1:
         return None
-    digits = length.lstrip('0') or '0'
-    if len(digits) > len(str(_MAX_CONTENT_LENGTH)):
-        return -1
-    value = int(digits)
+    value = util.content_length(lengths[0].strip(' \t') or '0',
+                                _MAX_CONTENT_LENGTH)
+    if value is None:
+        return None
     return -1 if value > _MAX_CONTENT_LENGTH else value
 
 

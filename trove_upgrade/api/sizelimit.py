@@ -85,16 +85,12 @@ class RequestBodySizeLimit:
     def __call__(self, req):
         length = req.environ.get('CONTENT_LENGTH')
         if length:
-            # ASCII digits: isdigit() also takes "²", which int() refuses.
-            if not (length.isascii() and length.isdigit()):
+            value = util.content_length(length, self.limit)
+            if value is None:
                 raise webob.exc.HTTPBadRequest(
                     'Content-Length must be a non-negative integer, not '
                     '%r.' % length)
-            # More digits than the limit has is more than it, without an
-            # int() of thousands of digits (which Python refuses).
-            digits = length.lstrip('0')
-            if (len(digits) > len(str(self.limit))
-                    or int(digits or '0') > self.limit):
+            if value > self.limit:
                 raise _too_large(self.limit)
         elif 'wsgi.input' in req.environ:
             if (req.environ.get('HTTP_TRANSFER_ENCODING')

@@ -334,6 +334,21 @@ def get_marker(params):
     return None if marker is None else canonical_id(marker)
 
 
+def content_length(text, limit):
+    """``text``, a Content-Length, as a number; None when it is none.
+
+    A number of ASCII digits only: ``str.isdigit`` also takes "²",
+    which ``int`` refuses, and ``int`` refuses more than 4300 digits, so
+    one past ``limit`` stands for any larger one.
+    """
+    if not (text.isascii() and text.isdigit()):
+        return None
+    digits = text.lstrip('0') or '0'
+    if len(digits) > len(str(limit)):
+        return limit + 1
+    return min(int(digits), limit + 1)
+
+
 def get_limit(params, max_limit):
     """The page size asked for, capped at ``[api] max_limit``."""
     limit = params.get('limit')
