@@ -26,7 +26,6 @@ import inspect
 import re
 import socket
 
-from oslo_config import cfg
 from oslo_log import log as logging
 import oslo_messaging as messaging
 from oslo_messaging.rpc import dispatcher
@@ -264,19 +263,18 @@ class RefusingDispatcher(dispatcher.RPCDispatcher):
                 e, package_exc.quoted(', '.join(sorted(args)))))
 
 
-# oslo.messaging's RabbitMQ listener acknowledges the messages its executor's
-# threads took from its own thread: after it hands out a message it wakes
-# 1 ms later, then 2, 4, 8 ... ms later, until the next message comes, each
-# wake-up a timeout raised up through kombu and the driver's retry wrappers.
-# A conductor whose messages come a few milliseconds apart (a fleet's
-# heartbeats and reports) spent a quarter of its CPU on those wake-ups
-# (doc/source/contributor/benchmarks.rst). With the first wake-up this many
-# seconds on, a message that comes sooner costs none, and an
-# acknowledgement waits that long at most: nothing while RabbitMQ's
-# prefetch is unlimited (``rabbit_qos_prefetch_count = 0``, the default);
-# with a prefetch limit, a late acknowledgement would hold the next
-# message back, so the listener is left as it is.
-LISTENER_FIRST_WAKEUP = 0.02
+# oslo.messaging's RabbitMQ listener wakes up 1 ms after it hands out a
+# message, then 2, 4, 8 ... ms later until the next one comes, each wake-up a
+# timeout raised up through kombu and the driver's retry wrappers. The
+# wake-ups run the acknowledgements and requeues that notification
+# listeners' threads asked for; an RPC server's messages are acknowledged
+# as they arrive, so for it they do nothing. A conductor whose messages
+# come a few milliseconds apart (a fleet's heartbeats and reports) spent a
+# quarter of its CPU on them (doc/source/contributor/benchmarks.rst). Only
+# the conductor and the agent serve RPC, and neither listens for
+# notifications: their first wake-up comes this many seconds on, which
+# still ends a stopping server's last poll within it.
+LISTENER_FIRST_WAKEUP = 0.25
 _LISTENER_WAKEUP = ('oslo_messaging._drivers.amqpdriver',
                     'ACK_REQUEUE_EVERY_SECONDS_MIN')
 
@@ -284,15 +282,9 @@ _LISTENER_WAKEUP = ('oslo_messaging._drivers.amqpdriver',
 def space_listener_wakeups():
     """Make the RabbitMQ listener's first wake-up ``LISTENER_FIRST_WAKEUP``.
 
-    Once per process, before its RPC server starts. Without the RabbitMQ
-    driver, with a prefetch limit, or with an oslo.messaging that has no
-    such setting, nothing changes.
+    Once per process, before its RPC server starts. With an oslo.messaging
+    that has no such setting nothing changes; a larger one is kept.
     """
-    try:
-        if CONF.oslo_messaging_rabbit.rabbit_qos_prefetch_count:
-            return
-    except cfg.NoSuchOptError:  # another driver: its options not loaded
-        return
     module_name, name = _LISTENER_WAKEUP
     try:
         module = importlib.import_module(module_name)
