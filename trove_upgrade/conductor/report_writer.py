@@ -15,13 +15,21 @@
 Each claim, and each agent report that is news, costs the conductor a
 transaction, and most of that transaction's CPU is not its statements but
 the connection checkout, its ping and the commit. When several agents
-report at once (a rollout's fleet does), one thread writes the chains
-that arrived while it wrote the last batch in one transaction
+report at once (a rollout's fleet does), the chains that arrived while
+the last batch was written are written together in one transaction
 (``db.upgrades.transition_chains_once``), which costs each a share of
-that overhead instead of all of it. The writer keeps its connection
-between batches that follow closely (``db.common.KeptConnection``), so
-that its transactions, even of one chain each, skip the checkout and
+that overhead instead of all of it. The batches are written on one kept
+connection (``db.common.KeptConnection``) while they follow closely, so
+that their transactions, even of one chain each, skip the checkout and
 its ping.
+
+No thread of its own writes them: the thread that received a chain and
+finds nobody writing writes it, and with it whatever chains queued
+meanwhile, until its own is written; then it hands the writing over to
+the thread of the oldest chain still queued. A lone message is written
+by the thread that received it, as with no writer at all, and each
+hand-over wakes one thread, where a writer thread cost every message
+two (doc/source/contributor/benchmarks.rst).
 
 The thread that received a message waits for its chain to be written, as
 it waited for its own transaction before: the answer of a call still
@@ -31,12 +39,11 @@ is tried again on its own, as before; when the batch's transaction fails,
 each of its chains is tried on its own, in a transaction of its own
 checked out of the pool, so that one chain's failure fails no other and
 a kept connection that broke (the database restarted) fails none. The
-queue is bounded: when it is full, the receiving threads wait. Before
-the writer runs and once it stopped, each chain is written by the
-thread that received it.
+queue holds at most a chain per receiving thread. Before ``start`` and
+after ``stop``, each chain is written alone by the thread that received
+it.
 """
 
-import queue
 import threading
 
 from oslo_log import log as logging
@@ -50,30 +57,33 @@ LOG = logging.getLogger(__name__)
 
 # Chains written in one transaction at most.
 MAX_BATCH = 32
-# Chains waiting for the writer at most; receivers wait beyond it.
-MAX_QUEUED = 256
-
-_STOP = object()
 
 
 class _Waiting:
-    """A chain and, once written, what became of it."""
+    """A chain and, once written, what became of it.
+
+    ``wake`` is set when it is written, or when its thread is to write.
+    """
 
     def __init__(self, chain):
         self.chain = chain
         self.result = None
-        self.done = threading.Event()
+        self.written = False
+        self.wake = threading.Event()
 
 
 class ReportWriter:
-    """One thread that writes concurrent report chains together."""
+    """Writes concurrent report chains together, one batch at a time."""
 
-    def __init__(self, max_batch=MAX_BATCH, max_queued=MAX_QUEUED):
+    def __init__(self, max_batch=MAX_BATCH):
         self._max_batch = max_batch
-        self._queue = queue.Queue(max_queued)
         self._lock = threading.Lock()
         self._running = False
-        # The writer thread's own.
+        # Under the lock: the chains not yet taken, oldest first, and
+        # whether a thread is writing.
+        self._queued = []
+        self._writing = False
+        # The writing thread's, one at a time.
         self._context = tu_context.get_admin_context()
         self._kept = db_common.KeptConnection()
 
@@ -85,92 +95,96 @@ class ReportWriter:
         """
         waiting = _Waiting(chain)
         with self._lock:
-            if self._running:
-                self._queue.put(waiting)
-            else:
+            if not self._running:
                 waiting = None
+            else:
+                self._queued.append(waiting)
+                writes = not self._writing
+                self._writing = True
         if waiting is None:
             return db_upgrades.transition_chain_once(chain)
-        waiting.done.wait()
+        if not writes:
+            waiting.wake.wait()
+        if not waiting.written:
+            self._write_until(waiting)
         if isinstance(waiting.result, BaseException):
             raise waiting.result
         return waiting.result
 
     def start(self):
-        """Take chains from now on; ``run`` then writes them."""
+        """Write concurrent chains together from now on."""
         with self._lock:
             self._running = True
 
     def stop(self):
-        """Write what is queued, then make ``run`` return.
+        """Write each chain that comes from now on alone.
 
-        The chains that come after are written by their own threads.
+        Those queued already are written as before; the kept connection
+        goes back to the pool once they are.
         """
         with self._lock:
-            if not self._running:
-                return
             self._running = False
-            self._queue.put(_STOP)
-
-    def run(self):
-        """The writer thread's loop, until ``stop``.
-
-        Whatever goes wrong with a batch, its receivers get an answer and
-        the loop goes on: a receiver must never wait for a writer that
-        is gone.
-        """
-        while True:
-            batch, stopping = self._take()
-            try:
-                self._write(batch)
-            except Exception as e:
-                LOG.exception('Recording a batch of %d report chains '
-                              'failed.', len(batch))
-                for waiting in batch:
-                    if not waiting.done.is_set():
-                        waiting.result = e
-                        waiting.done.set()
-            if stopping:
+            if not self._writing:
                 self._kept.close()
-                return
 
-    def _take(self):
-        """The chains queued, at least one unless stopping."""
-        first = self._queue.get()
-        if first is _STOP:
-            return [], True
-        batch = [first]
-        while len(batch) < self._max_batch:
-            try:
-                waiting = self._queue.get_nowait()
-            except queue.Empty:
-                break
-            if waiting is _STOP:
-                return batch, True
-            batch.append(waiting)
-        return batch, False
+    def _write_until(self, own):
+        """Write batches until ``own`` is, then hand the writing over.
+
+        Whatever goes wrong with a batch, its threads get an answer: a
+        thread must never wait for a writer that is gone.
+        """
+        try:
+            while not own.written:
+                with self._lock:
+                    batch = self._queued[:self._max_batch]
+                    del self._queued[:self._max_batch]
+                try:
+                    self._write(batch)
+                except Exception as e:
+                    LOG.exception('Recording a batch of %d report chains '
+                                  'failed.', len(batch))
+                    for waiting in batch:
+                        if not waiting.written:
+                            self._answer(waiting, e)
+        finally:
+            self._hand_over()
+
+    def _hand_over(self):
+        """Wake the thread of the oldest chain queued, to write next."""
+        with self._lock:
+            if self._queued:
+                self._queued[0].wake.set()
+                return
+            self._writing = False
+            if not self._running:
+                self._kept.close()
+
+    @staticmethod
+    def _answer(waiting, result):
+        waiting.result = result
+        waiting.written = True
+        waiting.wake.set()
 
     def _write(self, batch):
         results = None
-        if batch:
-            try:
-                results = db_upgrades.transition_chains_once(
-                    self._context, [waiting.chain for waiting in batch],
-                    kept=self._kept)
-            except Exception as e:
-                # One chain alone is tried again quietly: an outage costs
-                # its message one line of the log, the endpoint's.
-                log = LOG.warning if len(batch) > 1 else LOG.debug
-                log('Could not record %(count)d report chains in one '
-                    'transaction, recording each alone: %(error)s',
-                    {'count': len(batch), 'error': db_errors.first_line(e)})
+        try:
+            results = db_upgrades.transition_chains_once(
+                self._context, [waiting.chain for waiting in batch],
+                kept=self._kept)
+        except Exception as e:
+            # One chain alone is tried again quietly: an outage costs its
+            # message one line of the log, the endpoint's.
+            log = LOG.warning if len(batch) > 1 else LOG.debug
+            log('Could not record %(count)d report chains in one '
+                'transaction, recording each alone: %(error)s',
+                {'count': len(batch), 'error': db_errors.first_line(e)})
         for index, waiting in enumerate(batch):
             if results is not None:
-                waiting.result = results[index]
+                result = results[index]
             else:
                 try:
-                    waiting.result = db_upgrades.transition_chain_once(
+                    result = db_upgrades.transition_chain_once(
                         waiting.chain)
                 except Exception as e:
-                    waiting.result = e
-            waiting.done.set()
+                    result = e
+            self._answer(waiting, result)

@@ -55,7 +55,6 @@ class ConductorService(service.Service):
         target = messaging.Target(topic=conductor_rpcapi.topic(),
                                   server=self.host)
         self.manager.reports.start()
-        self.tg.add_thread(self.manager.reports.run)
         self.rpcserver = rpc.get_rpc_server(target, [self.manager],
                                             rpc_interface.CONDUCTOR)
         self.rpcserver.start()

@@ -221,12 +221,12 @@ def reading(context):
 
 
 class KeptConnection:
-    """A writer connection that one thread keeps between its transactions.
+    """A writer connection kept between one writer's transactions.
 
     Each transaction checked out of the pool pays the checkout, oslo.db's
     ping of the connection (``pool_pre_ping``: a round trip) and the
     checkin, which cost the conductor's report writer a third of its
-    transaction's CPU. A thread that writes transaction after transaction
+    transaction's CPU. A writer that writes transaction after transaction
     keeps its connection instead and begins each transaction on it, as
     long as they follow within ``idle`` seconds of each other and for
     ``lifetime`` seconds at most. After a pause, after the lifetime, or
@@ -236,8 +236,8 @@ class KeptConnection:
     The ping's guarantee is the caller's to keep: a kept connection that
     broke since its last transaction (the database restarted) fails the
     next one, which the caller then tries once more in a transaction of
-    its own (``report_writer`` writes each chain alone). For one thread
-    only.
+    its own (``report_writer`` writes each chain alone). For one writer
+    at a time, whichever thread it is.
     """
 
     IDLE = 1.0

@@ -23,7 +23,6 @@ there the threads run at once without the barrier.
 
 import datetime
 import threading
-import time
 from unittest import mock
 
 from oslo_utils import timeutils
@@ -41,6 +40,7 @@ from trove_upgrade import exception
 from trove_upgrade import states
 from trove_upgrade.tests import base
 from trove_upgrade.tests.fixtures import database
+from trove_upgrade.tests.fixtures import report_batches
 
 # Seconds a test waits for a call that must not block; only a broken run
 # waits it out.
@@ -320,10 +320,9 @@ class _GroupCommitTests:
     def _write_together(self, writer, chains):
         """Report ``chains`` from a thread each, all in the writer's batch.
 
-        The writer runs once every chain is queued; returns each chain's
+        They are written once every chain is queued; returns each chain's
         outcomes, or what it raised.
         """
-        writer.start()
         memory = db_upgrades.UpgradeMemory()
 
         def report(upgrade, moves, known):
@@ -334,23 +333,9 @@ class _GroupCommitTests:
                 instance_id=upgrade['instance_id'], memory=memory,
                 writer=writer)
 
-        calls = [report(*chain) for chain in chains]
-        runner = threading.Thread(target=writer.run)
-        outcomes = [None] * len(calls)
-        threads = []
-        for index, call in enumerate(calls):
-            threads.append(threading.Thread(
-                target=lambda i=index, c=call: outcomes.__setitem__(i, c())))
-            threads[-1].start()
-            deadline = time.monotonic() + HANG_GUARD
-            while (writer._queue.qsize() <= index
-                   and time.monotonic() < deadline):
-                time.sleep(0.01)
-        runner.start()
-        for thread in threads:
-            thread.join(HANG_GUARD)
-        writer.stop()
-        runner.join(HANG_GUARD)
+        outcomes, hung = report_batches.write_together(
+            writer, [report(*chain) for chain in chains])
+        self.assertEqual([], hung)
         return outcomes, memory
 
     def test_chains_of_several_upgrades_commit_together(self):

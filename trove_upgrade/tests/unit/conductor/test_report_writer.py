@@ -21,10 +21,10 @@ from trove_upgrade.conductor import report_writer
 from trove_upgrade.db import upgrades as db_upgrades
 from trove_upgrade import exception
 from trove_upgrade import states
+from trove_upgrade.tests.fixtures import report_batches
 from trove_upgrade.tests.unit.db import base as db_base
 
-# Seconds a test waits for what must happen; only a broken run waits it out.
-HANG_GUARD = 30
+HANG_GUARD = report_batches.HANG_GUARD
 
 
 class TestReportWriter(db_base.DbTestCase):
@@ -49,33 +49,13 @@ class TestReportWriter(db_base.DbTestCase):
     def _submit(self, chains):
         """Queue ``chains`` from a thread each; return their results.
 
-        The writer runs only once all are queued, so its batches are
-        known: ``max_batch`` chains each, in the order queued.
+        They are written once all are queued, so the batches are known:
+        ``max_batch`` chains each, in the order queued.
         """
-        results = [None] * len(chains)
-
-        def submit(index):
-            try:
-                results[index] = self.writer.transition(chains[index])
-            except Exception as e:
-                results[index] = e
-
-        self.writer.start()
-        threads = []
-        for index in range(len(chains)):
-            threads.append(threading.Thread(target=submit, args=(index,)))
-            threads[-1].start()
-            deadline = time.monotonic() + HANG_GUARD
-            while (self.writer._queue.qsize() <= index
-                   and time.monotonic() < deadline):
-                time.sleep(0.01)
-        runner = threading.Thread(target=self.writer.run)
-        runner.start()
-        for thread in threads:
-            thread.join(HANG_GUARD)
-        self.writer.stop()
-        runner.join(HANG_GUARD)
-        self.assertFalse(runner.is_alive())
+        results, hung = report_batches.write_together(
+            self.writer, [lambda c=chain: self.writer.transition(c)
+                          for chain in chains])
+        self.assertEqual([], hung)
         return results
 
     def _status(self, upgrade):
@@ -217,7 +197,7 @@ class TestReportWriter(db_base.DbTestCase):
         self.assertEqual(states.DOWNLOADING, self._status(claimable))
         self.assertEqual(states.VERIFYING, self._status(reported))
 
-    def test_without_the_thread_each_chain_is_written_by_its_sender(self):
+    def test_before_start_and_after_stop_each_chain_is_written_alone(self):
         upgrade = self._claimed()
         outcomes, moved = self.writer.transition(
             self._chain(upgrade, states.VERIFYING))
@@ -231,24 +211,71 @@ class TestReportWriter(db_base.DbTestCase):
 
     def test_stop_writes_what_is_queued_first(self):
         upgrades = [self._claimed() for _ in range(2)]
-        self.writer.start()
         results = []
         threads = [threading.Thread(target=lambda u=u: results.append(
             self.writer.transition(self._chain(u, states.VERIFYING))))
             for u in upgrades]
+        self.writer.start()
+        with self.writer._lock:
+            self.writer._writing = True
         for thread in threads:
             thread.start()
         deadline = time.monotonic() + HANG_GUARD
-        while (self.writer._queue.qsize() < 2
+        while (len(self.writer._queued) < 2
                and time.monotonic() < deadline):
             time.sleep(0.01)
         self.writer.stop()
-        self.writer.run()  # returns once the queue is written
+        self.writer._hand_over()
         for thread in threads:
             thread.join(HANG_GUARD)
         self.assertEqual(2, len(results))
         self.assertEqual([states.VERIFYING] * 2,
                          [self._status(u) for u in upgrades])
+        # After the stop, the last writer gave its connection back.
+        self.assertIsNone(self.writer._kept._connection)
+
+    def test_a_lone_chain_is_written_by_its_own_thread(self):
+        # No hand-over to another thread, and the kept connection used.
+        upgrade = self._claimed()
+        self.writer.start()
+        with mock.patch.object(
+                db_upgrades, 'transition_chains_once',
+                wraps=db_upgrades.transition_chains_once) as batch:
+            outcomes, moved = self.writer.transition(
+                self._chain(upgrade, states.VERIFYING))
+        self.assertEqual(states.VERIFYING, moved['status'])
+        self.assertEqual(1, batch.call_count)
+        self.assertIs(self.writer._kept, batch.call_args.kwargs['kept'])
+        self.assertFalse(self.writer._writing)
+        self.assertEqual([], self.writer._queued)
+
+    def test_chains_from_many_threads_are_each_written_once(self):
+        # No thread waits for ever, whoever writes: each chain's thread
+        # gets its own answer, every upgrade moved exactly once.
+        upgrades = [self._claimed() for _ in range(24)]
+        self.writer.start()
+        results = [None] * len(upgrades)
+        start = threading.Barrier(len(upgrades))
+
+        def report(index):
+            start.wait(HANG_GUARD)
+            results[index] = self.writer.transition(
+                self._chain(upgrades[index], states.VERIFYING))
+
+        threads = [threading.Thread(target=report, args=(i,))
+                   for i in range(len(upgrades))]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(HANG_GUARD)
+        self.assertFalse(any(thread.is_alive() for thread in threads))
+        for upgrade, (outcomes, moved) in zip(upgrades, results):
+            self.assertEqual([True], [o[0] for o in outcomes])
+            self.assertEqual(upgrade['id'], moved['id'])
+            self.assertEqual(states.VERIFYING, self._status(upgrade))
+            self.assertEqual(1, self._events(upgrade).count(
+                (states.DOWNLOADING, states.VERIFYING)))
+        self.assertFalse(self.writer._writing)
 
 
 class TestChainsThroughTheWriter(db_base.DbTestCase):
