@@ -140,12 +140,15 @@ class ReportWriter:
                     del self._queued[:self._max_batch]
                 try:
                     self._write(batch)
-                except Exception as e:
-                    LOG.exception('Recording a batch of %d report chains '
-                                  'failed.', len(batch))
+                except BaseException as e:
+                    if isinstance(e, Exception):
+                        LOG.exception('Recording a batch of %d report '
+                                      'chains failed.', len(batch))
                     for waiting in batch:
                         if not waiting.written:
                             self._answer(waiting, e)
+                    if not isinstance(e, Exception):
+                        raise
         finally:
             self._hand_over()
 

@@ -153,6 +153,23 @@ class TestReportWriter(db_base.DbTestCase):
         self.assertEqual(states.VERIFYING, results[3][1]['status'])
         self.assertEqual(states.VERIFYING, self._status(upgrades[3]))
 
+    def test_a_batch_interrupted_answers_every_chain_in_it(self):
+        # Even by an exception that is no Exception: no thread is left
+        # waiting for a chain nobody will write.
+        class Interrupted(BaseException):
+            pass
+        upgrades = [self._claimed() for _ in range(2)]
+        with mock.patch.object(db_upgrades, 'transition_chains_once',
+                               side_effect=Interrupted()):
+            results = self._submit(
+                [self._chain(u, states.VERIFYING) for u in upgrades])
+        for result in results:
+            self.assertIsInstance(result, Interrupted)
+        self.assertFalse(self.writer._writing)
+        self.assertEqual([], self.writer._queued)
+        self.assertEqual([states.DOWNLOADING] * 2,
+                         [self._status(u) for u in upgrades])
+
     def test_a_chain_whose_kept_connection_broke_is_written_alone(self):
         upgrade = self._claimed()
         real = db_upgrades.transition_chains_once
@@ -213,8 +230,8 @@ class TestReportWriter(db_base.DbTestCase):
         upgrades = [self._claimed() for _ in range(2)]
         results = []
         threads = [threading.Thread(target=lambda u=u: results.append(
-            self.writer.transition(self._chain(u, states.VERIFYING))))
-            for u in upgrades]
+            self.writer.transition(self._chain(u, states.VERIFYING))),
+            daemon=True) for u in upgrades]
         self.writer.start()
         with self.writer._lock:
             self.writer._writing = True
@@ -262,7 +279,7 @@ class TestReportWriter(db_base.DbTestCase):
             results[index] = self.writer.transition(
                 self._chain(upgrades[index], states.VERIFYING))
 
-        threads = [threading.Thread(target=report, args=(i,))
+        threads = [threading.Thread(target=report, args=(i,), daemon=True)
                    for i in range(len(upgrades))]
         for thread in threads:
             thread.start()
