@@ -95,13 +95,11 @@ class ReportWriter:
         """
         waiting = _Waiting(chain)
         with self._lock:
-            if not self._running:
-                waiting = None
-            else:
+            running = self._running
+            if running:
                 self._queued.append(waiting)
-                writes = not self._writing
-                self._writing = True
-        if waiting is None:
+                writes, self._writing = not self._writing, True
+        if not running:
             return db_upgrades.transition_chain_once(chain)
         if not writes:
             waiting.wake.wait()

@@ -11,7 +11,6 @@
 #    under the License.
 
 import threading
-import time
 from unittest import mock
 
 from oslo_db import exception as db_exc
@@ -228,24 +227,13 @@ class TestReportWriter(db_base.DbTestCase):
 
     def test_stop_writes_what_is_queued_first(self):
         upgrades = [self._claimed() for _ in range(2)]
-        results = []
-        threads = [threading.Thread(target=lambda u=u: results.append(
-            self.writer.transition(self._chain(u, states.VERIFYING))),
-            daemon=True) for u in upgrades]
-        self.writer.start()
-        with self.writer._lock:
-            self.writer._writing = True
-        for thread in threads:
-            thread.start()
-        deadline = time.monotonic() + HANG_GUARD
-        while (len(self.writer._queued) < 2
-               and time.monotonic() < deadline):
-            time.sleep(0.01)
-        self.writer.stop()
-        self.writer._hand_over()
-        for thread in threads:
-            thread.join(HANG_GUARD)
-        self.assertEqual(2, len(results))
+        results, hung = report_batches.write_together(
+            self.writer, [lambda u=u: self.writer.transition(
+                self._chain(u, states.VERIFYING)) for u in upgrades],
+            stop_first=True)
+        self.assertEqual([], hung)
+        self.assertEqual([states.VERIFYING] * 2,
+                         [moved['status'] for _outcomes, moved in results])
         self.assertEqual([states.VERIFYING] * 2,
                          [self._status(u) for u in upgrades])
         # After the stop, the last writer gave its connection back.
