@@ -182,8 +182,13 @@ def _current_round(agent, attempts, version):
     return round_, current
 
 
-def view(context, desired, package=None):
-    """The plan of one pass over ``desired`` on what the database holds."""
+def view(context, desired, package=None, topology=None):
+    """The plan of one pass over ``desired`` on what the database holds.
+
+    Trove's replication sets and clusters order its dispatches as a
+    rollout's, holding a set whose member failed; ``topology`` is Trove's
+    when the caller read it for this pass.
+    """
     version = desired['version']
     if package is None:
         package = package_registry.resolve(context, desired['package_name'],
@@ -209,7 +214,9 @@ def view(context, desired, package=None):
         dispatches.extend(current)
     # Canaries belong to the current version's first round only.
     plan = rollouts.plan(desired, agents, dispatches,
-                         db_upgrades.list_busy_instances(context))
+                         db_upgrades.list_busy_instances(context),
+                         topology=rollouts.followed_topology(desired,
+                                                             topology))
     return View(plan, rounds, extra)
 
 

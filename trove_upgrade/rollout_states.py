@@ -39,8 +39,10 @@ AGENT_RETRYING = 'retrying'        # last attempt failed, a retry is left
 AGENT_SUCCEEDED = 'succeeded'      # the rollout's upgrade succeeded
 AGENT_CURRENT = 'current'          # already at the version: nothing to do
 AGENT_FAILED = 'failed'            # every attempt failed
+AGENT_HELD = 'held'                # a member of its set failed (topology)
 
 AGENT_STATES = (AGENT_WAITING, AGENT_IN_PROGRESS, AGENT_RETRYING,
-                AGENT_SUCCEEDED, AGENT_CURRENT, AGENT_FAILED)
+                AGENT_SUCCEEDED, AGENT_CURRENT, AGENT_FAILED, AGENT_HELD)
 # Agent states that need nothing more from the rollout.
-AGENT_SETTLED = frozenset([AGENT_SUCCEEDED, AGENT_CURRENT, AGENT_FAILED])
+AGENT_SETTLED = frozenset([AGENT_SUCCEEDED, AGENT_CURRENT, AGENT_FAILED,
+                           AGENT_HELD])

@@ -37,6 +37,12 @@ The threshold arithmetic, documented in ``doc/source/admin/rollouts.rst``:
   resume *exceed* the tolerance: ``max_failures`` 2 pauses at the third;
 * until the first agent outside the canaries is dispatched the tolerance
   is 0: any failed canary pauses the rollout.
+
+With ``[trove] connection`` set, and unless the rollout's
+``order_by_topology`` is off, Trove's replication sets and clusters order
+the dispatches (``topology.py``): one member of a set in flight at once,
+replicas before their primary, and with ``hold_set_on_failure`` a failed
+member holds the rest of its set.
 """
 
 import collections
@@ -52,6 +58,7 @@ from trove_upgrade.db import upgrades as db_upgrades
 from trove_upgrade import exception
 from trove_upgrade import rollout_states as rs
 from trove_upgrade import states
+from trove_upgrade import topology as trove_topology
 from trove_upgrade import trove_instances
 from trove_upgrade import upgrades
 
@@ -71,14 +78,17 @@ NOTHING_SELECTED = ('The selector matches no agent yet: the rollout waits '
                     'for one to register (or abort it).')
 
 Plan = collections.namedtuple(
-    'Plan', ['agents', 'counters', 'dispatch', 'action', 'reason'])
+    'Plan', ['agents', 'counters', 'dispatch', 'action', 'reason', 'sets'],
+    defaults=(None,))
 Plan.__doc__ = """A reconcile pass's decision.
 
 ``agents`` maps each target instance to its state in the rollout,
 ``counters`` counts them per state (plus ``targets``, ``in_flight`` and the
 computed ``in_flight_limit`` and ``failure_tolerance``), ``dispatch`` lists
 ``(instance_id, attempt, canary)`` to send now, ``action`` is None, PAUSE
-or COMPLETE and ``reason`` says why.
+or COMPLETE and ``reason`` says why. ``sets`` are Trove's replication sets
+and clusters of the agents, each in the order its members are upgraded
+(``topology.Gate.describe``), or None when the topology is not followed.
 """
 
 
@@ -147,7 +157,16 @@ def _least_tolerance(rollout):
     return rollout['max_failures']
 
 
-def quick_plan(context, rollout, active=None):
+def followed_topology(rollout, topology):
+    """The topology the rollout follows: None when it follows none."""
+    if not rollout.get('order_by_topology', True):
+        return None
+    if topology is None:
+        topology = trove_topology.read()
+    return topology or None
+
+
+def quick_plan(context, rollout, active=None, topology=None):
     """The pass's :class:`Plan` when a few small reads decide it, or None.
 
     :func:`plan_for` reads every selected agent and every attempt: a
@@ -170,7 +189,9 @@ def quick_plan(context, rollout, active=None):
       SUCCESS, the canary phase is over, ``max_in_flight`` is a count and
       the selector has no ``trove`` facts. The plan then dispatches the
       first waiting agents in instance order that nothing else is busy
-      with, as many as the unfinished upgrades leave room for.
+      with, as many as the unfinished upgrades leave room for, when none
+      of them is in one of Trove's replication sets or clusters (their
+      order is the plan's to decide).
 
     Either way no pass skips a plan that would act otherwise, but for one
     case: an unfinished upgrade whose agent stopped matching the selector
@@ -178,14 +199,17 @@ def quick_plan(context, rollout, active=None):
     rollout's ``agent_deadline``.
 
     Its reads share one transaction, as :func:`plan_for`'s do.
+    ``topology`` is Trove's (``topology.read``), when the caller read it
+    for this pass.
     """
     if rollout['status_detail'] == NOTHING_SELECTED:
         return None
+    topology = followed_topology(rollout, topology)
     with db_common.reading(context):
-        return _quick_plan(context, rollout, active)
+        return _quick_plan(context, rollout, active, topology)
 
 
-def _quick_plan(context, rollout, active):
+def _quick_plan(context, rollout, active, topology):
     counts = db_rollouts.count_rollout_upgrades(context, rollout['id'])
     if (counts.unsuccessful - rollout['failures_acknowledged']
             > _least_tolerance(rollout)):
@@ -208,6 +232,8 @@ def _quick_plan(context, rollout, active):
         return None
     free, any_waiting = _free_agents(context, rollout, active, waiting,
                                      limit - counts.unfinished)
+    if topology is not None and any(topology.set_of(i) for i in free):
+        return None
     if free:
         return Plan(None, None, [(i, 1, False) for i in free], None, None)
     if counts.unfinished and not any_waiting:
@@ -262,7 +288,8 @@ def _not_busy_in_trove(instance_ids):
     return [i for i in instance_ids if i not in busy]
 
 
-def plan(rollout, agents, dispatches, busy, now=None, down_time=None):
+def plan(rollout, agents, dispatches, busy, now=None, down_time=None,
+         topology=None):
     """Decide one pass of the reconciler; see the module docstring.
 
     :param agents: the target agents, ordered by instance id.
@@ -273,6 +300,8 @@ def plan(rollout, agents, dispatches, busy, now=None, down_time=None):
     :param now: the time of the pass (default: now).
     :param down_time: seconds without a heartbeat after which an agent is
         unreachable (default: ``[conductor] agent_down_time``).
+    :param topology: Trove's sets (``topology.Topology``) the dispatches
+        follow, or None.
     """
     now = now or timeutils.utcnow()
     if down_time is None:
@@ -295,6 +324,11 @@ def plan(rollout, agents, dispatches, busy, now=None, down_time=None):
                                        attempts.get(a['instance_id']), now,
                                        down_time, current)
         for a in agents}
+    gate = None
+    if topology:
+        gate = trove_topology.Gate(topology, agent_states, busy,
+                                   rollout.get('hold_set_on_failure', True))
+        agent_states.update(dict.fromkeys(gate.held, rs.AGENT_HELD))
     counters = collections.Counter(agent_states.values())
     targets = len(agents)
     in_flight = counters[rs.AGENT_IN_PROGRESS]
@@ -305,6 +339,11 @@ def plan(rollout, agents, dispatches, busy, now=None, down_time=None):
     summary = dict({s: counters[s] for s in rs.AGENT_STATES},
                    targets=targets, in_flight=in_flight,
                    in_flight_limit=limit, failure_tolerance=tolerance)
+    sets = gate.describe(agent_states) if gate else None
+
+    def decided(dispatch, action=None, reason=None):
+        return Plan(agent_states, summary, dispatch, action, reason, sets)
+
     unacknowledged = (counters[rs.AGENT_FAILED]
                       - rollout['failures_acknowledged'])
 
@@ -313,17 +352,19 @@ def plan(rollout, agents, dispatches, busy, now=None, down_time=None):
                   % (unacknowledged, tolerance))
         if canary_phase:
             reason += ' during the canary phase'
-        return Plan(agent_states, summary, [], PAUSE, reason + '.')
+        return decided([], PAUSE, reason + '.')
     if not agents and not dispatches:
         # Nothing done is not everything done: a rollout whose selector
         # matches no agent (yet) never claims to have completed.
-        return Plan(agent_states, summary, [], WAIT, NOTHING_SELECTED)
+        return decided([], WAIT, NOTHING_SELECTED)
     if all(s in rs.AGENT_SETTLED for s in agent_states.values()):
-        return Plan(agent_states, summary, [], COMPLETE,
-                    '%d agent(s) succeeded, %d already current, %d failed.'
-                    % (counters[rs.AGENT_SUCCEEDED],
-                       counters[rs.AGENT_CURRENT],
-                       counters[rs.AGENT_FAILED]))
+        reason = ('%d agent(s) succeeded, %d already current, %d failed'
+                  % (counters[rs.AGENT_SUCCEEDED],
+                     counters[rs.AGENT_CURRENT], counters[rs.AGENT_FAILED]))
+        if counters[rs.AGENT_HELD]:
+            reason += (', %d held by a failed member of their set'
+                       % counters[rs.AGENT_HELD])
+        return decided([], COMPLETE, reason + '.')
 
     room = limit - in_flight
     dispatch = []
@@ -331,12 +372,14 @@ def plan(rollout, agents, dispatches, busy, now=None, down_time=None):
     for instance_id, state in sorted(agent_states.items()):
         if room <= len(dispatch):
             break
-        if state == rs.AGENT_RETRYING and instance_id not in busy:
+        if (state == rs.AGENT_RETRYING and instance_id not in busy
+                and (gate is None or gate.admits(instance_id))):
             previous = attempts[instance_id][-1]
             dispatch.append((instance_id, previous['attempt'] + 1,
                              previous['canary']))
     waiting = [i for i, s in sorted(agent_states.items())
-               if s == rs.AGENT_WAITING and i not in busy]
+               if s == rs.AGENT_WAITING and i not in busy
+               and (gate is None or gate.admits(i))]
     if canary_phase:
         # Canaries are the first agents in instance order still waiting;
         # nobody else is dispatched before every one of them settled.
@@ -344,15 +387,15 @@ def plan(rollout, agents, dispatches, busy, now=None, down_time=None):
         if wanted > 0 and waiting:
             new = waiting[:max(0, min(room - len(dispatch), wanted))]
             dispatch.extend((i, 1, True) for i in new)
-            return Plan(agent_states, summary, dispatch, None, None)
+            return decided(dispatch)
         if any(agent_states.get(i, rs.AGENT_SUCCEEDED)
                not in rs.AGENT_SETTLED for i in canaries):
-            return Plan(agent_states, summary, dispatch, None, None)
+            return decided(dispatch)
     for instance_id in waiting:
         if room <= len(dispatch):
             break
         dispatch.append((instance_id, 1, False))
-    return Plan(agent_states, summary, dispatch, None, None)
+    return decided(dispatch)
 
 
 def _agent_selector(selector):
@@ -405,13 +448,14 @@ def targets(context, rollout, active=None):
             if a['instance_id'] not in owned]
 
 
-def plan_for(context, rollout, active=None):
+def plan_for(context, rollout, active=None, topology=None):
     """:func:`plan` of the rollout on what the databases hold now.
 
     Instances Trove is busy with count as busy: nothing is dispatched to
     them until Trove is done, and they wait meanwhile. ``active`` is as
-    :func:`targets` takes it.
+    :func:`targets` takes it; ``topology`` as :func:`quick_plan` does.
     """
+    topology = followed_topology(rollout, topology)
     with db_common.reading(context):
         agents = targets(context, rollout, active)
         busy = db_upgrades.list_busy_instances(context) | (
@@ -419,7 +463,7 @@ def plan_for(context, rollout, active=None):
                 {a['instance_id'] for a in agents}))
         dispatches = db_rollouts.list_rollout_dispatches(context,
                                                          rollout['id'])
-    return plan(rollout, agents, dispatches, busy)
+    return plan(rollout, agents, dispatches, busy, topology=topology)
 
 
 def check_no_overlap(context, selector):

@@ -47,16 +47,18 @@ def list_active(context):
         context, filters={'status': desired_versions.ACTIVE})
 
 
-def run(context, owner, agent_api, active=None):
+def run(context, owner, agent_api, active=None, topology=None):
     """Reconcile every ACTIVE desired version, oldest first.
 
-    ``active`` is :func:`list_active`, when the caller read it already.
+    ``active`` is :func:`list_active`, and ``topology`` Trove's
+    (``topology.read``), when the caller read them already.
     """
     if active is None:
         active = list_active(context)
     for desired in active:
         db_outage.attempt('Reconciling desired version %s' % desired['id'],
-                          reconcile, context, desired, owner, agent_api)
+                          reconcile, context, desired, owner, agent_api,
+                          topology)
 
 
 def _pause(context, desired, reason):
@@ -69,7 +71,7 @@ def _pause(context, desired, reason):
                     {'id': desired['id'], 'reason': reason})
 
 
-def reconcile(context, desired, owner, agent_api):
+def reconcile(context, desired, owner, agent_api, topology=None):
     until = timeutils.utcnow() + datetime.timedelta(
         seconds=CONF.conductor.rollout_lease_time)
     if not db.acquire_lease(context, desired['id'], owner, until):
@@ -89,7 +91,7 @@ def reconcile(context, desired, owner, agent_api):
         # Retired (or gone) since it was declared: stop, and say why.
         _pause(context, desired, str(e))
         return
-    view = desired_versions.view(context, desired, package)
+    view = desired_versions.view(context, desired, package, topology)
     plan = view.plan
     if plan.action == rollouts.PAUSE:
         _pause(context, desired, plan.reason)

@@ -53,6 +53,7 @@ from trove_upgrade import resends
 from trove_upgrade import rollout_states as rs
 from trove_upgrade import rollouts
 from trove_upgrade import rpc
+from trove_upgrade import topology as trove_topology
 from trove_upgrade import upgrades
 
 CONF = conf.CONF
@@ -73,20 +74,30 @@ class Reconciler:
 
         Both lists are read in one transaction: a pass that finds nothing
         to do costs one less. Each rollout and desired version is leased
-        and read again before anything is done with it.
+        and read again before anything is done with it. Trove's topology
+        is read once per pass that has something to do, in one query, so
+        a failover is seen by the next pass's dispatches.
         """
         with db_common.reading(context):
             active = db_rollouts.list_rollouts_in(context, rs.ACTIVE_STATES)
             desired = desired_reconciler.list_active(context)
+        if not active and not desired:
+            return
+        topology = trove_topology.read()
         for rollout in active:
             # Each alone, in one line when the database went away since
             # the list was read.
             db_outage.attempt('Reconciling rollout %s' % rollout['id'],
-                              self.reconcile, context, rollout, active)
-        desired_reconciler.run(context, self.owner, self.agent_api, desired)
+                              self.reconcile, context, rollout, active,
+                              topology)
+        desired_reconciler.run(context, self.owner, self.agent_api, desired,
+                               topology)
 
-    def reconcile(self, context, rollout, active=None):
-        """One step of ``rollout``; ``active`` as ``rollouts.targets``."""
+    def reconcile(self, context, rollout, active=None, topology=None):
+        """One step of ``rollout``; ``active`` as ``rollouts.targets``.
+
+        ``topology`` is Trove's (``topology.read``), read for this pass.
+        """
         until = timeutils.utcnow() + datetime.timedelta(
             seconds=CONF.conductor.rollout_lease_time)
         rollout = db_rollouts.lease_rollout(context, rollout['id'],
@@ -99,8 +110,8 @@ class Reconciler:
         if rollout is None or rollout['status'] != rs.RUNNING:
             return
         started = time.monotonic()
-        plan = (rollouts.quick_plan(context, rollout, active)
-                or rollouts.plan_for(context, rollout, active))
+        plan = (rollouts.quick_plan(context, rollout, active, topology)
+                or rollouts.plan_for(context, rollout, active, topology))
         if (plan.action != rollouts.WAIT
                 and rollout['status_detail'] == rollouts.NOTHING_SELECTED):
             db_rollouts.update_rollout(context, rollout['id'], {rs.RUNNING},

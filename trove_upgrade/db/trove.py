@@ -40,6 +40,8 @@ INSTANCES = sa.Table(
     sa.Column('datastore_version_id', sa.String(36)),
     sa.Column('region_id', sa.String(255)),
     sa.Column('encrypted_key', sa.String(255)),
+    sa.Column('slave_of_id', sa.String(36)),
+    sa.Column('cluster_id', sa.String(36)),
 )
 
 DATASTORES = sa.Table(
@@ -167,3 +169,18 @@ def get_encrypted_keys(instance_ids):
         sa.or_(INSTANCES.c.deleted.is_(None), sa.not_(INSTANCES.c.deleted)))
     with _engine().connect() as connection:
         return {r.id: r.encrypted_key for r in connection.execute(query)}
+
+
+def get_topology_rows():
+    """``(id, slave_of_id, cluster_id)`` of every live replica and member.
+
+    Of every live instance that has a replication source or a cluster, in
+    one query: a primary is known by its replicas' ``slave_of_id``.
+    """
+    query = sa.select(INSTANCES.c.id, INSTANCES.c.slave_of_id,
+                      INSTANCES.c.cluster_id).where(
+        sa.or_(INSTANCES.c.slave_of_id.is_not(None),
+               INSTANCES.c.cluster_id.is_not(None)),
+        sa.or_(INSTANCES.c.deleted.is_(None), sa.not_(INSTANCES.c.deleted)))
+    with _engine().connect() as connection:
+        return [tuple(r) for r in connection.execute(query)]
