@@ -133,6 +133,8 @@ def rollout(req, tenant_id, rollout, plan=None):
         'status': rollout['status'],
         'status_detail': rollout['status_detail'],
         'failures_acknowledged': rollout['failures_acknowledged'],
+        'order_by_topology': rollout['order_by_topology'],
+        'hold_set_on_failure': rollout['hold_set_on_failure'],
         'project_id': rollout['project_id'],
         'user_id': rollout['user_id'],
         'created_at': util.isotime(rollout['created_at']),
@@ -145,4 +147,6 @@ def rollout(req, tenant_id, rollout, plan=None):
         body['agents'] = [{'instance_id': instance_id, 'state': state}
                           for instance_id, state in sorted(
                               plan.agents.items())]
+        # Trove's sets of its agents, each in the order it is upgraded.
+        body['sets'] = plan.sets or []
     return body

@@ -40,8 +40,10 @@ trove_opts = [
                     'When set, an upgrade must name an instance Trove '
                     'knows (by id or by name), is held DEFERRED while '
                     'Trove works on the instance or its agent has not '
-                    'registered yet, and rollouts may select by Trove\'s '
-                    'facts.'),
+                    'registered yet, rollouts may select by Trove\'s '
+                    'facts, and rollouts and desired versions follow '
+                    'Trove\'s replication sets and clusters '
+                    '(instances.slave_of_id and cluster_id).'),
     cfg.StrOpt('inst_rpc_key_encr_key',
                default='emYjgHFqfXNB1NGehAFIUeoyw4V4XwWHEaKP',
                secret=True,

@@ -174,6 +174,12 @@ class Rollout(Base):
     status: orm.Mapped[str] = orm.mapped_column(sa.String(32))
     status_detail: orm.Mapped[str | None] = orm.mapped_column(Text)
     failures_acknowledged: orm.Mapped[int] = orm.mapped_column(sa.Integer)
+    # Whether Trove's replication sets and clusters order the dispatches,
+    # and whether a failed member holds the rest of its set (topology.py).
+    order_by_topology: orm.Mapped[bool] = orm.mapped_column(
+        sa.Boolean, nullable=False, default=True, server_default=sa.true())
+    hold_set_on_failure: orm.Mapped[bool] = orm.mapped_column(
+        sa.Boolean, nullable=False, default=True, server_default=sa.true())
     lease_owner: orm.Mapped[str | None] = orm.mapped_column(sa.String(255))
     lease_until: orm.Mapped[datetime.datetime | None] = orm.mapped_column(
         DateTime)

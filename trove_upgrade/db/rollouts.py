@@ -39,7 +39,9 @@ _ROLLOUT_REQUIRED = frozenset([
     'name', 'instance_version', 'strategy', 'location', 'selector',
     'canary', 'max_in_flight', 'max_in_flight_kind', 'max_failures',
     'max_failures_kind', 'per_agent_retries', 'agent_deadline', 'status'])
-_ROLLOUT_OPTIONAL = frozenset(['start_at', 'status_detail'])
+_ROLLOUT_OPTIONAL = frozenset(['start_at', 'status_detail',
+                               'order_by_topology', 'hold_set_on_failure'])
+_ROLLOUT_BOOLEANS = frozenset(['order_by_topology', 'hold_set_on_failure'])
 _ROLLOUT_INTEGERS = frozenset(['canary', 'max_in_flight', 'max_failures',
                                'per_agent_retries', 'agent_deadline',
                                'failures_acknowledged'])
@@ -68,6 +70,8 @@ def _rollout_dict(row):
         'status': row.status,
         'status_detail': row.status_detail,
         'failures_acknowledged': row.failures_acknowledged,
+        'order_by_topology': row.order_by_topology,
+        'hold_set_on_failure': row.hold_set_on_failure,
         'project_id': row.project_id,
         'user_id': row.user_id,
         'created_at': row.created_at,
@@ -105,6 +109,10 @@ def create_rollout(context, values):
                           'max_in_flight_kind', 'max_failures_kind',
                           'status'])
     _check_integers(values, _ROLLOUT_INTEGERS)
+    for name in _ROLLOUT_BOOLEANS & values.keys():
+        if not isinstance(values[name], bool):
+            raise exception.Invalid(reason='%s must be true or false, not %r'
+                                    % (name, values[name]))
     common.check_json_object('selector', values['selector'])
     now = timeutils.utcnow()
     start_at = values.get('start_at')

@@ -29,9 +29,11 @@ from trove_upgrade import policy
 from trove_upgrade import rollouts
 
 # Defaults of the optional fields: one canary, one agent at a time, stop
-# at the first failure, no retry, an hour per agent.
+# at the first failure, no retry, an hour per agent; Trove's replication
+# sets and clusters followed, a set held when one of its members failed.
 _DEFAULTS = {'canary': 1, 'max_in_flight': 1, 'max_failures': 0,
-             'per_agent_retries': 0, 'agent_deadline': 3600}
+             'per_agent_retries': 0, 'agent_deadline': 3600,
+             'order_by_topology': True, 'hold_set_on_failure': True}
 
 
 def _rollout_id(req):

@@ -80,6 +80,9 @@ _ROLLOUT = {
         'agent_deadline': {'type': 'integer', 'minimum': 1,
                            'maximum': 604800},
         'start_at': {'type': 'string', 'format': 'date-time'},
+        # Trove's replication sets and clusters (see topology.py).
+        'order_by_topology': {'type': 'boolean'},
+        'hold_set_on_failure': {'type': 'boolean'},
         # A registered package, instead of strategy and location.
         'package': upgrades.PACKAGE_NAME,
     },

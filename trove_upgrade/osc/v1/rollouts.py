@@ -21,6 +21,7 @@ import math
 import sys
 import time
 
+from cliff import columns
 from osc_lib.cli import format_columns
 from osc_lib.cli import parseractions
 from osc_lib.command import command
@@ -39,11 +40,28 @@ LONG_COLUMNS = LIST_COLUMNS + ('Selector', 'Max In Flight', 'Max Failures',
 # The longest --interval and --timeout of ``show --wait``: a year.
 MAX_WAIT = 366 * 86400
 
+
+class SetsColumn(columns.FormattableColumn):
+    """Trove's sets of a rollout's agents, a line each, in upgrade order."""
+
+    def human_readable(self):
+        return '\n'.join(
+            '%s %s: %s' % (found['kind'], found['id'], ' -> '.join(
+                '%s (%s, %s)' % (m['instance_id'], m['role'],
+                                 m['state'] or 'not in this rollout')
+                for m in found['members']))
+            for found in self._value or [])
+
+    def machine_readable(self):
+        return self._value
+
+
 FORMATTERS = {
     'selector': format_columns.DictColumn,
     'Selector': format_columns.DictColumn,
     'counters': format_columns.DictColumn,
     'agents': format_columns.ListDictColumn,
+    'sets': SetsColumn,
 }
 
 
@@ -149,13 +167,15 @@ def selector_from(parsed_args):
 def progress(rollout):
     """One line saying how far a rollout got."""
     counters = rollout.get('counters') or {}
-    settled = sum(counters.get(s, 0) for s in ('succeeded', 'current',
-                                               'failed'))
-    return ('%s: %d/%d settled (%d succeeded, %d current, %d failed), '
+    settled = sum(counters.get(s, 0) for s in rs.AGENT_SETTLED)
+    line = ('%s: %d/%d settled (%d succeeded, %d current, %d failed), '
             '%d in flight' % (
                 rollout['status'], settled, counters.get('targets', 0),
                 counters.get('succeeded', 0), counters.get('current', 0),
                 counters.get('failed', 0), counters.get('in_flight', 0)))
+    if counters.get(rs.AGENT_HELD):
+        line += ', %d held' % counters[rs.AGENT_HELD]
+    return line
 
 
 class CreateRollout(command.ShowOne):
@@ -183,6 +203,17 @@ class CreateRollout(command.ShowOne):
             'per_agent_retries': 0, 'agent_deadline': 3600})
         parser.add_argument('--start-at', metavar='<ISO 8601 time>',
                             help='Do not start before this time')
+        parser.add_argument('--order-by-topology',
+                            action=argparse.BooleanOptionalAction,
+                            help='Follow Trove\'s replication sets and '
+                                 'clusters: one member of a set at a time, '
+                                 'replicas before their primary (default: '
+                                 'follow them)')
+        parser.add_argument('--hold-set-on-failure',
+                            action=argparse.BooleanOptionalAction,
+                            help='When a member of a set fails, upgrade '
+                                 'none of the rest of its set (default: '
+                                 'hold)')
         return parser
 
     def take_action(self, parsed_args):
@@ -190,7 +221,8 @@ class CreateRollout(command.ShowOne):
         body = dict(thresholds_from(parsed_args), name=parsed_args.name,
                     instance_version=parsed_args.instance_version,
                     selector=selector_from(parsed_args))
-        for name in ('strategy', 'location', 'package', 'start_at'):
+        for name in ('strategy', 'location', 'package', 'start_at',
+                     'order_by_topology', 'hold_set_on_failure'):
             value = getattr(parsed_args, name)
             if value is not None:
                 body[name] = value

@@ -167,6 +167,27 @@ class _MigrationsWalk:
                     "WHERE id = 'u1'"))])
         connection.rollback()
 
+    def _check_48bd5900b951(self, connection):
+        columns = {c['name']: c for c in
+                   sa.inspect(connection).get_columns('rollouts')}
+        self.assertFalse(columns['order_by_topology']['nullable'])
+        self.assertFalse(columns['hold_set_on_failure']['nullable'])
+        # Rollouts written without them (every existing one, and those of
+        # a release that does not know them) follow the topology and hold.
+        connection.execute(sa.text(
+            "INSERT INTO rollouts (id, name, instance_version, strategy, "
+            "location, selector, canary, max_in_flight, max_in_flight_kind, "
+            "max_failures, max_failures_kind, per_agent_retries, "
+            "agent_deadline, status, failures_acknowledged, created_at) "
+            "VALUES ('r1', 'r', '2.0', 'local', '/p', '{}', 0, 1, 'count', "
+            "0, 'count', 0, 60, 'RUNNING', 0, :now)"),
+            {'now': datetime.datetime(2026, 12, 7)})
+        self.assertEqual([(True, True)], [
+            (bool(r[0]), bool(r[1])) for r in connection.execute(sa.text(
+                "SELECT order_by_topology, hold_set_on_failure FROM "
+                "rollouts WHERE id = 'r1'"))])
+        connection.rollback()
+
     def _check_9b6f3d2c8e41(self, connection):
         inspector = sa.inspect(connection)
         self.assertTrue({'packages', 'desired_versions',

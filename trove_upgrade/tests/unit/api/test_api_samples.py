@@ -27,6 +27,7 @@ import json
 import os
 import re
 
+import fixtures
 from oslo_utils import timeutils
 
 from trove_upgrade import context
@@ -34,6 +35,7 @@ from trove_upgrade.db import agents as db_agents
 from trove_upgrade.db import packages as package_db
 from trove_upgrade import states
 from trove_upgrade.tests.unit.api import base
+from trove_upgrade import topology
 from trove_upgrade import upgrades
 
 SAMPLES = os.path.join(os.path.dirname(__file__), '..', '..', '..', '..',
@@ -198,6 +200,12 @@ class TestAPISamples(base.APITestCase):
         self.assertSample('error-response.json', resp)
 
     def test_rollouts(self):
+        # Trove's database records the last two instances as a replication
+        # set: the third the primary, the second its replica.
+        self.useFixture(fixtures.MockPatch(
+            'trove_upgrade.topology.read',
+            return_value=topology.Topology(
+                [(INSTANCES[1], INSTANCES[2], None)])))
         for number, instance_id in enumerate(INSTANCES):
             db_agents.register_agent(self.ctx, instance_id, {
                 'agent_version': '1.0.1',

@@ -72,9 +72,11 @@ class TestRollouts(base.APITestCase):
              rollout['agent_deadline']))
         self.assertEqual(
             {'targets': 4, 'current': 1, 'waiting': 3, 'in_progress': 0,
-             'retrying': 0, 'succeeded': 0, 'failed': 0, 'in_flight': 0,
-             'in_flight_limit': 2, 'failure_tolerance': 0},
+             'retrying': 0, 'succeeded': 0, 'failed': 0, 'held': 0,
+             'in_flight': 0, 'in_flight_limit': 2, 'failure_tolerance': 0},
             rollout['counters'])
+        # Without [trove] connection there are no sets to follow.
+        self.assertEqual([], rollout['sets'])
         self.assertEqual(
             [(self.blue[0], 'current')] + [(i, 'waiting')
                                            for i in self.blue[1:]],
@@ -82,11 +84,22 @@ class TestRollouts(base.APITestCase):
 
     def test_defaults(self):
         rollout = self.create().json['rollout']
-        self.assertEqual((1, 1, 0, 0, 3600, None),
+        self.assertEqual((1, 1, 0, 0, 3600, None, True, True),
                          (rollout['canary'], rollout['max_in_flight'],
                           rollout['max_failures'],
                           rollout['per_agent_retries'],
-                          rollout['agent_deadline'], rollout['start_at']))
+                          rollout['agent_deadline'], rollout['start_at'],
+                          rollout['order_by_topology'],
+                          rollout['hold_set_on_failure']))
+
+    def test_topology_options(self):
+        rollout = self.create(selector={'group': 'green'},
+                              order_by_topology=False,
+                              hold_set_on_failure=False).json['rollout']
+        self.assertEqual((False, False), (rollout['order_by_topology'],
+                                          rollout['hold_set_on_failure']))
+        resp = self.create(expected=400, hold_set_on_failure='yes')
+        self.assertIn('hold_set_on_failure', self.error(resp))
 
     def test_availability_zone_alone_or_with_a_group(self):
         # The zone the agents report, in their labels.

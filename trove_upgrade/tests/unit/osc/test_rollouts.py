@@ -87,6 +87,43 @@ class TestRolloutCommands(base.OSCTestCase):
                       '--availability-zone.', err)
         self.assertEqual(2, len(self.api_requests()))
 
+    def test_create_with_the_topology_options(self):
+        self.requests.post(ROLLOUTS, json={'rollout': rollout()},
+                           status_code=201)
+        for given, sent in (
+                ([], {}),
+                (['--no-hold-set-on-failure'],
+                 {'hold_set_on_failure': False}),
+                (['--no-order-by-topology', '--hold-set-on-failure'],
+                 {'order_by_topology': False, 'hold_set_on_failure': True})):
+            code, _out, err = self.openstack(
+                'database', 'rollout', 'create', 'blue',
+                '--instance-version', 'v2.0.0', '--package', 'guest',
+                '--group', 'blue', *given)
+            self.assertEqual(0, code, err)
+            body = self.api_requests()[-1].json()['rollout']
+            self.assertEqual(sent, {k: v for k, v in body.items() if k in (
+                'order_by_topology', 'hold_set_on_failure')})
+
+    def test_show_lists_the_sets_in_upgrade_order(self):
+        primary, replica = base.INSTANCE_ID, ROLLOUT_ID
+        sets = [{'kind': 'replication', 'id': primary, 'members': [
+            {'instance_id': replica, 'role': 'replica',
+             'state': 'in_progress'},
+            {'instance_id': primary, 'role': 'primary', 'state': None}]}]
+        self.requests.get(ROLLOUTS + '/' + ROLLOUT_ID,
+                          json={'rollout': rollout(sets=sets)})
+        code, out, err = self.openstack('database', 'rollout', 'show',
+                                        ROLLOUT_ID, '-c', 'sets',
+                                        '--max-width', '0')
+        self.assertEqual(0, code, err)
+        self.assertIn(
+            'replication %s: %s (replica, in_progress) -> %s (primary, '
+            'not in this rollout)' % (primary, replica, primary), out)
+        code, out, err = self.openstack('database', 'rollout', 'show',
+                                        ROLLOUT_ID, '-f', 'json')
+        self.assertEqual(sets, json.loads(out)['sets'])
+
     def test_create_refuses_a_bad_threshold_before_any_request(self):
         code, _out, err = self.openstack(
             'database', 'rollout', 'create', 'blue',
