@@ -129,20 +129,44 @@ class TroveDatabase(fixtures.Fixture):
             text=True).stdout.strip()
 
     def add_instance(self, name, tenant_id='tenant-a', task_id=NONE,
-                     deleted=False, key=None, instance_id=None):
-        """Insert an instance; ``key`` is its RPC key, stored encrypted."""
+                     deleted=False, key=None, instance_id=None,
+                     slave_of_id=None, cluster_id=None):
+        """Insert an instance; ``key`` is its RPC key, stored encrypted.
+
+        ``slave_of_id`` is its replication source, ``cluster_id`` its
+        cluster (``add_cluster``), as Trove records them.
+        """
         instance_id = instance_id or uuidutils.generate_uuid()
         self._write(
             'INSERT INTO instances (id, name, tenant_id, task_id, '
             'task_description, deleted, datastore_version_id, '
-            'encrypted_key, created) VALUES (:id, :name, :tenant, :task, '
-            ':description, :deleted, :dsv, :key, :created)',
+            'encrypted_key, created, slave_of_id, cluster_id) VALUES (:id, '
+            ':name, :tenant, :task, :description, :deleted, :dsv, :key, '
+            ':created, :source, :cluster)',
             id=instance_id, name=name, tenant=tenant_id, task=task_id,
             description='task %d' % task_id, deleted=deleted,
             dsv=self.datastore_version_id,
             key=self.trove_encrypt(key) if key else None,
-            created=timeutils.utcnow())
+            created=timeutils.utcnow(), source=slave_of_id,
+            cluster=cluster_id)
         return instance_id
+
+    def add_cluster(self, name, tenant_id='tenant-a'):
+        """Insert a cluster, as Trove's cluster create does; its id."""
+        cluster_id = uuidutils.generate_uuid()
+        now = timeutils.utcnow()
+        self._write(
+            'INSERT INTO clusters (id, created, updated, name, task_id, '
+            'tenant_id, datastore_version_id, deleted) VALUES (:id, :now, '
+            ':now, :name, :task, :tenant, :dsv, 0)', id=cluster_id, now=now,
+            name=name, task=NONE, tenant=tenant_id,
+            dsv=self.datastore_version_id)
+        return cluster_id
+
+    def set_replication_source(self, instance_id, source_id):
+        """What Trove's promote-to-replica-source writes for one instance."""
+        self._write('UPDATE instances SET slave_of_id = :source WHERE id = '
+                    ':id', source=source_id, id=instance_id)
 
     def set_task(self, instance_id, task_id):
         self._write('UPDATE instances SET task_id = :task, task_description '
