@@ -59,9 +59,17 @@ alone costs.
 Before anything is timed, a rollout over a few agents of their own opens
 the reconciler's send connections, as the raw casts open theirs first.
 
+With ``--topology`` the conductor reads Trove's database (``[trove]
+connection``, a temporary PostgreSQL database holding the tables and
+columns trove-upgrade reads of Trove's, ``db/trove.py``), where every
+measured agent is in a set of three: replication sets (a primary and two
+replicas) and three-member clusters in turn. The rollouts then follow the
+topology (one member of a set in flight, replicas first), and each pass
+reads it once.
+
     python tools/bench/rollout_scale.py [--agents 2000]
         [--max-in-flight 200] [--processes 3] [--send-threads 8]
-        [--connection URL]
+        [--connection URL] [--topology]
 
 Nothing is asserted: it prints figures. All traffic stays on loopback.
 """
@@ -86,11 +94,13 @@ import uuid
 import kombu
 import oslo_messaging as messaging
 import psycopg2
+import sqlalchemy as sa
 
 from trove_upgrade import conf
 from trove_upgrade import context as tu_context
 from trove_upgrade.db import common as db_common
 from trove_upgrade.db import rollouts as db_rollouts
+from trove_upgrade.db import trove as trove_db
 from trove_upgrade import rollout_states as rs
 from trove_upgrade import rollouts
 from trove_upgrade.tests import conffile
@@ -274,6 +284,38 @@ class RawCastsMeanwhile(threading.Thread):
         return self.cpu / max(self.count, 1)
 
 
+# Members of each set the fleet is arranged in, with --topology.
+SET_SIZE = 3
+
+
+def _trove_topology(connection, instance_ids):
+    """Trove's records of ``instance_ids`` arranged in sets of three.
+
+    Replication sets and clusters in turn; a remainder stays single. Only
+    the tables and columns trove-upgrade reads (``db/trove.py``).
+    """
+    engine = sa.create_engine(connection)
+    try:
+        trove_db.INSTANCES.metadata.create_all(engine)
+        rows = []
+        for start in range(0, len(instance_ids), SET_SIZE):
+            members = instance_ids[start:start + SET_SIZE]
+            cluster = (start // SET_SIZE) % 2 and len(members) == SET_SIZE
+            for n, instance_id in enumerate(members):
+                rows.append({
+                    'id': instance_id, 'name': 'bench-%s' % instance_id[:8],
+                    'tenant_id': 'bench', 'task_id': 1,
+                    'task_description': 'No tasks for the instance.',
+                    'deleted': False,
+                    'cluster_id': 'cluster-%d' % start if cluster else None,
+                    'slave_of_id': (members[0] if n and not cluster
+                                    and len(members) == SET_SIZE else None)})
+        with engine.begin() as conn:
+            conn.execute(trove_db.INSTANCES.insert(), rows)
+    finally:
+        engine.dispose()
+
+
 def _migrate(workdir, connection):
     config = os.path.join(workdir, 'manage.conf')
     conffile.write_conf(config, {'database': {'connection':
@@ -303,6 +345,10 @@ def main():
                              'concurrent writes at this scale; MariaDB '
                              'through PyMySQL costs the conductor twice '
                              'the CPU.)')
+    parser.add_argument('--topology', action='store_true',
+                        help='arrange the measured agents in Trove\'s '
+                             'replication sets and clusters of three, in '
+                             'a temporary Trove database on PostgreSQL')
     args = parser.parse_args()
     # Stopped by SIGTERM, it still stops the processes it started and
     # deletes its queues: the finally blocks run.
@@ -323,6 +369,22 @@ def main():
     connection = args.connection
     if connection is None:
         connection, sessions, drop = _temporary_database(suffix)
+    trove = drop_trove = None
+    if args.topology:
+        trove, _sessions, drop_trove = _temporary_database('trove_' + suffix)
+        rabbit_options['trove'] = {'connection': trove}
+        CONF.set_override('connection', trove, group='trove')
+    try:
+        _bench(args, exchange, rabbit_options, connection, sessions, drop,
+               trove)
+    finally:
+        if drop_trove is not None:
+            trove_db.dispose()
+            drop_trove()
+
+
+def _bench(args, exchange, rabbit_options, connection, sessions, drop,
+           trove):
     with tempfile.TemporaryDirectory() as workdir:
         _migrate(workdir, connection)
         CONF.set_override('connection', connection, group='database')
@@ -336,7 +398,7 @@ def main():
         fleet.setUp()
         result = {}
         try:
-            result.update(_run(args, fleet, exchange))
+            result.update(_run(args, fleet, exchange, trove))
         finally:
             fleet.cleanUp()
             db_common.get_engine().dispose()
@@ -417,16 +479,19 @@ def _first_pass_alone(admin, fleet, args):
     return _passes(fleet, rollout_id)[0]
 
 
-def _run(args, fleet, exchange):
+def _run(args, fleet, exchange, trove=None):
     conductor = fleet.start_conductor()
     started = time.monotonic()
     per_process = -(-args.agents // args.processes)
     remaining = args.agents
+    measured = []
     while remaining > 0:
-        fleet.start_agents(min(per_process, remaining), labels='group=bench',
-                           multiplex=True)
+        measured += fleet.start_agents(min(per_process, remaining),
+                                       labels='group=bench', multiplex=True)
         remaining -= per_process
     registration = time.monotonic() - started
+    if trove is not None:
+        _trove_topology(trove, sorted(measured))
     raw_rate, raw_cpu = bench_raw_casts(exchange, max(args.agents, 1000))
     reconciler = int(_RECONCILER.search(fleet.logs()).group(1))
 
@@ -479,6 +544,10 @@ def _report(args, connection, result):
           % (args.agents, args.processes, args.max_in_flight,
              args.send_threads,
              connection.split(':')[0].split('+')[0]))
+    if args.topology:
+        print('topology on: the agents in Trove\'s replication sets and '
+              'clusters of %d (one member of a set in flight at once)'
+              % SET_SIZE)
     print('rollout %s; %d upgrades dispatched, %d agents claimed twice, '
           '%d upgrades sent again (not claimed within [conductor] '
           'resend_interval)' % (result['status'], dispatched,
