@@ -288,15 +288,26 @@ class RawCastsMeanwhile(threading.Thread):
 SET_SIZE = 3
 
 
-def _trove_topology(connection, instance_ids):
-    """Trove's records of ``instance_ids`` arranged in sets of three.
+def _trove_tables(connection):
+    """The tables and columns trove-upgrade reads of Trove's database.
 
-    Replication sets and clusters in turn; a remainder stays single. Only
-    the tables and columns trove-upgrade reads (``db/trove.py``).
+    As ``db/trove.py`` declares them; the conductor reads them from the
+    first agent's registration on.
     """
     engine = sa.create_engine(connection)
     try:
         trove_db.INSTANCES.metadata.create_all(engine)
+    finally:
+        engine.dispose()
+
+
+def _trove_topology(connection, instance_ids):
+    """Trove's records of ``instance_ids`` arranged in sets of three.
+
+    Replication sets and clusters in turn; a remainder stays single.
+    """
+    engine = sa.create_engine(connection)
+    try:
         rows = []
         for start in range(0, len(instance_ids), SET_SIZE):
             members = instance_ids[start:start + SET_SIZE]
@@ -372,6 +383,7 @@ def main():
     trove = drop_trove = None
     if args.topology:
         trove, _sessions, drop_trove = _temporary_database('trove_' + suffix)
+        _trove_tables(trove)
         rabbit_options['trove'] = {'connection': trove}
         CONF.set_override('connection', trove, group='trove')
     try:
