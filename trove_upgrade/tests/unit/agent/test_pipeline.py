@@ -192,10 +192,10 @@ class TestUpgradePipeline(base.TestCase):
         path = self._package('2.0.0')
         real_restart = self.pipeline._restart
 
-        def restart(version, upgrading=False):
+        def restart(version, upgrading=False, **kwargs):
             if upgrading:
                 raise KeyError('injected')
-            return real_restart(version, upgrading)
+            return real_restart(version, upgrading, **kwargs)
 
         self.pipeline._restart = restart
         result = self.pipeline.run(self._entry(path, '2.0.0'))

@@ -1,0 +1,171 @@
+#    Licensed under the Apache License, Version 2.0 (the "License"); you may
+#    not use this file except in compliance with the License. You may obtain
+#    a copy of the License at
+#
+#         http://www.apache.org/licenses/LICENSE-2.0
+#
+#    Unless required by applicable law or agreed to in writing, software
+#    distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+#    WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+#    License for the specific language governing permissions and limitations
+#    under the License.
+
+"""Trove's secure RPC format: how Trove's control plane talks to its guest.
+
+With ``[DEFAULT] enable_secure_rpc_messaging`` (Trove's default) every
+instance has a key, ``instance_rpc_encr_key``, that Trove writes into the
+guest's ``guest_info.conf``; the guest agent's RPC server then decrypts the
+context of every call (and its arguments) with it, and encrypts its answer.
+A plain call is refused (``KeyError: 'context'``). This module speaks that
+format without importing Trove, which runs on eventlet. It follows, in
+Trove 25.1.0 and 26.0.0 alike (the modules are the same in both):
+
+- ``trove/common/rpc/secure_serializer.py``, ``SecureSerializer``: the
+  context becomes ``{'context': encode(encrypt(json(context)))}``, each
+  entity (an argument, the answer) ``encode(encrypt(json(entity)))``;
+- ``trove/common/crypto_utils.py``, ``encrypt_data`` / ``encode_data``:
+  AES in CBC mode, its key the ASCII hex MD5 digest of the UTF-8 instance
+  key (32 bytes: AES-256), a random 16-byte IV prepended to the
+  ciphertext, ``pad_for_encryption`` padding (PKCS#7), standard base64;
+- ``trove/rpc.py``, ``get_client``, and ``trove/guestagent/api.py``,
+  ``API.get_client``: Trove's client of a guest agent wraps its
+  ``TroveRequestContextSerializer`` (the context as
+  ``TroveContext.to_dict()``) in ``SecureSerializer`` with the instance's
+  key.
+
+The format encrypts but does not authenticate (CBC without a MAC): it keeps
+the traffic private, it does not prove who sent it. Trove's serializer
+passes through what does not decrypt; this one refuses it
+(:class:`UnreadableMessage`), so a guest agent running with another key is
+named as such rather than answering gibberish.
+"""
+
+import base64
+import binascii
+import hashlib
+import json
+import os
+
+from cryptography.hazmat.primitives import ciphers
+from cryptography.hazmat.primitives.ciphers import algorithms
+from cryptography.hazmat.primitives.ciphers import modes
+from cryptography.hazmat.primitives import padding
+from oslo_context import context as oslo_context
+from oslo_messaging import serializer
+
+from trove_upgrade import exception
+
+IV_SIZE = 16
+_BLOCK_BITS = 128
+CONTEXT_FIELD = 'context'
+# TroveContext.to_dict() adds these to oslo.context's fields.
+_TROVE_CONTEXT_FIELDS = ('limit', 'marker', 'service_catalog')
+
+
+class UnreadableMessage(exception.TroveUpgradeException):
+    """A message is not in Trove's secure format for this key."""
+
+
+def _cipher(key, iv):
+    # Trove's key derivation, kept as it is for the guest agent to agree:
+    # not a security use of MD5 that this module chose.
+    digest = hashlib.md5(key.encode('utf-8'), usedforsecurity=False)
+    return ciphers.Cipher(algorithms.AES(digest.hexdigest().encode('ascii')),
+                          modes.CBC(iv))
+
+
+def encrypt(text, key, iv=None):
+    """``text`` encrypted as ``crypto_utils.encrypt_data`` then encoded.
+
+    ``iv`` is random unless given (the tests' vectors give it).
+    """
+    iv = os.urandom(IV_SIZE) if iv is None else iv
+    padder = padding.PKCS7(_BLOCK_BITS).padder()
+    data = padder.update(text.encode('utf-8')) + padder.finalize()
+    encryptor = _cipher(key, iv).encryptor()
+    sealed = iv + encryptor.update(data) + encryptor.finalize()
+    return base64.b64encode(sealed).decode('ascii')
+
+
+def decrypt(encoded, key):
+    """The text of ``encoded``; UnreadableMessage unless ``key`` opens it."""
+    if not isinstance(encoded, str):
+        raise UnreadableMessage('expected base64 text, got %s'
+                                % type(encoded).__name__)
+    try:
+        data = base64.b64decode(encoded, validate=True)
+    except (binascii.Error, ValueError):
+        raise UnreadableMessage('not base64 text')
+    if len(data) < 2 * IV_SIZE or len(data) % IV_SIZE:
+        raise UnreadableMessage('%d bytes are no IV and AES-CBC blocks'
+                                % len(data))
+    decryptor = _cipher(key, data[:IV_SIZE]).decryptor()
+    padded = decryptor.update(data[IV_SIZE:]) + decryptor.finalize()
+    unpadder = padding.PKCS7(_BLOCK_BITS).unpadder()
+    try:
+        plain = unpadder.update(padded) + unpadder.finalize()
+        return plain.decode('utf-8')
+    except ValueError:
+        raise UnreadableMessage('it does not decrypt with this key')
+
+
+def dumps(value, key):
+    """``value`` as JSON, encrypted and encoded: one entity."""
+    return encrypt(json.dumps(value), key)
+
+
+def loads(encoded, key):
+    """The value of one entity; UnreadableMessage when it is not one."""
+    text = decrypt(encoded, key)
+    try:
+        return json.loads(text)
+    except ValueError:
+        raise UnreadableMessage('it decrypts to no JSON with this key')
+
+
+def trove_context():
+    """A context as Trove's control plane sends: ``TroveContext.to_dict``.
+
+    A new request id each time, so the guest agent's log names the call.
+    ``overwrite=False``: this thread's stored context stays as it is.
+    """
+    values = oslo_context.RequestContext(overwrite=False).to_dict()
+    values.update(dict.fromkeys(_TROVE_CONTEXT_FIELDS))
+    return values
+
+
+class SecureSerializer(serializer.Serializer):
+    """Trove's ``SecureSerializer`` for one instance key, over a base.
+
+    With no key (None: an empty key is a key to Trove), messages pass as
+    they are, as in Trove, so one client serves guests with and without
+    secure RPC.
+    """
+
+    def __init__(self, key, base=None):
+        self.key = key
+        self.base = base or serializer.NoOpSerializer()
+
+    def serialize_entity(self, ctxt, entity):
+        entity = self.base.serialize_entity(ctxt, entity)
+        if self.key is None:
+            return entity
+        return dumps(entity, self.key)
+
+    def deserialize_entity(self, ctxt, entity):
+        if self.key is not None:
+            entity = loads(entity, self.key)
+        return self.base.deserialize_entity(ctxt, entity)
+
+    def serialize_context(self, ctxt):
+        ctxt = self.base.serialize_context(ctxt)
+        if self.key is None:
+            return ctxt
+        return {CONTEXT_FIELD: dumps(ctxt, self.key)}
+
+    def deserialize_context(self, ctxt):
+        if self.key is not None:
+            if not isinstance(ctxt, dict) or CONTEXT_FIELD not in ctxt:
+                raise UnreadableMessage('the context is not encrypted')
+            ctxt = loads(ctxt[CONTEXT_FIELD], self.key)
+        return self.base.deserialize_context(ctxt)
