@@ -23,10 +23,8 @@ Trove 25.1.0 and 26.0.0 alike (the modules are the same in both):
 - ``trove/common/rpc/secure_serializer.py``, ``SecureSerializer``: the
   context becomes ``{'context': encode(encrypt(json(context)))}``, each
   entity (an argument, the answer) ``encode(encrypt(json(entity)))``;
-- ``trove/common/crypto_utils.py``, ``encrypt_data`` / ``encode_data``:
-  AES in CBC mode, its key the ASCII hex MD5 digest of the UTF-8 instance
-  key (32 bytes: AES-256), a random 16-byte IV prepended to the
-  ciphertext, ``pad_for_encryption`` padding (PKCS#7), standard base64;
+- ``trove/common/crypto_utils.py``, ``encrypt_data`` / ``encode_data``,
+  with the instance key (:mod:`trove_upgrade.trove_crypto`);
 - ``trove/rpc.py``, ``get_client``, and ``trove/guestagent/api.py``,
   ``API.get_client``: Trove's client of a guest agent wraps its
   ``TroveRequestContextSerializer`` (the context as
@@ -34,89 +32,42 @@ Trove 25.1.0 and 26.0.0 alike (the modules are the same in both):
   key.
 
 The format encrypts but does not authenticate (CBC without a MAC): it keeps
-the traffic private, it does not prove who sent it. Trove's serializer
+the traffic private, it does not prove who sent it; trove-upgrade's own
+messages are sealed (``trove_upgrade.sealing``). Trove's serializer
 passes through what does not decrypt; this one refuses it
 (:class:`UnreadableMessage`), so a guest agent running with another key is
 named as such rather than answering gibberish.
 """
 
-import base64
-import binascii
-import hashlib
 import json
-import os
 
-from cryptography.hazmat.primitives import ciphers
-from cryptography.hazmat.primitives.ciphers import algorithms
-from cryptography.hazmat.primitives.ciphers import modes
-from cryptography.hazmat.primitives import padding
 from oslo_context import context as oslo_context
 from oslo_messaging import serializer
 
-from trove_upgrade import exception
+from trove_upgrade import trove_crypto
 
-IV_SIZE = 16
-_BLOCK_BITS = 128
 CONTEXT_FIELD = 'context'
 # TroveContext.to_dict() adds these to oslo.context's fields.
 _TROVE_CONTEXT_FIELDS = ('limit', 'marker', 'service_catalog')
 
 
-class UnreadableMessage(exception.TroveUpgradeException):
+class UnreadableMessage(trove_crypto.TroveCryptoError):
     """A message is not in Trove's secure format for this key."""
 
 
-def _cipher(key, iv):
-    # Trove's key derivation, kept as it is for the guest agent to agree:
-    # not a security use of MD5 that this module chose.
-    digest = hashlib.md5(key.encode('utf-8'), usedforsecurity=False)
-    return ciphers.Cipher(algorithms.AES(digest.hexdigest().encode('ascii')),
-                          modes.CBC(iv))
-
-
-def encrypt(text, key, iv=None):
-    """``text`` encrypted as ``crypto_utils.encrypt_data`` then encoded.
-
-    ``iv`` is random unless given (the tests' vectors give it).
-    """
-    iv = os.urandom(IV_SIZE) if iv is None else iv
-    padder = padding.PKCS7(_BLOCK_BITS).padder()
-    data = padder.update(text.encode('utf-8')) + padder.finalize()
-    encryptor = _cipher(key, iv).encryptor()
-    sealed = iv + encryptor.update(data) + encryptor.finalize()
-    return base64.b64encode(sealed).decode('ascii')
-
-
-def decrypt(encoded, key):
-    """The text of ``encoded``; UnreadableMessage unless ``key`` opens it."""
-    if not isinstance(encoded, str):
-        raise UnreadableMessage('expected base64 text, got %s'
-                                % type(encoded).__name__)
-    try:
-        data = base64.b64decode(encoded, validate=True)
-    except (binascii.Error, ValueError):
-        raise UnreadableMessage('not base64 text')
-    if len(data) < 2 * IV_SIZE or len(data) % IV_SIZE:
-        raise UnreadableMessage('%d bytes are no IV and AES-CBC blocks'
-                                % len(data))
-    decryptor = _cipher(key, data[:IV_SIZE]).decryptor()
-    padded = decryptor.update(data[IV_SIZE:]) + decryptor.finalize()
-    unpadder = padding.PKCS7(_BLOCK_BITS).unpadder()
-    try:
-        plain = unpadder.update(padded) + unpadder.finalize()
-        return plain.decode('utf-8')
-    except ValueError:
-        raise UnreadableMessage('it does not decrypt with this key')
-
-
-def dumps(value, key):
+def dumps(value, key, iv=None):
     """``value`` as JSON, encrypted and encoded: one entity."""
-    return encrypt(json.dumps(value), key)
+    return trove_crypto.encrypt(json.dumps(value).encode('utf-8'), key, iv)
 
 
 def loads(encoded, key):
     """The value of one entity; UnreadableMessage when it is not one."""
-    text = decrypt(encoded, key)
+    try:
+        text = trove_crypto.decrypt(encoded, key).decode('utf-8')
+    except trove_crypto.TroveCryptoError as e:
+        raise UnreadableMessage('it %s' % e)
+    except UnicodeDecodeError:
+        raise UnreadableMessage('it decrypts to no UTF-8 text with this key')
     try:
         return json.loads(text)
     except ValueError:

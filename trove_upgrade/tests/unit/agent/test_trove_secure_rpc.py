@@ -34,6 +34,7 @@ from trove_upgrade.agent import trove_guest
 from trove_upgrade.agent import trove_secure_rpc as srpc
 from trove_upgrade.tests import base
 from trove_upgrade.tests.unit.agent import test_reasons
+from trove_upgrade import trove_crypto
 
 # (key, text, what Trove's encode_data(encrypt_data(text, key)) gave).
 TROVE_VECTORS = [
@@ -55,15 +56,24 @@ class TestTroveVectors(base.TestCase):
 
     def test_trove_vectors_decrypt(self):
         for key, text, encoded in TROVE_VECTORS:
-            self.assertEqual(text, srpc.decrypt(encoded, key))
+            self.assertEqual(text.encode('utf-8'),
+                             trove_crypto.decrypt(encoded, key))
 
     def test_encrypts_as_trove_for_the_same_iv(self):
         for key, text, encoded in TROVE_VECTORS:
-            iv = base64.b64decode(encoded)[:srpc.IV_SIZE]
-            self.assertEqual(encoded, srpc.encrypt(text, key, iv=iv))
+            iv = base64.b64decode(encoded)[:trove_crypto.IV_SIZE]
+            self.assertEqual(encoded, trove_crypto.encrypt(
+                text.encode('utf-8'), key, iv=iv))
+
+    def test_an_entity_is_trove_json_encrypted(self):
+        key, text, encoded = TROVE_VECTORS[0]
+        self.assertEqual('pong', srpc.loads(encoded, key))
+        iv = base64.b64decode(encoded)[:trove_crypto.IV_SIZE]
+        self.assertEqual(encoded, srpc.dumps('pong', key, iv=iv))
 
     def test_random_iv(self):
-        self.assertNotEqual(srpc.encrypt('x', 'k'), srpc.encrypt('x', 'k'))
+        self.assertNotEqual(trove_crypto.encrypt(b'x', 'k'),
+                            trove_crypto.encrypt(b'x', 'k'))
 
 
 class TestRefusals(base.TestCase):
@@ -92,7 +102,8 @@ class TestRefusals(base.TestCase):
         self.assertUnreadable(base64.b64encode(b'\0' * 16).decode())
 
     def test_not_json(self):
-        self.assertUnreadable(srpc.encrypt('{not json', self.KEY))
+        self.assertUnreadable(trove_crypto.encrypt(b'{not json', self.KEY))
+        self.assertUnreadable(trove_crypto.encrypt(b'\xff', self.KEY))
 
 
 class TestSecureSerializer(base.TestCase):
