@@ -61,7 +61,12 @@ def trove_wheel(version, cache_dir):
 
 
 def broken_trove_wheel(version, kind, dest_dir, cache_dir):
-    """A copy of Trove's wheel that cannot import, or exits at start."""
+    """A copy of Trove's wheel that is broken in the way ``kind`` says.
+
+    ``import``: it cannot import; ``exit``: its guest agent exits at start;
+    ``plain``: its guest agent runs without secure RPC, ignoring the
+    instance key.
+    """
     source = trove_wheel(version, cache_dir)
     os.makedirs(dest_dir, exist_ok=True)
     dest = os.path.join(dest_dir, os.path.basename(source))
@@ -72,6 +77,12 @@ def broken_trove_wheel(version, kind, dest_dir, cache_dir):
         # Imports fine; the guest agent exits as soon as it runs.
         member = 'trove/cmd/guest.py'
         extra = b'\n\ndef main():\n    raise SystemExit(3)\n'
+    elif kind == 'plain':
+        # Runs and serves its topic, but answers in plain text.
+        member = 'trove/common/rpc/secure_serializer.py'
+        extra = (b'\n\n_init = SecureSerializer.__init__\n'
+                 b'SecureSerializer.__init__ = (\n'
+                 b'    lambda self, base, key: _init(self, base, None))\n')
     else:
         raise ValueError(kind)
     with zipfile.ZipFile(source) as src, zipfile.ZipFile(
