@@ -45,7 +45,6 @@ EXIT_IO_ERROR = 3
 EXIT_INTERNAL_ERROR = 4
 DEFAULT_EXPIRES_IN_DAYS = 30
 DEFAULT_HEALTH_CHECK_TIMEOUT = 60
-DEFAULT_PACKAGE_NAME = 'trove-guestagent'
 _SIZE = re.compile(r'(\d+)([KMGT]?)(?:i?B)?', re.IGNORECASE)
 
 
@@ -192,8 +191,9 @@ def do_build(args):
     print('built %s (%d bytes, %d files) and %s%s, package %s version %s, '
           'expires %s, manifest sha256 %s'
           % (args.output, manifest.payload.size, len(manifest.files),
-             args.output, manifest_mod.MANIFEST_SUFFIX, manifest.package,
-             manifest.version, manifest_mod.format_time(manifest.expires),
+             args.output, manifest_mod.MANIFEST_SUFFIX,
+             manifest.package or '(unnamed)', manifest.version,
+             manifest_mod.format_time(manifest.expires),
              hashlib.sha256(manifest.to_bytes()).hexdigest()))
 
 
@@ -341,11 +341,12 @@ def build_parser():
                            'e.g. trove-guestagent; recorded in the signed '
                            'manifest and checked against the wheels')
     build_cmd.add_argument('--package-name', metavar='NAME',
-                           default=DEFAULT_PACKAGE_NAME,
                            help='package name signed in the manifest, '
-                           'which upgrades may require: trove-guestagent '
-                           '(the default) or trove-upgrade for the upgrade '
-                           'agent itself')
+                           'which upgrades may require, e.g. '
+                           'trove-guestagent, or trove-upgrade for the '
+                           'upgrade agent itself; agents older than RPC '
+                           'API 1.2 cannot read a named package (default: '
+                           'none)')
     build_cmd.add_argument('--version', required=True,
                            help='package version, e.g. v1.0.1')
     build_cmd.add_argument('--output', '-o', required=True, metavar='PATH',
