@@ -137,6 +137,19 @@ class SealingUnavailable(Conflict):
                '%(instance_id)s: %(reason)s')
 
 
+class ArgumentNeedsNewerVersion(Conflict):
+    msg_fmt = ('Cannot send %(method)s with %(argument)s: the %(api)s RPC '
+               'API is capped at %(version)s, whose %(method)s message '
+               'cannot carry it, and leaving it out would drop a check '
+               '(raise [upgrade_levels] %(api)s once the peers run a '
+               'release that takes it)')
+
+
+class ReplyNotAuthenticated(Forbidden):
+    msg_fmt = ('The answer to %(method)s of instance %(instance_id)s was '
+               'refused: %(reason)s')
+
+
 class InstanceKeyError(Invalid):
     msg_fmt = 'Instance key error: %(reason)s'
 

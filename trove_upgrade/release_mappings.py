@@ -32,8 +32,8 @@ RELEASE_MAPPING = {
         'conductor': '1.0',
     },
     'master': {
-        'agent': '1.1',
-        'conductor': '1.2',
+        'agent': '1.2',
+        'conductor': '1.3',
     },
 }
 

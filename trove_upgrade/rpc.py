@@ -214,8 +214,9 @@ class RefusingDispatcher(dispatcher.RPCDispatcher):
 
     A message naming no method of ``interface`` (an ``rpc_interface``
     Interface), a version not served or not of the form x.y, or arguments
-    its endpoint does not take, was logged by oslo.messaging with a
-    traceback or broke inside it: anyone on the bus could fill the log.
+    its endpoint does not take (or that its version does not have), was
+    logged by oslo.messaging with a traceback or broke inside it: anyone
+    on the bus could fill the log.
     Such a message is refused with one warning; a caller that waits gets
     ``MalformedMessage`` (``NoSuchMethod``, ``UnsupportedVersion`` as
     before).
@@ -223,6 +224,7 @@ class RefusingDispatcher(dispatcher.RPCDispatcher):
 
     def __init__(self, interface, endpoints, serializer, access_policy):
         super().__init__(endpoints, serializer, access_policy)
+        self._interface = interface
         self._signatures = {name: inspect.signature(func)
                             for name, func in interface.served.items()}
 
@@ -261,6 +263,7 @@ class RefusingDispatcher(dispatcher.RPCDispatcher):
         except TypeError as e:
             refuse('%s (it has %s)' % (
                 e, package_exc.quoted(', '.join(sorted(args)))))
+        self._interface.check_version_arguments(method, version, args)
 
 
 # oslo.messaging's RabbitMQ listener wakes up 1 ms after it hands out a

@@ -12,12 +12,16 @@
 
 """What both ends of the agent's and the conductor's RPC APIs agree on.
 
-The topics, and for each method the arguments it carries, declared once:
-the clients send exactly those, the servers' endpoints must take exactly
-those (checked when their module is imported) and both sides seal and
-open exactly those (``trove_upgrade.sealing``). Adding an argument is an
-edit of :data:`AGENT` or :data:`CONDUCTOR` here, and of the endpoint's
-signature, which the check then demands.
+The topics, and for each method the arguments it carries in each version
+of its API, declared once: a client sends exactly the arguments of the
+version it sends, the servers' endpoints must take every argument of the
+newest version (checked when their module is imported, those added after
+the method's first version with a default, which older clients leave in
+place) and both sides seal and open exactly the arguments of the version
+sent (``trove_upgrade.sealing``). Adding an argument is an edit of
+:data:`AGENT` or :data:`CONDUCTOR` here (a :class:`Method`'s ``added``),
+of the endpoint's signature, which the check then demands, and of the
+client's version (doc/source/contributor/rpc-changes.rst).
 
 The guest-side agent imports this module, so it must never import
 control-plane code (the database layer, the key store).
@@ -25,6 +29,8 @@ control-plane code (the database layer, the key store).
 
 import inspect
 
+from trove_upgrade import exception
+from trove_upgrade import release_mappings
 from trove_upgrade import rpc
 
 AGENT_TOPIC_PREFIX = 'guestagent_upgrade'
@@ -46,16 +52,104 @@ def agent_topic(instance_id):
     return rpc.scoped_topic('%s.%s' % (AGENT_TOPIC_PREFIX, instance_id))
 
 
-class Interface:
-    """The methods of one RPC API: ``{name: (kinds, argument names)}``.
+# The conductor API version from which the answer to a sealed call is
+# sealed and bound to it (``sealing.seal_reply``).
+CONDUCTOR_SEALED_REPLIES = '1.3'
+
+
+def _key(version):
+    return release_mappings.version_key(version)
+
+
+def seals_replies(version):
+    """Whether a conductor call of ``version`` gets a sealed answer."""
+    return _key(version) >= _key(CONDUCTOR_SEALED_REPLIES)
+
+
+def sealed_version(sealed):
+    """The version a received seal names, or None when it names none.
+
+    Only a well-formed one: the seal itself is checked after the
+    arguments of its version were taken (``sealing.open_sealed``).
+    """
+    if isinstance(sealed, dict):
+        version = sealed.get('version')
+        if isinstance(version, str) and release_mappings.is_version(version):
+            return version
+    return None
+
+
+class Method:
+    """One RPC method: how it goes and its arguments, version by version.
 
     ``kinds`` is ``'call'``, ``'cast'`` or a tuple of both, the default
-    first.
+    first. ``arguments`` are those of its first version, ``since``;
+    ``added`` maps a later API version to the arguments it added, absent
+    from every message of an older version. ``binding`` names added
+    arguments that a client must not leave out for an older peer once
+    they hold a value (not None): each carries a check the older peer
+    could not make, and a message without it would weaken the check
+    rather than merely lose a detail.
+    """
+
+    def __init__(self, kinds, arguments, since='1.0', added=None,
+                 binding=()):
+        self.kinds = kinds if isinstance(kinds, tuple) else (kinds,)
+        self.since = since
+        self.versions = [(since, tuple(arguments))] + sorted(
+            ((version, tuple(names))
+             for version, names in (added or {}).items()),
+            key=lambda item: _key(item[0]))
+        self.binding = frozenset(binding)
+        unknown = self.binding - set(self.arguments(None)[len(arguments):])
+        if unknown:
+            raise ValueError('binding arguments %s were not added after %s'
+                             % (', '.join(sorted(unknown)), since))
+
+    def arguments(self, version):
+        """The arguments of a message of ``version`` (None: the newest).
+
+        Those of the method's first version for any version before it.
+        """
+        names = ()
+        for added_in, added in self.versions:
+            if names and version is not None and (
+                    _key(added_in) > _key(version)):
+                break
+            names += added
+        return names
+
+    def oldest_version(self, values, floor):
+        """The oldest version, ``floor`` at least, carrying ``values``.
+
+        That is, every argument of ``values`` holding a value (not None):
+        sent at that version, a message reaches every peer that can read
+        it, including those of releases older than this one.
+        """
+        version = max(floor, self.since, key=_key)
+        for added_in, added in self.versions[1:]:
+            if any(values.get(name) is not None for name in added):
+                version = max(version, added_in, key=_key)
+        return version
+
+    def added_since(self, version):
+        """The arguments a message of ``version`` does not carry."""
+        return self.arguments(None)[len(self.arguments(version)):]
+
+
+class Interface:
+    """The methods of one RPC API: ``{name: Method}``.
+
+    A ``(kinds, arguments)`` tuple stands for a Method of version 1.0
+    whose arguments never changed.
     """
 
     def __init__(self, name, methods):
         self.name = name
-        self.methods = methods
+        self.methods = {
+            method: (declared if isinstance(declared, Method)
+                     else Method(*declared))
+            for method, declared in methods.items()}
         # The endpoint functions checked so far, by method name.
         self.served = {}
 
@@ -64,25 +158,83 @@ class Interface:
 
         The first is the one a client sends unless it chooses the other.
         """
-        kinds = self.methods[method][0]
-        return kinds if isinstance(kinds, tuple) else (kinds,)
+        return self.methods[method].kinds
 
     def kind(self, method):
         """How a ``method`` message goes by default: the first of its kinds."""
         return self.kinds(method)[0]
 
-    def arguments(self, method):
-        """The names of the arguments a ``method`` message carries."""
-        return self.methods[method][1]
+    def arguments(self, method, version=None):
+        """The arguments a ``method`` message of ``version`` carries.
 
-    def message(self, method, values):
-        """The arguments of a ``method`` message, taken from ``values``.
-
-        ``values`` maps at least every argument name to its value (the
-        caller's ``locals()``, say); the result is what is sent and
-        sealed, so both ends compute the same dict.
+        None: those of the newest version, which its endpoint takes.
         """
-        return {name: values[name] for name in self.arguments(method)}
+        return self.methods[method].arguments(version)
+
+    def version_to_send(self, method, values, floor, cap):
+        """The version of a ``method`` message of ``values``.
+
+        The oldest that carries them (:meth:`Method.oldest_version`), at
+        least ``floor``, and not above ``cap`` (None: no cap) unless the
+        cap is below ``floor`` too: the client then refuses, or the send
+        raises RPCVersionCapError. :meth:`message` of that version leaves
+        out what it does not carry, or refuses a binding argument.
+        """
+        version = self.methods[method].oldest_version(values, floor)
+        if cap is None or _key(version) <= _key(cap):
+            return version
+        return max(cap, floor, key=_key)
+
+    def message(self, method, values, version=None):
+        """The arguments of a ``method`` message of ``version``.
+
+        Taken from ``values``, which maps at least every argument name of
+        that version to its value (the caller's ``locals()``, say); the
+        result is what is sent and sealed, so both ends compute the same
+        dict. Arguments added after ``version`` are left out: when one
+        of them is binding (:class:`Method`) and holds a value, the
+        message is refused instead.
+
+        :raises: ArgumentNeedsNewerVersion
+        """
+        declared = self.methods[method]
+        for name in declared.added_since(version) if version else ():
+            if name in declared.binding and values.get(name) is not None:
+                raise exception.ArgumentNeedsNewerVersion(
+                    api=self.name, method=method, argument=name,
+                    version=version)
+        return {name: values[name]
+                for name in declared.arguments(version)}
+
+    def received(self, method, values, version):
+        """The arguments a ``method`` message of ``version`` carried.
+
+        ``values`` are the endpoint's arguments; one added after
+        ``version`` that holds anything but its default was sent beside
+        a message that cannot carry it (nobody sealed it), and refuses
+        the message.
+
+        :raises: MalformedMessage
+        """
+        self.check_version_arguments(method, version, [
+            name for name in self.methods[method].added_since(version)
+            if values.get(name) is not None])
+        return self.message(method, values, version)
+
+    def check_version_arguments(self, method, version, names):
+        """Refuse ``names`` in a ``method`` message of ``version``.
+
+        When one of them was added after ``version``: a server takes an
+        argument only from a message whose version has it.
+
+        :raises: MalformedMessage
+        """
+        newer = set(self.methods[method].added_since(version))
+        unknown = sorted(newer.intersection(names))
+        if unknown:
+            raise exception.MalformedMessage(
+                method=method, reason='%s came in a message of version %s, '
+                'which has no such argument' % (', '.join(unknown), version))
 
     def endpoint(self, func):
         """Declare ``func`` the server side of its method; checked now.
@@ -92,15 +244,25 @@ class Interface:
 
         :raises: TypeError at import when the endpoint's parameters
             (besides ``self``, ``context`` and ``sealed``) are not the
-            declared arguments, in order.
+            declared arguments of the newest version, in order, or one
+            added after the method's first version has no default of
+            None: older clients do not send it.
         """
-        taken = tuple(name for name in inspect.signature(func).parameters
+        parameters = inspect.signature(func).parameters
+        taken = tuple(name for name in parameters
                       if name not in _ENDPOINT_ONLY)
         declared = self.arguments(func.__name__)
         if taken != declared:
             raise TypeError('%s endpoint %s takes %s but its messages carry '
                             '%s' % (self.name, func.__name__,
                                     ', '.join(taken), ', '.join(declared)))
+        method = self.methods[func.__name__]
+        for name in method.added_since(method.since):
+            if parameters[name].default is not None:
+                raise TypeError('%s endpoint %s must default %s to None: '
+                                'messages older than its version do not '
+                                'carry it' % (self.name, func.__name__,
+                                              name))
         self.served[func.__name__] = func
         return func
 
@@ -130,20 +292,33 @@ MAX_METADATA_VALUE_LENGTH = 1024
 # outbox sends more in several calls, a conductor refuses more.
 MAX_REPORTS_PER_CALL = 50
 
+# What an upgrade message's ``expected_manifest`` holds: the SHA-256 of
+# the manifest file the agent must get (lower-case hex) and the package
+# name it must sign, either may be null.
+EXPECTED_MANIFEST_FIELDS = ('sha256', 'package')
+
 # The upgrade agent's API: the control plane sends, the agent serves.
+# ``expected_manifest`` (1.2) binds the upgrade to one package: an agent
+# of 1.1 would install any package of the version, so it is binding.
 AGENT = Interface('agent', {
-    'upgrade': ('cast', ('upgrade_id', 'instance_id', 'instance_version',
-                         'strategy', 'location', 'metadata',
-                         'allow_downgrade')),
+    'upgrade': Method('cast', ('upgrade_id', 'instance_id',
+                               'instance_version', 'strategy', 'location',
+                               'metadata', 'allow_downgrade'),
+                      added={'1.2': ('expected_manifest',)},
+                      binding=('expected_manifest',)),
 })
 
 # The conductor's API: agents send, the conductors serve. Progress reports
 # may go by cast (``agent.outbox``): the conductor records them the same
 # way and the answer nobody waits for is dropped.
 CONDUCTOR = Interface('conductor', {
-    'register_agent': ('call', _AGENT_FIELDS),
-    'heartbeat': ('cast', _AGENT_FIELDS),
-    'start_upgrade': ('call', ('instance_id', 'upgrade_id', 'from_version')),
-    'report_upgrade_state': ('call', ('instance_id',) + REPORT_FIELDS),
-    'report_upgrade_states': (('call', 'cast'), ('instance_id', 'reports')),
+    'register_agent': Method('call', _AGENT_FIELDS),
+    'heartbeat': Method('cast', _AGENT_FIELDS),
+    'start_upgrade': Method('call', ('instance_id', 'upgrade_id',
+                                     'from_version')),
+    'report_upgrade_state': Method('call',
+                                   ('instance_id',) + REPORT_FIELDS),
+    'report_upgrade_states': Method(('call', 'cast'),
+                                    ('instance_id', 'reports'),
+                                    since='1.2'),
 })

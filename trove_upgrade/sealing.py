@@ -28,6 +28,14 @@ id it does not hold, a bad tag, a seal for another instance, a timestamp
 older than the maximum age (or as far in the future), and a message id seen
 before within that age (a replay).
 
+The answer to a sealed call of a version that seals replies (the
+conductor API's 1.3, ``rpc_interface.CONDUCTOR_SEALED_REPLIES``) is sealed
+too, with the key that sealed the
+call: its associated data holds the call's message id, so a reply made
+by anyone without the key, or the genuine reply to another call, does
+not open (:func:`seal_reply`, :func:`open_reply`). The reply's content
+travels only inside the seal.
+
 This module is pure: keys come in as :class:`InstanceKeys` objects and seen
 message ids go through a :class:`ReplayCache`, so both sides and the tests
 share it.
@@ -59,6 +67,10 @@ NONCE_SIZE = 12
 TO_AGENT = 'to_agent'
 TO_CONDUCTOR = 'to_conductor'
 DIRECTIONS = (TO_AGENT, TO_CONDUCTOR)
+# The associated data's direction of a reply to a call.
+REPLY = 'reply'
+# The only key of a sealed reply.
+SEALED_REPLY = 'sealed_reply'
 
 _ENVELOPE_FIELDS = ('format', 'instance_id', 'key_id', 'nonce', 'timestamp',
                     'message_id', 'version', 'ciphertext')
@@ -94,6 +106,10 @@ class StaleMessage(SealError):
 
 class ReplayedMessage(SealError):
     """A message with this id was already accepted."""
+
+
+class ReplyMismatch(SealError):
+    """The sealed reply answers another call than the one made."""
 
 
 def generate_key():
@@ -262,6 +278,66 @@ def open_sealed(keyring, envelope, method, direction, args, max_age,
                       'ones' % method)
     replay_cache.add(envelope['message_id'],
                      envelope['timestamp'] + max_age, now)
+
+
+def seal_reply(keyring, method, request, result, now=None):
+    """The sealed reply to a call sealed as ``request``, answering ``result``.
+
+    Sealed with the key the call named (the caller holds it) and bound to
+    the call by its message id, which the associated data covers. The
+    result, JSON, travels inside the seal only.
+    """
+    material = keyring.get(request['key_id'])
+    if material is None:
+        raise UnknownKey('no key %s for instance %s'
+                         % (package_exc.bounded(request['key_id'], 64),
+                            keyring.instance_id))
+    nonce = os.urandom(NONCE_SIZE)
+    envelope = {'format': FORMAT, 'instance_id': keyring.instance_id,
+                'key_id': request['key_id'], 'nonce': _b64(nonce),
+                'timestamp': time.time() if now is None else now,
+                'message_id': request['message_id'],
+                'version': request['version']}
+    ciphertext = aead.AESGCM(material).encrypt(
+        nonce, canonical_json(result), _aad(method, REPLY, envelope))
+    envelope['ciphertext'] = _b64(ciphertext)
+    return {SEALED_REPLY: envelope}
+
+
+def open_reply(keyring, method, request, reply):
+    """The result in ``reply``, the answer to the call sealed as ``request``.
+
+    :raises: Unsealed when the reply is not a sealed reply (an answer
+        from someone without the key looks like this), ReplyMismatch
+        when it answers another call, or another :class:`SealError`
+        when it does not verify.
+    """
+    if not isinstance(reply, dict) or set(reply) != {SEALED_REPLY}:
+        raise Unsealed('the answer to %s is not sealed' % method)
+    envelope = reply[SEALED_REPLY]
+    _check_envelope(envelope)
+    if (envelope['instance_id'] != request['instance_id']
+            or envelope['message_id'] != request['message_id']
+            or envelope['key_id'] != request['key_id']
+            or envelope['version'] != request['version']):
+        raise ReplyMismatch('the sealed answer is not for the %s call %s'
+                            % (method, request['message_id']))
+    material = keyring.get(envelope['key_id'])
+    if material is None:
+        raise UnknownKey('no key %s for instance %s'
+                         % (package_exc.bounded(envelope['key_id'], 64),
+                            keyring.instance_id))
+    nonce = _unb64(envelope['nonce'], 'nonce')
+    if len(nonce) != NONCE_SIZE:
+        raise MalformedSeal('the nonce must be %d bytes' % NONCE_SIZE)
+    try:
+        plaintext = aead.AESGCM(material).decrypt(
+            nonce, _unb64(envelope['ciphertext'], 'ciphertext'),
+            _aad(method, REPLY, envelope))
+    except Exception:
+        raise BadSeal('the answer to %s does not verify with key %s: '
+                      'forged or modified' % (method, envelope['key_id']))
+    return json.loads(plaintext)
 
 
 class ReplayCache(abc.ABC):

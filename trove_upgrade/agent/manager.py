@@ -34,6 +34,12 @@ dropped before anything else, and nothing is recorded or reported under
 its upgrade id, since nobody can tell whether that id is genuine. The ids
 of accepted messages stay in the journal for ``[agent] seal_max_age``
 seconds, across restarts, to refuse replays.
+
+From version 1.2 an upgrade may name the package it expects
+(``expected_manifest``: the SHA-256 of its manifest file, the package
+name the manifest signs): the download step then refuses any other
+manifest before it fetches a byte of the payload
+(``packaging.verify.check_expected_manifest``).
 """
 
 import threading
@@ -46,14 +52,16 @@ from trove_upgrade.agent import install
 from trove_upgrade.agent import journal as journal_mod
 from trove_upgrade.agent import strategies
 from trove_upgrade.agent.strategies import exceptions as strategy_exc
+from trove_upgrade import exception
 from trove_upgrade.packaging import exceptions as package_exc
+from trove_upgrade.packaging import manifest as manifest_mod
 from trove_upgrade import rpc_interface
 from trove_upgrade import sealing
 from trove_upgrade import states
 
 LOG = logging.getLogger(__name__)
 
-RPC_API_VERSION = '1.1'
+RPC_API_VERSION = '1.2'
 
 
 # The longest upgrade id the agent keeps; the control plane's are UUIDs.
@@ -102,6 +110,27 @@ def _metadata_problem(metadata):
                     % (package_exc.quoted(key),
                        rpc_interface.MAX_METADATA_KEY_LENGTH,
                        rpc_interface.MAX_METADATA_VALUE_LENGTH))
+    return None
+
+
+def _expected_manifest_problem(expected):
+    """Why ``expected`` is not an upgrade's ``expected_manifest``, or None.
+
+    None (no expectation) or an object of a lower-case hex SHA-256 and a
+    package name, either null; its values are checked as the manifest's
+    own are (``packaging.manifest``).
+    """
+    if expected is None:
+        return None
+    if not isinstance(expected, dict) or set(expected) != set(
+            rpc_interface.EXPECTED_MANIFEST_FIELDS):
+        return ('expected_manifest must be null or an object of exactly %s'
+                % ', '.join(rpc_interface.EXPECTED_MANIFEST_FIELDS))
+    try:
+        manifest_mod.check_expectation(expected['sha256'],
+                                       expected['package'])
+    except package_exc.PackageError as e:
+        return 'expected_manifest: %s' % e
     return None
 
 
@@ -155,7 +184,7 @@ class AgentManager:
     @rpc_interface.AGENT.endpoint
     def upgrade(self, context, upgrade_id, instance_id, instance_version,
                 strategy, location, metadata=None, allow_downgrade=False,
-                sealed=None):
+                expected_manifest=None, sealed=None):
         """Validate and queue an upgrade; the runner carries it out."""
         if not _is_upgrade_id(upgrade_id):
             # Nothing can be recorded or reported under it: the journal's
@@ -164,13 +193,17 @@ class AgentManager:
                         'an upgrade id', package_exc.quoted(upgrade_id))
             return
         if self.keyring is not None:
-            args = rpc_interface.AGENT.message('upgrade', locals())
             try:
+                # The arguments of the version sealed, no others.
+                args = rpc_interface.AGENT.received(
+                    'upgrade', locals(),
+                    rpc_interface.sealed_version(sealed))
                 sealing.open_sealed(self.keyring, sealed, 'upgrade',
                                     sealing.TO_AGENT, args,
                                     self.conf.agent.seal_max_age,
                                     self.replay_cache)
-            except (sealing.SealError, journal_mod.JournalError) as e:
+            except (sealing.SealError, journal_mod.JournalError,
+                    exception.MalformedMessage) as e:
                 # Unsealed, the instance id is anyone's, of any size.
                 LOG.warning('Refused upgrade message (upgrade id %s, '
                             'instance %s): %s: %s', upgrade_id,
@@ -181,6 +214,7 @@ class AgentManager:
                    'strategy': strategy, 'location': location,
                    'metadata': metadata if metadata is not None else {},
                    'allow_downgrade': allow_downgrade,
+                   'expected_manifest': expected_manifest,
                    'deferred_reported': False}
         with self._accept_lock:
             if self.journal.is_known(upgrade_id):
@@ -230,6 +264,9 @@ class AgentManager:
         if not isinstance(upgrade['allow_downgrade'], bool):
             return 'allow_downgrade must be a boolean, not %s' % (
                 package_exc.quoted(upgrade['allow_downgrade']))
+        problem = _expected_manifest_problem(upgrade['expected_manifest'])
+        if problem:
+            return problem
         try:
             strategy = self.load_strategy(upgrade['strategy'])
             strategy.check_location(upgrade['location'])

@@ -111,7 +111,8 @@ class InProcessSteps:
         return self.verifier.verify_manifest(
             data, upgrade['to_version'], upgrade['from_version'],
             bool(upgrade.get('allow_downgrade')),
-            self.conf.agent.max_package_size)
+            self.conf.agent.max_package_size,
+            upgrade.get('expected_manifest'))
 
     def download(self, upgrade, work):
         """Fetch and verify the manifest, then the payload it bounds."""

@@ -43,15 +43,22 @@ class PackageVerifier:
 
     def verify_manifest(self, manifest_bytes, expected_version,
                         installed_version, allow_downgrade,
-                        max_payload_size):
-        """A verified manifest; raises a PackageError subclass otherwise."""
+                        max_payload_size, expected_manifest=None):
+        """A verified manifest; raises a PackageError subclass otherwise.
+
+        ``expected_manifest`` is an upgrade's (``rpc_interface``): the
+        manifest's SHA-256 and package name it expects, or None.
+        """
+        expected = expected_manifest or {}
         return verify.verify_manifest(
             manifest_bytes, self.trusted,
             expected_version=expected_version,
             installed_version=installed_version,
             allow_downgrade=allow_downgrade,
             max_payload_size=max_payload_size,
-            max_manifest_size=MAX_MANIFEST_SIZE)
+            max_manifest_size=MAX_MANIFEST_SIZE,
+            expected_sha256=expected.get('sha256'),
+            expected_package=expected.get('package'))
 
     def extract(self, payload_path, manifest, dest_dir, max_payload_size):
         """Decrypt, check and unpack the payload; return the wheel paths."""

@@ -21,6 +21,7 @@ SIGINT or SIGTERM stopped it (after removing what it had half-written).
 
 import argparse
 import datetime
+import hashlib
 import json
 import os
 import re
@@ -185,11 +186,15 @@ def do_build(args):
         wheels, args.output, version=args.version, signing_keys=signing_keys,
         encryption_key=encryption_key, expires=expires, created=now,
         min_upgrade_from=args.min_upgrade_from, health_check=health_check,
-        chunk_size=args.chunk_size, guest_agent=guest_agent)
-    print('built %s (%d bytes, %d files) and %s%s, version %s, expires %s'
+        chunk_size=args.chunk_size, guest_agent=guest_agent,
+        package=args.package_name)
+    print('built %s (%d bytes, %d files) and %s%s, package %s version %s, '
+          'expires %s, manifest sha256 %s'
           % (args.output, manifest.payload.size, len(manifest.files),
-             args.output, manifest_mod.MANIFEST_SUFFIX, manifest.version,
-             manifest_mod.format_time(manifest.expires)))
+             args.output, manifest_mod.MANIFEST_SUFFIX,
+             manifest.package or '(unnamed)', manifest.version,
+             manifest_mod.format_time(manifest.expires),
+             hashlib.sha256(manifest.to_bytes()).hexdigest()))
 
 
 def do_sign(args):
@@ -217,7 +222,9 @@ def do_verify(args):
         manifest_bytes, trusted, expected_version=expected,
         installed_version=args.installed_version,
         allow_downgrade=args.allow_downgrade,
-        max_payload_size=args.max_payload_size)
+        max_payload_size=args.max_payload_size,
+        expected_sha256=args.expect_manifest_sha256,
+        expected_package=args.expect_package)
     if args.extract_to is not None:
         files = verify.verify_and_extract(
             args.package, manifest, keyring, args.extract_to,
@@ -237,12 +244,14 @@ def do_verify(args):
         print('  %s' % path)
 
 
-def _describe(manifest, path):
+def _describe(manifest, path, manifest_sha256):
     now = datetime.datetime.now(datetime.timezone.utc)
     health = manifest.health_check
     lines = [
         'manifest:         %s' % path,
+        'manifest sha256:  %s' % manifest_sha256,
         'format version:   %d' % manifest.format_version,
+        'package:          %s' % (manifest.package or '-'),
         'version:          %s' % manifest.version,
         'created:          %s' % manifest_mod.format_time(manifest.created),
         'expires:          %s%s' % (
@@ -271,14 +280,15 @@ def _describe(manifest, path):
 
 def do_inspect(args):
     path = _manifest_path(args.path)
-    manifest = _read_manifest(path)
+    data = verify.read_manifest_file(path)
+    manifest = manifest_mod.Manifest.from_bytes(data)
     if args.format == 'json':
         print(json.dumps({'signed': manifest.signed_dict(),
                           'signatures': [{'key_id': s.key_id, 'sig': s.sig}
                                          for s in manifest.signatures]},
                          indent=2, sort_keys=True))
     else:
-        print(_describe(manifest, path))
+        print(_describe(manifest, path, hashlib.sha256(data).hexdigest()))
 
 
 class _Parser(argparse.ArgumentParser):
@@ -330,6 +340,13 @@ def build_parser():
                            help='console script that is the guest agent, '
                            'e.g. trove-guestagent; recorded in the signed '
                            'manifest and checked against the wheels')
+    build_cmd.add_argument('--package-name', metavar='NAME',
+                           help='package name signed in the manifest, '
+                           'which upgrades may require, e.g. '
+                           'trove-guestagent, or trove-upgrade for the '
+                           'upgrade agent itself; agents older than RPC '
+                           'API 1.2 cannot read a named package (default: '
+                           'none)')
     build_cmd.add_argument('--version', required=True,
                            help='package version, e.g. v1.0.1')
     build_cmd.add_argument('--output', '-o', required=True, metavar='PATH',
@@ -384,6 +401,13 @@ def build_parser():
                             help='check rollback and upgrade path against '
                             'this installed version')
     verify_cmd.add_argument('--allow-downgrade', action='store_true')
+    verify_cmd.add_argument('--expect-manifest-sha256', metavar='HEX',
+                            help='require the manifest file to have this '
+                            'SHA-256, as an upgrade that names it does')
+    verify_cmd.add_argument('--expect-package', metavar='NAME',
+                            help='require the manifest to sign this '
+                            'package name, as an upgrade that names it '
+                            'does')
     verify_cmd.add_argument('--max-payload-size', type=_size,
                             default=verify.DEFAULT_MAX_PAYLOAD_SIZE,
                             metavar='SIZE', help='default 2G')

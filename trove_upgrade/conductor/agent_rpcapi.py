@@ -26,21 +26,13 @@ Trove's own ``guestagent.<instance id>`` consumer for messages.
 Rolling upgrades follow Ironic and Nova. ``[upgrade_levels] agent`` caps the
 version this client sends so that agents of an older release still
 understand every message; ``auto`` caps to the lowest version the registered
-agents reported, read again on every send. A method that gains an argument
-in version 1.1 keeps working with 1.0 agents like this::
-
-    cctxt = self._prepare(context, instance_id)
-    version = '1.1'
-    kwargs = {..., 'new_argument': new_argument}
-    if not cctxt.can_send_version(version):
-        # A 1.0 agent does not know the argument: drop it when the agent
-        # can do without it, or refuse the request with a clear error.
-        version = '1.0'
-        del kwargs['new_argument']
-    cctxt.prepare(version=version).cast(context, 'upgrade', **kwargs)
-
-and the new version is added to the history below, to ``RPC_API_VERSION``,
-to the agent's endpoint and to ``release_mappings.RELEASE_MAPPING``.
+agents reported, read again on every send. A message goes at the oldest
+version that carries its arguments (1.1 when sealed), so that it reaches
+every agent able to act on it, with the arguments ``rpc_interface.AGENT``
+declares for that version; above the cap, at the cap, an argument added
+later is left out or, when it is binding and holds a value, the message
+is refused (``ArgumentNeedsNewerVersion``). The steps of a change are in
+doc/source/contributor/rpc-changes.rst.
 """
 
 from concurrent import futures
@@ -95,6 +87,13 @@ def shared():
         return api
 
 
+def _allows(version_cap, version):
+    """Whether ``version_cap`` (None: no cap) lets ``version`` go."""
+    return version_cap is None or (release_mappings.version_key(version)
+                                   <= release_mappings.version_key(
+                                       version_cap))
+
+
 class AgentAPI:
     """Client side of the upgrade agent's RPC API.
 
@@ -103,9 +102,12 @@ class AgentAPI:
     | 1.0 - Initial version: upgrade().
     | 1.1 - upgrade() takes ``sealed``, the seal of its arguments made
     |       with the instance's key (``trove_upgrade.sealing``).
+    | 1.2 - upgrade() takes ``expected_manifest``, the SHA-256 of the
+    |       manifest and the package name the agent must get, or null;
+    |       binding: not sent to 1.1 agents, which cannot check it.
     """
 
-    RPC_API_VERSION = '1.1'
+    RPC_API_VERSION = '1.2'
 
     def __init__(self):
         _check_version_cap()
@@ -153,7 +155,8 @@ class AgentAPI:
             version_cap=version_cap, version=version)
 
     def upgrade(self, context, instance_id, upgrade_id, instance_version,
-                strategy, location, metadata, allow_downgrade):
+                strategy, location, metadata, allow_downgrade,
+                expected_manifest=None):
         """Ask the agent of ``instance_id`` to carry out an upgrade (cast).
 
         The message waits in the instance's queue, which the agent declares
@@ -165,10 +168,13 @@ class AgentAPI:
 
         The message is sealed with the instance's newest key when it has
         one; that needs version 1.1, which every agent holding a key
-        speaks.
+        speaks. ``expected_manifest`` (``{'sha256': ..., 'package': ...}``
+        or None) needs 1.2.
 
         :raises: MessageUndeliverable when RabbitMQ returned it;
             RPCVersionCapError when the cap is below 1.0;
+            ArgumentNeedsNewerVersion when ``expected_manifest`` is given
+            but the cap is below 1.2;
             SealingUnavailable when the instance has a key but the cap is
             below 1.1, or has none while ``[conductor] require_sealed`` is
             set; an oslo.messaging or driver connection error when the
@@ -177,8 +183,7 @@ class AgentAPI:
         """
         self._cast_upgrade(
             context, self.version_cap(context),
-            sealing_keys.keyring(context, instance_id),
-            rpc_interface.AGENT.message('upgrade', locals()))
+            sealing_keys.keyring(context, instance_id), locals())
 
     def upgrade_with_keys(self, context, upgrade, keys):
         """:meth:`upgrade` of ``upgrade`` (a dict of its fields).
@@ -240,29 +245,34 @@ class AgentAPI:
         ``context`` is the request context or ``rpc.serialized_context``
         of it.
         """
-        self._cast_upgrade(
-            context, version_cap, keys, rpc_interface.AGENT.message(
-                'upgrade', dict(upgrade, upgrade_id=upgrade['id'])))
+        values = dict(upgrade, upgrade_id=upgrade['id'])
+        values.setdefault('expected_manifest', None)
+        self._cast_upgrade(context, version_cap, keys, values)
 
-    def _cast_upgrade(self, context, version_cap, keys, kwargs):
+    def _cast_upgrade(self, context, version_cap, keys, values):
+        """Cast ``upgrade`` with ``values``, at the newest version allowed.
+
+        Its arguments are those of that version (``rpc_interface``).
+        """
         # One prepared context per cast: a second prepare() cost the
         # reconciler a tenth of a cast's CPU.
-        instance_id = kwargs['instance_id']
-        if not keys:
-            if CONF.conductor.require_sealed:
-                raise exception.SealingUnavailable(
-                    method='upgrade', instance_id=instance_id,
-                    reason='the instance has no key and [conductor] '
-                    'require_sealed is set')
-            self._prepare(instance_id, version_cap, '1.0').cast(
-                context, 'upgrade', **kwargs)
-            return
-        version = '1.1'
-        cctxt = self._prepare(instance_id, version_cap, version)
-        if not cctxt.can_send_version(version):
+        instance_id = values['instance_id']
+        if not keys and CONF.conductor.require_sealed:
             raise exception.SealingUnavailable(
                 method='upgrade', instance_id=instance_id,
-                reason='the agent RPC API is capped below %s' % version)
-        sealed = sealing.seal(keys, 'upgrade', version, sealing.TO_AGENT,
-                              kwargs)
-        cctxt.cast(context, 'upgrade', sealed=sealed, **kwargs)
+                reason='the instance has no key and [conductor] '
+                'require_sealed is set')
+        floor = '1.1' if keys else '1.0'
+        if keys and not _allows(version_cap, floor):
+            raise exception.SealingUnavailable(
+                method='upgrade', instance_id=instance_id,
+                reason='the agent RPC API is capped below %s' % floor)
+        version = rpc_interface.AGENT.version_to_send('upgrade', values,
+                                                      floor, version_cap)
+        # Below 1.0, the cast raises RPCVersionCapError.
+        cctxt = self._prepare(instance_id, version_cap, version)
+        kwargs = rpc_interface.AGENT.message('upgrade', values, version)
+        if keys:
+            kwargs['sealed'] = sealing.seal(keys, 'upgrade', version,
+                                            sealing.TO_AGENT, kwargs)
+        cctxt.cast(context, 'upgrade', **kwargs)

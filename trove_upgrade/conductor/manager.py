@@ -26,6 +26,13 @@ accepted messages are kept in this process's memory for
 message replayed to another conductor within that time is accepted once
 more, which changes nothing: registrations and heartbeats are upserts and
 claims and reports of a state already recorded are ignored.
+
+From version 1.3 the answer to a sealed call is sealed with the call's key
+and bound to its message id (``sealing.seal_reply``), so that nobody else
+on the bus can answer an agent in a conductor's name: an answer holding
+only ``sealed_reply``. A sealed message takes the arguments of the version
+its seal names (``rpc_interface``), and is refused when it carries one
+that version does not have.
 """
 
 import threading
@@ -51,7 +58,7 @@ CONF = conf.CONF
 
 LOG = logging.getLogger(__name__)
 
-RPC_API_VERSION = '1.2'
+RPC_API_VERSION = '1.3'
 
 # What the endpoints that answer refuse with: sent back to the caller as
 # itself, and logged by oslo.messaging without a traceback.
@@ -127,12 +134,17 @@ class ConductorManager:
 
         ``values`` are the endpoint's arguments (its ``locals()``).
 
-        :raises: MessageNotAuthenticated, logged with the instance id.
+        :returns: the instance's keys when the message was sealed with
+            them, else None.
+        :raises: MessageNotAuthenticated, logged with the instance id;
+            MalformedMessage when the message carries an argument the
+            version of its seal does not have.
         """
-        args = rpc_interface.CONDUCTOR.message(method, values)
         sealed = values['sealed']
-        instance_id = args['instance_id']
+        instance_id = values['instance_id']
         _check_instance_id(instance_id)
+        args = rpc_interface.CONDUCTOR.received(
+            method, values, rpc_interface.sealed_version(sealed))
         keys = self.keyrings.get(context, instance_id)
         try:
             if keys:
@@ -152,6 +164,18 @@ class ConductorManager:
                          'reason': e})
             raise exception.MessageNotAuthenticated(
                 method=method, instance_id=instance_id, reason=str(e))
+        return keys or None
+
+    @staticmethod
+    def _answer(keys, method, sealed, result):
+        """``result``, sealed for the caller when its call seals replies.
+
+        ``keys`` opened ``sealed``, the call's seal (None: unsealed).
+        """
+        if keys is None or not rpc_interface.seals_replies(
+                sealed['version']):
+            return result
+        return sealing.seal_reply(keys, method, sealed, result)
 
     @messaging.expected_exceptions(*_REFUSALS)
     @db_outage.endpoint
@@ -160,7 +184,7 @@ class ConductorManager:
                        guest_version, rpc_api_version, state, labels, host,
                        sealed=None):
         """Record an agent's registration; return this RPC API version."""
-        self._authenticate(context, 'register_agent', locals())
+        keys = self._authenticate(context, 'register_agent', locals())
         values = _agent_values(agent_version, guest_version,
                                rpc_api_version, state, labels, host)
         self.heartbeats.forget(instance_id)
@@ -170,7 +194,8 @@ class ConductorManager:
                  '%(agent)s, RPC API %(rpc)s, state %(state)s.',
                  {'instance': instance_id, 'agent': agent_version,
                   'rpc': rpc_api_version, 'state': state})
-        return self.RPC_API_VERSION
+        return self._answer(keys, 'register_agent', sealed,
+                            self.RPC_API_VERSION)
 
     @messaging.expected_exceptions(exception.DatabaseUnavailable)
     @db_outage.endpoint
@@ -211,10 +236,12 @@ class ConductorManager:
     def start_upgrade(self, context, instance_id, upgrade_id, from_version,
                       sealed=None):
         """An agent's claim of an upgrade; see ``upgrades.claim_upgrade``."""
-        self._authenticate(context, 'start_upgrade', locals())
-        return upgrades.claim_upgrade(context, instance_id, upgrade_id,
-                                      from_version, memory=self.upgrades,
-                                      writer=self.reports)
+        keys = self._authenticate(context, 'start_upgrade', locals())
+        return self._answer(keys, 'start_upgrade', sealed,
+                            upgrades.claim_upgrade(
+                                context, instance_id, upgrade_id,
+                                from_version, memory=self.upgrades,
+                                writer=self.reports))
 
     @messaging.expected_exceptions(*_REFUSALS)
     @db_outage.endpoint
@@ -223,10 +250,12 @@ class ConductorManager:
                              to_state, detail, from_version, to_version,
                              sealed=None):
         """An agent's state report; see ``upgrades.record_report``."""
-        self._authenticate(context, 'report_upgrade_state', locals())
-        return upgrades.record_report(context, instance_id, upgrade_id,
-                                      to_state, detail, from_version,
-                                      to_version, memory=self.upgrades)
+        keys = self._authenticate(context, 'report_upgrade_state', locals())
+        return self._answer(keys, 'report_upgrade_state', sealed,
+                            upgrades.record_report(
+                                context, instance_id, upgrade_id, to_state,
+                                detail, from_version, to_version,
+                                memory=self.upgrades))
 
     @messaging.expected_exceptions(*_REFUSALS)
     @db_outage.endpoint
@@ -247,9 +276,11 @@ class ConductorManager:
         arrive together share one transaction (``report_writer``).
         """
         _check_reports(reports)
-        self._authenticate(context, 'report_upgrade_states', locals())
+        keys = self._authenticate(context, 'report_upgrade_states',
+                                  locals())
         lock = self._report_locks[hash(instance_id) % _REPORT_LOCKS]
         with lock:
-            return upgrades.record_reports(context, instance_id, reports,
-                                           memory=self.upgrades,
-                                           writer=self.reports)
+            outcomes = upgrades.record_reports(context, instance_id, reports,
+                                               memory=self.upgrades,
+                                               writer=self.reports)
+        return self._answer(keys, 'report_upgrade_states', sealed, outcomes)

@@ -22,7 +22,10 @@ while the conductors run an older release than the agents; the cap and
 
 An agent that holds its instance's keys seals every message with them
 (version 1.1), so that nobody else on the bus can register, heartbeat,
-claim or report in its name.
+claim or report in its name. From version 1.3 it calls expecting the
+answer sealed with its key and bound to the call (``sealing.open_reply``),
+so that nobody else on the bus can answer in a conductor's name; an
+answer that does not open raises ReplyNotAuthenticated.
 """
 
 import oslo_messaging as messaging
@@ -61,9 +64,12 @@ class ConductorAPI:
     |       one call, recorded in order. Also sent by cast
     |       (cast_upgrade_states()), which the conductor of 1.2 takes as
     |       it takes the call.
+    | 1.3 - The answer to a sealed call is sealed with the call's key and
+    |       bound to its message id (``sealing.seal_reply``); casts stay
+    |       at 1.2, having no answer.
     """
 
-    RPC_API_VERSION = '1.2'
+    RPC_API_VERSION = '1.3'
 
     def __init__(self, keyring=None):
         """``keyring``: the instance's keys; None sends unsealed."""
@@ -78,33 +84,62 @@ class ConductorAPI:
         self.client = rpc.get_rpc_client(target, version_cap=version_cap,
                                          mandatory=True)
 
-    def _send(self, context, method, values, version=None, kind=None):
+    def _version(self, method, kind):
+        """The version of a ``method`` message sent by ``kind``.
+
+        Sealed (1.1 or later) when keys are held and the cap allows it; a
+        call at 1.3, whose answer comes sealed, when the cap allows that
+        too; never below the method's first version.
+        """
+        since = rpc_interface.CONDUCTOR.methods[method].since
+        candidates = ['1.0']
+        if self.keyring:
+            candidates.append('1.1')
+            if kind == 'call':
+                candidates.append(rpc_interface.CONDUCTOR_SEALED_REPLIES)
+        version = since
+        for candidate in candidates:
+            if (release_mappings.version_key(candidate)
+                    > release_mappings.version_key(version)
+                    and self.client.can_send_version(candidate)):
+                version = candidate
+        return version
+
+    def _send(self, context, method, values, kind=None):
         """Cast or call ``method``, sealed from 1.1 when keys are held.
 
         The message carries the arguments ``rpc_interface.CONDUCTOR``
-        declares, taken from ``values``. ``version`` is the one a method
-        newer than 1.0 needs; a 1.0 method goes to a conductor capped
-        below 1.1, which does not know seals, unsealed, as before that
-        version. ``kind``, one of the method's declared kinds, overrides
-        its default one.
+        declares for the version sent, taken from ``values``. A method of
+        1.0 goes to a conductor capped below 1.1, which does not know
+        seals, unsealed, as before that version. ``kind``, one of the
+        method's declared kinds, overrides its default one.
         """
-        kwargs = rpc_interface.CONDUCTOR.message(method, values)
-        if version is None:
-            version = '1.1'
-            if not (self.keyring and self.client.can_send_version(version)):
-                version = '1.0'
-        if self.keyring and version != '1.0':
-            kwargs['sealed'] = sealing.seal(self.keyring, method, version,
-                                            sealing.TO_CONDUCTOR, kwargs)
-        cctxt = self.client.prepare(version=version)
         if kind is None:
             kind = rpc_interface.CONDUCTOR.kind(method)
         elif kind not in rpc_interface.CONDUCTOR.kinds(method):
             raise ValueError('%s is not sent by %s' % (method, kind))
+        version = self._version(method, kind)
+        kwargs = rpc_interface.CONDUCTOR.message(method, values, version)
+        sealed = None
+        if self.keyring and version != '1.0':
+            sealed = sealing.seal(self.keyring, method, version,
+                                  sealing.TO_CONDUCTOR, kwargs)
+            kwargs['sealed'] = sealed
+        cctxt = self.client.prepare(version=version)
         try:
-            return getattr(cctxt, kind)(context, method, **kwargs)
+            answer = getattr(cctxt, kind)(context, method, **kwargs)
         except exception.TroveUpgradeException as e:
             raise rpc.without_remote_traceback(e) from None
+        if kind == 'call' and sealed is not None and (
+                rpc_interface.seals_replies(version)):
+            try:
+                return sealing.open_reply(self.keyring, method, sealed,
+                                          answer)
+            except sealing.SealError as e:
+                raise exception.ReplyNotAuthenticated(
+                    method=method, instance_id=self.keyring.instance_id,
+                    reason='%s: %s' % (type(e).__name__, e)) from None
+        return answer
 
     def register_agent(self, context, instance_id, agent_version,
                        guest_version, rpc_api_version, state, labels, host):
@@ -178,8 +213,7 @@ class ConductorAPI:
             return [self.report_upgrade_state(context, instance_id,
                                               **report)
                     for report in reports]
-        return self._send(context, 'report_upgrade_states', locals(),
-                          version='1.2')
+        return self._send(context, 'report_upgrade_states', locals())
 
     def cast_upgrade_states(self, context, instance_id, reports):
         """Send :meth:`report_upgrade_states`'s message by cast (1.2).
@@ -192,4 +226,4 @@ class ConductorAPI:
         """
         self._send(context, 'report_upgrade_states',
                    dict(instance_id=instance_id, reports=reports),
-                   version='1.2', kind='cast')
+                   kind='cast')

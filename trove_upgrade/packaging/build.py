@@ -134,16 +134,22 @@ def build_package(wheels, output_path, *, version, signing_keys,
                   encryption_key, expires, created=None,
                   min_upgrade_from=None, health_check=None,
                   chunk_size=chunked_aead.DEFAULT_CHUNK_SIZE,
-                  guest_agent=None):
+                  guest_agent=None, package=None):
     """Write ``output_path`` and ``output_path.manifest``; return the manifest.
 
     ``wheels`` are wheel file paths (see :func:`collect_wheels`),
     ``signing_keys`` one or more :class:`keys.SigningKey`, ``encryption_key``
     the 32 key bytes, ``expires`` and ``created`` aware datetimes,
     ``health_check`` a :class:`manifest.HealthCheck` or None,
-    ``guest_agent`` a :class:`manifest.GuestAgent` or None.
+    ``guest_agent`` a :class:`manifest.GuestAgent` or None, ``package``
+    the package's name signed in the manifest (``trove-guestagent``) or
+    None.
     """
     manifest_mod.parse_version(version)
+    try:
+        manifest_mod.check_expectation(None, package)
+    except exceptions.InvalidExpectationError as e:
+        raise exceptions.BuildError(str(e))
     if min_upgrade_from is not None:
         manifest_mod.parse_version(min_upgrade_from)
     if not wheels:
@@ -181,7 +187,8 @@ def build_package(wheels, output_path, *, version, signing_keys,
                 key_id=key_id, chunk_size=chunk_size,
                 salt=encryptor.header.salt.hex()),
             files=files, min_upgrade_from=min_upgrade_from,
-            health_check=health_check, guest_agent=guest_agent)
+            health_check=health_check, guest_agent=guest_agent,
+            package=package)
         for signing_key in signing_keys:
             manifest = manifest.with_signature(signing_key)
         os.chmod(temp, 0o644)

@@ -28,8 +28,10 @@ that stop them:
   :class:`UpgradePathError`.
 * **Indefinite freeze** (replaying an old, once-valid manifest):
   :class:`ExpiredManifestError`.
-* **Wrong software** (a valid package of another version):
-  :class:`WrongVersionError`.
+* **Wrong software** (a valid package of another version, or another
+  genuinely signed package than the one the upgrade names):
+  :class:`WrongVersionError`, :class:`ManifestHashMismatchError`,
+  :class:`PackageNameMismatchError`.
 * **Mix-and-match** (a manifest with another package's payload):
   :class:`PayloadMismatchError`, :class:`PayloadHashMismatchError`.
 * **Endless data** (filling memory or disk): :class:`ManifestTooLargeError`,
@@ -136,6 +138,18 @@ class ExpiredManifestError(ManifestError):
 
 class WrongVersionError(ManifestError):
     """The package is not the version that was asked for."""
+
+
+class InvalidExpectationError(PackageError):
+    """An expected manifest hash or package name is malformed."""
+
+
+class ManifestHashMismatchError(ManifestError):
+    """The manifest is not the one the upgrade names by its SHA-256."""
+
+
+class PackageNameMismatchError(ManifestError):
+    """The manifest signs another package name than the one expected."""
 
 
 class UpgradePathError(ManifestError):

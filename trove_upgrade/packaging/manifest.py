@@ -52,6 +52,10 @@ _VERSION = re.compile(r'[A-Za-z0-9.+!_-]{1,%d}' % MAX_VERSION_LENGTH)
 # Wheels are flat file names; no directories, so no path can escape.
 FILE_NAME_PATTERN = re.compile(r'[A-Za-z0-9_][A-Za-z0-9_.+-]{0,254}')
 CONSOLE_SCRIPT_PATTERN = re.compile(r'[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}')
+# A package name, as Python distributions are named: ``trove-guestagent``
+# for Trove's guest agent, ``trove-upgrade`` for the upgrade agent.
+PACKAGE_NAME_PATTERN = re.compile(r'[A-Za-z0-9]([A-Za-z0-9._-]{0,126}'
+                                  r'[A-Za-z0-9])?')
 
 
 def parse_version(text, error=exceptions.InvalidVersionError):
@@ -68,6 +72,26 @@ def parse_version(text, error=exceptions.InvalidVersionError):
         return pkg_version.Version(text)
     except (pkg_version.InvalidVersion, TypeError, ValueError):
         raise error('%s is not a valid version' % exceptions.quoted(text))
+
+
+def check_expectation(sha256, package):
+    """Refuse a malformed expected manifest hash or package name.
+
+    ``sha256`` (of the manifest file) and ``package`` may each be None.
+
+    :raises: InvalidExpectationError
+    """
+    if sha256 is not None and (type(sha256) is not str
+                               or not _HEX64.fullmatch(sha256)):
+        raise exceptions.InvalidExpectationError(
+            'the expected manifest SHA-256 %s is not 64 lower-case hex '
+            'digits' % exceptions.quoted(sha256))
+    if package is not None and (type(package) is not str
+                                or not PACKAGE_NAME_PATTERN.fullmatch(
+                                    package)):
+        raise exceptions.InvalidExpectationError(
+            'the expected package name %s is not a package name'
+            % exceptions.quoted(package))
 
 
 def format_time(moment):
@@ -154,6 +178,8 @@ class Manifest:
     signatures: tuple = ()
     guest_agent: GuestAgent = None
     format_version: int = FORMAT_VERSION
+    # The package's name; None in packages built before it was signed.
+    package: str = None
 
     def signed_dict(self):
         signed = {
@@ -180,6 +206,8 @@ class Manifest:
         if self.guest_agent is not None:
             signed['guest_agent'] = {
                 'console_script': self.guest_agent.console_script}
+        if self.package is not None:
+            signed['package'] = self.package
         return signed
 
     def signing_input(self):
@@ -222,13 +250,20 @@ class Manifest:
         _expect_keys(signed, 'signed',
                      {'_type', 'format_version', 'version', 'created',
                       'expires', 'payload', 'encryption', 'files'},
-                     {'min_upgrade_from', 'health_check', 'guest_agent'})
+                     {'min_upgrade_from', 'health_check', 'guest_agent',
+                      'package'})
         _format_version(signed['format_version'])
         if signed['_type'] != MANIFEST_TYPE:
             raise exceptions.ManifestFormatError(
                 '_type is %s, not %r' % (exceptions.quoted(signed['_type']),
                                          MANIFEST_TYPE))
         parse_version(signed['version'], exceptions.ManifestFormatError)
+        if 'package' in signed and (
+                type(signed['package']) is not str
+                or not PACKAGE_NAME_PATTERN.fullmatch(signed['package'])):
+            raise exceptions.ManifestFormatError(
+                'package %s is not a package name'
+                % exceptions.quoted(signed['package']))
         if 'min_upgrade_from' in signed:
             parse_version(signed['min_upgrade_from'],
                           exceptions.ManifestFormatError)
@@ -254,7 +289,8 @@ class Manifest:
                        min_upgrade_from=signed.get('min_upgrade_from'),
                        health_check=health_check,
                        signatures=document.signatures,
-                       guest_agent=_guest_agent(signed.get('guest_agent')))
+                       guest_agent=_guest_agent(signed.get('guest_agent')),
+                       package=signed.get('package'))
         if canonical.dumps(manifest.signed_dict()) != document.signed_bytes:
             raise exceptions.ManifestFormatError(
                 'the signed part is not written the one way this manifest '

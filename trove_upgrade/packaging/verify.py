@@ -19,7 +19,8 @@ The agent calls, in this order::
     manifest = verify.verify_manifest(
         manifest_bytes, trusted, expected_version=requested,
         installed_version=running, allow_downgrade=flag,
-        max_payload_size=cap)
+        max_payload_size=cap, expected_sha256=hash_or_none,
+        expected_package=name_or_none)
     files = verify.verify_and_extract(
         payload_path_or_fileobj, manifest, keyring, dest_dir,
         max_payload_size=cap)
@@ -36,6 +37,9 @@ attacks they defeat):
 
 manifest (:func:`verify_manifest`), before any payload byte:
   1. ``check_manifest_size``   ManifestTooLargeError     endless data
+  1a. ``check_manifest_hash``  ManifestHashMismatchError another signed
+                               package than the upgrade names (when it
+                               names one)
   2. ``check_manifest_form``   ManifestFormatError       canonical JSON and
                                the signature list only
   3. ``check_signatures``      BadSignatureError, UnknownSigningKeyError,
@@ -44,6 +48,8 @@ manifest (:func:`verify_manifest`), before any payload byte:
                                (over the exact bytes received)
   3a. ``check_manifest_schema`` ManifestFormatError, UnsupportedFormatError
                                strict types, re-encodes to the same bytes
+  3b. ``check_package_name``   PackageNameMismatchError  another package
+                               (when a name is expected)
   4. ``check_expiry``          ExpiredManifestError      indefinite freeze
   5. ``check_version``         WrongVersionError         wrong software
   6. ``check_upgrade_path``    UpgradePathError
@@ -99,6 +105,37 @@ def check_manifest_size(manifest_bytes, max_manifest_size):
     if len(manifest_bytes) > max_manifest_size:
         raise exceptions.ManifestTooLargeError(
             'the manifest has more than %d bytes' % max_manifest_size)
+
+
+def check_manifest_hash(manifest_bytes, expected_sha256):
+    """The manifest file is the one named by ``expected_sha256``, if any.
+
+    Checked before the manifest is even parsed: whoever controls the
+    store could otherwise serve another genuinely signed package of the
+    requested version (another build of it).
+    """
+    if expected_sha256 is None:
+        return
+    actual = hashlib.sha256(manifest_bytes).hexdigest()
+    if actual != expected_sha256:
+        raise exceptions.ManifestHashMismatchError(
+            'the manifest SHA-256 is %s, the upgrade expects %s'
+            % (actual, expected_sha256))
+
+
+def check_package_name(manifest, expected_package):
+    """The manifest signs the package name ``expected_package``, if any.
+
+    A manifest built before packages were named names none, and is
+    refused when a name is expected.
+    """
+    if expected_package is None or manifest.package == expected_package:
+        return
+    raise exceptions.PackageNameMismatchError(
+        'the package is %s, the upgrade expects %s'
+        % ('unnamed' if manifest.package is None
+           else exceptions.quoted(manifest.package),
+           exceptions.quoted(expected_package)))
 
 
 def check_manifest_form(manifest_bytes):
@@ -207,19 +244,25 @@ def check_payload_size(manifest, max_payload_size):
 def verify_manifest(manifest_bytes, trusted_keys, *, expected_version,
                     installed_version, allow_downgrade=False, now=None,
                     max_payload_size=DEFAULT_MAX_PAYLOAD_SIZE,
-                    max_manifest_size=DEFAULT_MAX_MANIFEST_SIZE):
+                    max_manifest_size=DEFAULT_MAX_MANIFEST_SIZE,
+                    expected_sha256=None, expected_package=None):
     """Run checks 1-8 on the manifest; return a VerifiedManifest.
 
     ``installed_version`` is the version running now; ``None`` skips the
     upgrade-path and rollback checks and is meant only for tools that
     install nothing (``trove-upgrade-package verify``). ``now`` (an aware
-    datetime) defaults to the current UTC time.
+    datetime) defaults to the current UTC time. ``expected_sha256`` (of
+    the manifest file) and ``expected_package`` bind the verification to
+    one package; None expects nothing of it.
     """
     now = now or datetime.datetime.now(datetime.timezone.utc)
+    manifest_mod.check_expectation(expected_sha256, expected_package)
     check_manifest_size(manifest_bytes, max_manifest_size)
+    check_manifest_hash(manifest_bytes, expected_sha256)
     document = check_manifest_form(bytes(manifest_bytes))
     check_signatures(document, trusted_keys)
     manifest = check_manifest_schema(document)
+    check_package_name(manifest, expected_package)
     check_expiry(manifest, now)
     check_version(manifest, expected_version)
     if installed_version is not None:
@@ -312,7 +355,8 @@ def read_manifest_file(path, max_manifest_size=DEFAULT_MAX_MANIFEST_SIZE):
 def verify_package(package_path, manifest_path=None, *, trusted_keys,
                    keyring, dest_dir, expected_version, installed_version,
                    allow_downgrade=False, now=None,
-                   max_payload_size=DEFAULT_MAX_PAYLOAD_SIZE):
+                   max_payload_size=DEFAULT_MAX_PAYLOAD_SIZE,
+                   expected_sha256=None, expected_package=None):
     """Verify a local package and its manifest, and extract it.
 
     ``manifest_path`` defaults to ``package_path + '.manifest'``. Returns
@@ -325,7 +369,8 @@ def verify_package(package_path, manifest_path=None, *, trusted_keys,
         expected_version=expected_version,
         installed_version=installed_version,
         allow_downgrade=allow_downgrade, now=now,
-        max_payload_size=max_payload_size)
+        max_payload_size=max_payload_size, expected_sha256=expected_sha256,
+        expected_package=expected_package)
     return manifest, verify_and_extract(package_path, manifest, keyring,
                                         dest_dir,
                                         max_payload_size=max_payload_size)

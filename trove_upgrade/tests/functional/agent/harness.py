@@ -244,12 +244,16 @@ class AgentTestCase(base.TestCase):
             'conductor': {'topic': self.conductor_topic},
         }
 
+    def conductor_env(self):
+        """More environment variables of the conductor's process."""
+        return None
+
     def start_conductor(self):
         path = os.path.join(self.tmp, 'conductor.conf')
         conffile.write_conf(path, self.conductor_conf())
         return self._spawn('conductor', [
             os.path.join(BIN, 'trove-upgrade-conductor'),
-            '--config-file', path])
+            '--config-file', path], env=self.conductor_env())
 
     def agent_conf(self, **overrides):
         agent = {
@@ -280,18 +284,23 @@ class AgentTestCase(base.TestCase):
         return agent
 
     def start_agent(self, pause_at=None, transport_url=None, defaults=None,
-                    **overrides):
-        """Start the agent; ``defaults`` go to its ``[DEFAULT]`` section."""
+                    sections=None, env=None, **overrides):
+        """Start the agent; ``defaults`` go to its ``[DEFAULT]`` section.
+
+        ``sections`` are more sections of its configuration file, ``env``
+        more environment variables of its process.
+        """
         transport_url = transport_url or self.rabbit_url
         path = os.path.join(self.tmp, 'agent.conf')
-        conffile.write_conf(path, {
+        conffile.write_conf(path, dict({
             'DEFAULT': dict({'transport_url': transport_url,
                              'control_exchange': self.exchange,
                              'state_path': self.tmp}, **(defaults or {})),
             'agent': self.agent_conf(**overrides),
             'conductor': {'topic': self.conductor_topic},
-        })
-        env = {'TROVE_UPGRADE_AGENT_TEST_PAUSE': pause_at or ''}
+        }, **(sections or {})))
+        env = dict(env or {},
+                   TROVE_UPGRADE_AGENT_TEST_PAUSE=pause_at or '')
         proc = self._spawn('agent', [
             os.path.join(BIN, 'trove-upgrade-agent'), '--config-file',
             path], env=env)

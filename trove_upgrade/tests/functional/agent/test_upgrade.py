@@ -84,7 +84,7 @@ class TestUpgrade(harness.AgentTestCase):
         agent = self.wait_for(
             lambda: self._agent_row(guest_version='1.0.0'),
             'the agent to register with guest version 1.0.0')
-        self.assertEqual('1.1', agent['rpc_api_version'])
+        self.assertEqual('1.2', agent['rpc_api_version'])
         self.assertEqual({'group': 'blue', 'datastore': 'mysql'},
                          agent['labels'])
         self.assertEqual('running', agent['state'])

@@ -273,7 +273,7 @@ class TestStatusCommand(StatusCommandTestCase):
         alive = uuidutils.generate_uuid()
         for instance_id in (stale, alive):
             db_agents.register_agent(ctxt, instance_id, {
-                'rpc_api_version': '1.1', 'state': 'RUNNING'})
+                'rpc_api_version': '1.2', 'state': 'RUNNING'})
         self.write_conf('trove-upgrade.conf.d/30-conductor.conf',
                         {'conductor': {'agent_down_time': '300'}})
         self.backdate(models.Agent, 'last_heartbeat_at',
@@ -292,7 +292,7 @@ class TestStatusCommand(StatusCommandTestCase):
                                              'state': 'RUNNING'})
 
         self.assertStatus(WARNING, {'Agent RPC versions': WARNING}, [
-            'older than 1.1', '%s (0.9)' % old])
+            'older than 1.2', '%s (0.9)' % old])
 
         self.write_conf('trove-upgrade.conf.d/30-upgrade-levels.conf',
                         {'upgrade_levels': {'agent': 'auto'}})

@@ -110,3 +110,45 @@ class TestSealedUpgrade(test_manager.TestAgentManager):
         cache.add('new', 50.0, 10.0)
         self.assertEqual({'new': 50.0},
                          self.journal.read()['seen_messages'])
+
+    # An upgrade of 1.2 names the manifest it expects; one of 1.1 cannot.
+
+    EXPECTED = {'sha256': 'ab' * 32, 'package': 'trove-guestagent'}
+
+    def _sealed_at(self, version, sealed_args, sent_args):
+        sealed = sealing.seal(self.keys, 'upgrade', version,
+                              sealing.TO_AGENT, sealed_args)
+        self.manager.upgrade(None, sealed=sealed, **sent_args)
+
+    def test_a_1_2_upgrade_keeps_its_expectation_for_the_download(self):
+        args = self._args(expected_manifest=self.EXPECTED)
+        self._sealed_at('1.2', args, args)
+        [queued] = self.journal.read()['queue']
+        self.assertEqual(self.EXPECTED, queued['expected_manifest'])
+
+    def test_an_expectation_beside_a_1_1_seal_is_refused(self):
+        # Sealed without it at 1.1, it was added by someone without the
+        # key: taking it would let them choose what the agent checks.
+        self._sealed_at('1.1', self._args(),
+                        self._args(expected_manifest=self.EXPECTED))
+        self.assertNothingRecorded()
+
+    def test_a_1_2_seal_without_the_expectation_it_carried_is_refused(self):
+        # Removing the binding from a sealed message does not verify.
+        self._sealed_at('1.2', self._args(expected_manifest=self.EXPECTED),
+                        self._args())
+        self.assertNothingRecorded()
+
+    def test_a_malformed_expectation_fails_the_upgrade(self):
+        for upgrade_id, expected in (
+                ('u1', {'sha256': 'AB' * 32, 'package': None}),
+                ('u2', {'sha256': None}),
+                ('u3', ['ab' * 32]),
+                ('u4', {'sha256': None, 'package': 'a b'})):
+            args = self._args(upgrade_id, expected_manifest=expected)
+            self._sealed_at('1.2', args, args)
+            data = self.journal.read()
+            self.assertEqual('FAILED', data['processed'][upgrade_id])
+            self.assertIn('expected_manifest',
+                          data['outbox'][-1]['detail'])
+        self.assertEqual([], self.journal.read()['queue'])

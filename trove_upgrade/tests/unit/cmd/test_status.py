@@ -334,24 +334,24 @@ class ClockTestCase(StatusTestCase):
 class TestAgentRpcVersions(ClockTestCase):
 
     def test_success_without_agents(self):
-        self.assertResult(SUCCESS, ['1.1 or newer'],
+        self.assertResult(SUCCESS, ['1.2 or newer'],
                           self.checks._check_agent_rpc_versions())
 
     def test_success_when_every_agent_is_current(self):
-        self.register('1.1')
+        self.register('1.2')
         self.register('1.3')
 
-        self.assertResult(SUCCESS, ['1.1 or newer'],
+        self.assertResult(SUCCESS, ['1.2 or newer'],
                           self.checks._check_agent_rpc_versions())
 
     def test_warning_lists_agents_below_what_latest_sends(self):
-        self.register('1.1')
-        old = self.register('1.0')
+        self.register('1.2')
+        old = self.register('1.1')
 
         result = self.checks._check_agent_rpc_versions()
 
-        self.assertResult(WARNING, ['1 agent(s)', 'older than 1.1',
-                                    'agent = latest', '%s (1.0)' % old,
+        self.assertResult(WARNING, ['1 agent(s)', 'older than 1.2',
+                                    'agent = latest', '%s (1.1)' % old,
                                     'auto'], result)
 
     def test_warning_against_an_explicit_cap(self):

@@ -196,6 +196,53 @@ class TestSealedReportBatches(SealedTestCase):
         self.assertEqual(states.SENT, self.upgrade(self.upgrade_id)['status'])
 
 
+class TestSealedAnswers(SealedTestCase):
+    """From 1.3 the answer to a sealed call is sealed and bound to it."""
+
+    def setUp(self):
+        super().setUp()
+        self.upgrade_id = self.new_upgrade()['id']
+        self.claim = dict(instance_id=INSTANCE, upgrade_id=self.upgrade_id,
+                          from_version='1')
+
+    def test_a_1_3_claim_is_answered_sealed(self):
+        sealed = sealing.seal(self.keys, 'start_upgrade', '1.3',
+                              sealing.TO_CONDUCTOR, self.claim)
+        answer = self.manager.start_upgrade(self.context, sealed=sealed,
+                                            **self.claim)
+        self.assertEqual([sealing.SEALED_REPLY], list(answer))
+        self.assertTrue(sealing.open_reply(self.keys, 'start_upgrade',
+                                           sealed, answer)['proceed'])
+
+    def test_every_call_is_answered_sealed(self):
+        report = dict(instance_id=INSTANCE, upgrade_id=self.upgrade_id,
+                      to_state=states.DEFERRED, detail=None,
+                      from_version='1', to_version='2')
+        batch = dict(instance_id=INSTANCE, reports=[{
+            'upgrade_id': self.upgrade_id, 'to_state': states.DOWNLOADING,
+            'detail': None, 'from_version': '1', 'to_version': '2'}])
+        for method, args in (('register_agent', AGENT),
+                             ('report_upgrade_state', report),
+                             ('report_upgrade_states', batch)):
+            sealed = sealing.seal(self.keys, method, '1.3',
+                                  sealing.TO_CONDUCTOR, args)
+            answer = getattr(self.manager, method)(
+                self.context, sealed=sealed, **args)
+            self.assertIsNotNone(sealing.open_reply(self.keys, method,
+                                                    sealed, answer), method)
+
+    def test_an_older_call_is_answered_as_before(self):
+        answer = self.manager.start_upgrade(
+            self.context, sealed=self.sealed('start_upgrade', self.claim),
+            **self.claim)
+        self.assertTrue(answer['proceed'])
+
+    def test_an_unsealed_call_is_answered_as_before(self):
+        other = dict(AGENT, instance_id=test_manager.OTHER_INSTANCE)
+        self.assertEqual('1.3', self.manager.register_agent(self.context,
+                                                            **other))
+
+
 class TestSealingClients(SealedTestCase):
     """The rpcapi clients seal what they send, over the fake transport."""
 
@@ -207,13 +254,36 @@ class TestSealingClients(SealedTestCase):
 
     def test_conductor_api_seals(self):
         api = rpcapi.ConductorAPI(self.keys)
-        self.assertEqual('1.2', api.register_agent(
+        self.assertEqual('1.3', api.register_agent(
+            context.get_admin_context(), **AGENT))
+        [message] = self.server.wait_for(1)
+        self.assertEqual('1.3', message.version)
+        self.assertIn('sealed', message.args)
+
+    def test_conductor_api_capped_at_1_2_seals_calls_at_1_1(self):
+        # A 1.2 conductor does not seal its answers: none is expected.
+        self.flags(group='upgrade_levels', conductor='1.2')
+        api = rpcapi.ConductorAPI(self.keys)
+        self.assertEqual('1.3', api.register_agent(
             context.get_admin_context(), **AGENT))
         [message] = self.server.wait_for(1)
         self.assertEqual('1.1', message.version)
-        self.assertIn('sealed', message.args)
+        self.assertEqual('1.1', message.args['sealed']['version'])
 
-    def test_conductor_api_seals_a_batch_at_1_2(self):
+    def test_conductor_api_casts_a_batch_at_1_2(self):
+        # A cast has no answer to seal.
+        upgrade_id = self.new_upgrade()['id']
+        api = rpcapi.ConductorAPI(self.keys)
+        api.cast_upgrade_states(
+            context.get_admin_context(), INSTANCE,
+            [{'upgrade_id': upgrade_id, 'to_state': states.DEFERRED,
+              'detail': 'busy', 'from_version': None, 'to_version': None}])
+        [message] = self.server.wait_for(1)
+        self.assertEqual(('report_upgrade_states', '1.2'),
+                         (message.method, message.version))
+        self.assertEqual('1.2', message.args['sealed']['version'])
+
+    def test_conductor_api_calls_a_batch_at_1_3(self):
         upgrade_id = self.new_upgrade()['id']
         api = rpcapi.ConductorAPI(self.keys)
         [outcome] = api.report_upgrade_states(
@@ -222,9 +292,9 @@ class TestSealingClients(SealedTestCase):
               'detail': 'busy', 'from_version': None, 'to_version': None}])
         self.assertTrue(outcome['recorded'])
         [message] = self.server.wait_for(1)
-        self.assertEqual(('report_upgrade_states', '1.2'),
+        self.assertEqual(('report_upgrade_states', '1.3'),
                          (message.method, message.version))
-        self.assertEqual('1.2', message.args['sealed']['version'])
+        self.assertEqual('1.3', message.args['sealed']['version'])
 
     def test_conductor_api_capped_sends_unsealed(self):
         self.flags(group='upgrade_levels', conductor='1.0')

@@ -76,6 +76,38 @@ class TestSealedUpgrade(base.TestCase):
         e = self.assertRaises(exception.SealingUnavailable, self.send)
         self.assertIn('capped below 1.1', str(e))
 
+    def test_an_expectation_goes_sealed_at_1_2_with_its_binding(self):
+        self.endpoint.target = messaging.Target(version='1.2')
+        sealing_keys.add_key(self.context, INSTANCE)
+        expected = {'sha256': 'ab' * 32, 'package': None}
+        rpcapi.AgentAPI().upgrade(self.context, INSTANCE,
+                                  expected_manifest=expected, **ARGS)
+        [message] = self.server.wait_for(1)
+        self.assertEqual('1.2', message.version)
+        args = dict(message.args)
+        sealed = args.pop('sealed')
+        self.assertEqual(('1.2', expected),
+                         (sealed['version'], args['expected_manifest']))
+        sealing.open_sealed(
+            sealing_keys.keyring(self.context, INSTANCE), sealed,
+            'upgrade', sealing.TO_AGENT, args, 60,
+            sealing.MemoryReplayCache())
+
+    def test_an_expectation_is_never_dropped_under_a_cap(self):
+        for key in (False, True):
+            if key:
+                sealing_keys.add_key(self.context, INSTANCE)
+            self.flags(group='upgrade_levels', agent='1.1')
+            e = self.assertRaises(
+                exception.ArgumentNeedsNewerVersion,
+                rpcapi.AgentAPI().upgrade, self.context, INSTANCE,
+                expected_manifest={'sha256': None, 'package': 'p'}, **ARGS)
+            self.assertIn('expected_manifest', str(e))
+        # Without one, the capped upgrade goes as before.
+        self.send()
+        [message] = self.server.wait_for(1)
+        self.assertEqual('1.1', message.version)
+
     def test_require_sealed_without_key_refused(self):
         self.flags(group='conductor', require_sealed=True)
         e = self.assertRaises(exception.SealingUnavailable, self.send)

@@ -23,6 +23,8 @@ from trove_upgrade.agent import manager as agent_manager
 from trove_upgrade.conductor import agent_rpcapi
 from trove_upgrade.conductor import manager as conductor_manager
 from trove_upgrade.conductor import rpcapi as conductor_rpcapi
+from trove_upgrade import exception
+from trove_upgrade import release_mappings
 from trove_upgrade import rpc_interface
 from trove_upgrade.tests import base
 
@@ -70,6 +72,17 @@ class TestDeclarations(base.TestCase):
                     _parameters(func, ('self', 'context', 'sealed')))
                 self.assertIsNone(inspect.signature(func).parameters[
                     'sealed'].default, method)
+
+    def test_versions_of_arguments_are_versions_of_the_apis(self):
+        # An argument added in a version the API never had (or has not
+        # yet) could be sent to no server.
+        for interface, client, endpoint in APIS:
+            for name, method in interface.methods.items():
+                for version, _ in method.versions:
+                    self.assertLessEqual(
+                        release_mappings.version_key(version),
+                        release_mappings.version_key(
+                            client.RPC_API_VERSION), name)
 
     def test_every_served_method_is_declared(self):
         # A method served but not declared could not be sealed.
@@ -140,3 +153,105 @@ class TestInterface(base.TestCase):
     def test_message_missing_an_argument_fails(self):
         self.assertRaises(KeyError, self.interface.message, 'ping',
                           {'instance_id': 'i'})
+
+
+class TestArgumentsByVersion(base.TestCase):
+    """Each version of a method carries its own arguments."""
+
+    def setUp(self):
+        super().setUp()
+        self.interface = rpc_interface.Interface('test', {
+            'ping': rpc_interface.Method(
+                'cast', ('instance_id', 'count'),
+                added={'1.4': ('colour',), '1.2': ('binding',)},
+                binding=('binding',))})
+        self.values = {'instance_id': 'i', 'count': 2, 'binding': None,
+                       'colour': None, 'sealed': None}
+
+    def test_arguments_of_each_version(self):
+        args = self.interface.arguments
+        self.assertEqual(('instance_id', 'count'), args('ping', '1.0'))
+        self.assertEqual(('instance_id', 'count'), args('ping', '1.1'))
+        self.assertEqual(('instance_id', 'count', 'binding'),
+                         args('ping', '1.3'))
+        self.assertEqual(('instance_id', 'count', 'binding', 'colour'),
+                         args('ping', '1.10'))
+        self.assertEqual(args('ping', '1.4'), args('ping'))
+
+    def test_a_message_of_an_older_version_leaves_newer_arguments_out(self):
+        values = dict(self.values, colour='red')
+        self.assertEqual({'instance_id': 'i', 'count': 2, 'binding': None},
+                         self.interface.message('ping', values, '1.2'))
+        self.assertEqual({'instance_id': 'i', 'count': 2},
+                         self.interface.message('ping', values, '1.0'))
+
+    def test_a_binding_argument_with_a_value_is_never_left_out(self):
+        values = dict(self.values, binding='x')
+        e = self.assertRaises(exception.ArgumentNeedsNewerVersion,
+                              self.interface.message, 'ping', values, '1.1')
+        self.assertIn('binding', str(e))
+        self.assertIn('capped at 1.1', str(e))
+        self.assertEqual('x', self.interface.message(
+            'ping', values, '1.2')['binding'])
+
+    def test_the_oldest_version_that_carries_the_values_is_sent(self):
+        send = self.interface.version_to_send
+        self.assertEqual('1.0', send('ping', self.values, '1.0', None))
+        self.assertEqual('1.1', send('ping', self.values, '1.1', None))
+        self.assertEqual('1.2', send('ping', dict(self.values, binding='x'),
+                                     '1.0', None))
+        self.assertEqual('1.4', send('ping', dict(self.values, colour='r'),
+                                     '1.0', '1.9'))
+        # Above the cap: at the cap, which message() then judges.
+        self.assertEqual('1.3', send('ping', dict(self.values, colour='r'),
+                                     '1.0', '1.3'))
+        self.assertEqual('1.1', send('ping', dict(self.values, colour='r'),
+                                     '1.1', '1.0'))
+
+    def test_a_server_refuses_an_argument_its_version_does_not_have(self):
+        # Nobody sealed it: an argument beside a seal of an older version.
+        received = self.interface.received
+        self.assertEqual({'instance_id': 'i', 'count': 2},
+                         received('ping', self.values, '1.1'))
+        e = self.assertRaises(exception.MalformedMessage, received, 'ping',
+                              dict(self.values, binding='x'), '1.1')
+        self.assertIn('binding came in a message of version 1.1', str(e))
+        self.assertEqual('x', received('ping', dict(self.values, binding='x'),
+                                       '1.2')['binding'])
+
+    def test_an_endpoint_must_default_an_added_argument_to_none(self):
+        def ping(self, context, instance_id, count, binding, colour=None,
+                 sealed=None):
+            pass
+        e = self.assertRaises(TypeError, self.interface.endpoint, ping)
+        self.assertIn('must default binding to None', str(e))
+
+        def ping(self, context, instance_id, count, binding=None,
+                 colour=None, sealed=None):
+            pass
+        self.assertIs(ping, self.interface.endpoint(ping))
+
+    def test_only_an_added_argument_may_be_binding(self):
+        self.assertRaises(ValueError, rpc_interface.Method, 'cast', ('a',),
+                          binding=('a',))
+
+    def test_a_method_newer_than_the_version_has_its_first_arguments(self):
+        method = rpc_interface.Method('call', ('a',), since='1.2',
+                                      added={'1.5': ('b',)})
+        self.assertEqual(('a',), method.arguments('1.0'))
+        self.assertEqual('1.2', method.oldest_version({'a': 1}, '1.0'))
+        self.assertEqual('1.5', method.oldest_version({'b': 1}, '1.0'))
+
+    def test_sealed_version(self):
+        self.assertEqual('1.3', rpc_interface.sealed_version(
+            {'version': '1.3'}))
+        for sealed in (None, 'x', {}, {'version': 1.3},
+                       {'version': '1.3.1'}):
+            self.assertIsNone(rpc_interface.sealed_version(sealed))
+
+    def test_declared_apis_bind_what_older_agents_could_not_check(self):
+        self.assertEqual(('expected_manifest',),
+                         rpc_interface.AGENT.methods['upgrade']
+                         .added_since('1.1'))
+        self.assertIn('expected_manifest',
+                      rpc_interface.AGENT.methods['upgrade'].binding)
