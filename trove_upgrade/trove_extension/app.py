@@ -131,6 +131,15 @@ class TroveContextAdapter:
     The caller is who Trove's context says (user, project, roles), the
     request id the one Trove's request_id middleware answers with, and the
     path carries the API version again, as on the standalone API.
+
+    Whether the caller administers every project is Trove's decision too:
+    Trove's ContextMiddleware sets ``is_admin`` from ``[DEFAULT]
+    admin_roles`` or its ``context_is_admin`` policy, and its own mgmt
+    extension acts on every project's instances for such a caller. So does
+    this one: an admin finds a customer's instance, anyone else only the
+    instances of the project of the request (which Trove's
+    TenantBasedAuth has already matched to the URL's). Who may use each
+    route at all stays trove-upgrade's policy.
     """
 
     def __init__(self, application):
@@ -161,6 +170,7 @@ class TroveContextAdapter:
             user_id=trove_context.user_id,
             project_id=trove_context.project_id,
             roles=[r for r in trove_context.roles if r],
+            is_admin=bool(trove_context.is_admin),
             auth_token=trove_context.auth_token,
             request_id=request or trove_context.request_id,
             global_request_id=trove_context.global_request_id,
