@@ -157,10 +157,11 @@ class TestLoad(base.TestCase):
 class TestLoadRefusals(base.TestCase):
     """A configuration that cannot work stops trove-api at start."""
 
-    def load(self, *config_files):
+    def load(self, *config_files, config_dirs=()):
         home = self.useFixture(fixtures.TempDir()).path
         script = ('from trove_upgrade.trove_extension import app\n'
-                  'app.load(%r)\n' % list(config_files))
+                  'app.load(%r, %r)\n' % (list(config_files),
+                                          list(config_dirs)))
         return subprocess.run([sys.executable, '-c', script],
                               capture_output=True, text=True, timeout=120,
                               cwd=home, env=dict(os.environ, HOME=home))
@@ -182,6 +183,22 @@ class TestLoadRefusals(base.TestCase):
         self.assertNotEqual(0, proc.returncode)
         self.assertIn('[database] connection names a database driver that '
                       'is not installed', proc.stderr)
+
+    def test_a_drop_in_directory_is_read_after_the_files(self):
+        tmp = self.useFixture(fixtures.TempDir()).path
+        path = os.path.join(tmp, 'trove-upgrade.conf')
+        conffile.write_conf(path, {'database': {
+            'connection': 'sqlite:///%s/empty.sqlite' % tmp}})
+        drop_in = os.path.join(tmp, 'trove-upgrade.conf.d')
+        conffile.write_conf(os.path.join(drop_in, 'db.conf'), {
+            'database': {'connection': 'nosuchdb://h/d'}})
+
+        for files in ([path], []):
+            proc = self.load(*files, config_dirs=[drop_in])
+
+            self.assertNotEqual(0, proc.returncode)
+            self.assertIn('[database] connection names a database driver '
+                          'that is not installed', proc.stderr)
 
     def test_a_database_without_the_schema_is_refused(self):
         tmp = self.useFixture(fixtures.TempDir()).path
