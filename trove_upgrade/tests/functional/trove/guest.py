@@ -68,6 +68,11 @@ def broken_trove_wheel(version, kind, dest_dir, cache_dir):
         # Imports fine; the guest agent exits as soon as it runs.
         member = 'trove/cmd/guest.py'
         extra = b'\n\ndef main():\n    raise SystemExit(3)\n'
+    elif kind == 'silent':
+        # Imports fine and keeps running, but never serves its topic.
+        member = 'trove/cmd/guest.py'
+        extra = (b'\n\ndef main():\n    import time\n'
+                 b'    while True:\n        time.sleep(3600)\n')
     else:
         raise ValueError(kind)
     with zipfile.ZipFile(source) as src, zipfile.ZipFile(
