@@ -127,9 +127,11 @@ class TroveDemo(demo_mod.Demo):
             os.path.join(self.dir, 'supervisor'),
             self.layout.command(self.link),
             {'DOCKER_HOST': docker.docker_host}))
+        # In Trove's secure RPC format, with the key in guest_info.conf.
         self.pinger = trove_guest.RpcPing(demo_mod.RABBIT,
                                           self.trove_exchange,
-                                          self.instance, 2)
+                                          self.instance, 2,
+                                          key=self.layout.instance_key)
         self.wait_pong()
         say('   trove-guestagent %s (pid %d, supervisord) answers '
             'oslo_rpc_server_ping on topic guestagent.%s'

@@ -25,22 +25,17 @@ This module is pure and imports nothing of the control plane: the agent
 uses :func:`keyring`, the control plane :func:`decrypt_trove_key` first.
 """
 
-import base64
-import binascii
 import hashlib
 
-from cryptography.hazmat.primitives.ciphers import algorithms
-from cryptography.hazmat.primitives.ciphers import Cipher
-from cryptography.hazmat.primitives.ciphers import modes
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.kdf import hkdf
 
 from trove_upgrade import exception
 from trove_upgrade import sealing
+from trove_upgrade import trove_crypto
 
 INFO = b'trove-upgrade sealing v1 instance '
 KEY_ID_PREFIX = 'trove-v1-'
-_IV_SIZE = 16
 
 
 class TroveKeyError(exception.TroveUpgradeException):
@@ -79,27 +74,13 @@ def keyring(instance_id, trove_key):
 def decrypt_trove_key(encrypted_key, inst_rpc_key_encr_key):
     """Trove's plain instance key from its ``instances.encrypted_key``.
 
-    What Trove's ``DBInstance.key`` does (``trove.common.crypto_utils``):
-    base64, then AES-CBC whose key is the hex MD5 digest of
-    ``inst_rpc_key_encr_key`` (32 ASCII bytes: AES-256), the IV the first
-    16 bytes, and a padding of N bytes of value N.
+    What Trove's ``DBInstance.key`` does: ``trove.common.crypto_utils``
+    with ``inst_rpc_key_encr_key`` (:mod:`trove_upgrade.trove_crypto`).
 
     :raises: TroveKeyError when it is not such a ciphertext of that key.
     """
     try:
-        data = base64.b64decode(encrypted_key, validate=True)
-    except (binascii.Error, ValueError, TypeError) as e:
-        raise TroveKeyError('the encrypted key is not base64: %s' % e)
-    if len(data) < 2 * _IV_SIZE or len(data) % _IV_SIZE:
-        raise TroveKeyError('the encrypted key is %d bytes, not an IV and '
-                            'whole AES blocks' % len(data))
-    aes_key = hashlib.md5(inst_rpc_key_encr_key.encode('utf-8'),
-                          usedforsecurity=False).hexdigest().encode('ascii')
-    decryptor = Cipher(algorithms.AES(aes_key),
-                       modes.CBC(data[:_IV_SIZE])).decryptor()
-    plain = decryptor.update(data[_IV_SIZE:]) + decryptor.finalize()
-    pad = plain[-1]
-    if not 1 <= pad <= _IV_SIZE or plain[-pad:] != bytes([pad]) * pad:
-        raise TroveKeyError('the encrypted key does not decrypt with '
-                            'inst_rpc_key_encr_key (bad padding)')
-    return plain[:-pad]
+        return trove_crypto.decrypt(encrypted_key, inst_rpc_key_encr_key)
+    except trove_crypto.TroveCryptoError as e:
+        raise TroveKeyError('the encrypted key %s (inst_rpc_key_encr_key)'
+                            % e)

@@ -64,9 +64,9 @@ WAIT = 300
 class Pinger:
     """Pings the guest agent without pause; keeps every answer's time."""
 
-    def __init__(self, exchange, guest_id):
+    def __init__(self, exchange, guest_id, key):
         self.ping = trove_guest.RpcPing(RABBIT, exchange, guest_id,
-                                        PING_TIMEOUT)
+                                        PING_TIMEOUT, key=key)
         self.answers = []
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -143,9 +143,11 @@ class Guest:
         self.installs.install(FROM, guest.wheelhouse(FROM, cache),
                               console_script=guest.CONSOLE_SCRIPT)
         self.installs.switch(FROM)
-        self.pinger = Pinger(self.exchange, self.guest_id)
+        self.pinger = Pinger(self.exchange, self.guest_id,
+                             self.layout.instance_key)
         self.watch = trove_timeline.TopicWatch(RABBIT, self.guest_id)
-        probe = trove_guest.RpcPing(RABBIT, self.exchange, self.guest_id, 2)
+        probe = trove_guest.RpcPing(RABBIT, self.exchange, self.guest_id, 2,
+                                    key=self.layout.instance_key)
         self.supervisord = None
         if manager == 'supervisord':
             # As on Trove's images: the program runs a stable link, here

@@ -27,6 +27,7 @@ from oslo_log import log as logging
 from stevedore import driver
 
 from trove_upgrade.agent import child_process
+from trove_upgrade.agent import reasons
 from trove_upgrade import exception
 
 LOG = logging.getLogger(__name__)
@@ -93,7 +94,7 @@ class CommandStateProvider:
         if proc.returncode != 0:
             raise GuestStateError(
                 'guest state command exited with %d: %s'
-                % (proc.returncode, proc.stderr.tail.strip()[-500:]))
+                % (proc.returncode, reasons.error_line(proc.stderr.tail)))
         lines = proc.stdout.head.splitlines()
         return normalise(lines[0] if lines else '')
 

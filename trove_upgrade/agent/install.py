@@ -45,6 +45,7 @@ import zipfile
 from oslo_log import log as logging
 
 from trove_upgrade.agent import child_process
+from trove_upgrade.agent import reasons
 from trove_upgrade import exception
 from trove_upgrade.packaging import exceptions as package_exc
 from trove_upgrade.packaging import wheels as wheels_mod
@@ -62,7 +63,6 @@ PREFLIGHT = 'preflight'
 RUNNING = 'running'
 
 _VERSION_RE = re.compile(r'^[A-Za-z0-9][A-Za-z0-9._+-]{0,63}$')
-_OUTPUT_LIMIT = 2000
 
 
 class InstallError(exception.TroveUpgradeException):
@@ -87,7 +87,7 @@ def check_version_name(version):
 
 
 def _tail(finished):
-    return finished.stdout.tail.strip()[-_OUTPUT_LIMIT:]
+    return reasons.error_line(finished.stdout.tail)
 
 
 def resolve_command(command, install_dir):

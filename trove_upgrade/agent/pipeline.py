@@ -45,8 +45,10 @@ import shutil
 
 from oslo_log import log as logging
 
+from trove_upgrade.agent import guest_files
 from trove_upgrade.agent import install
 from trove_upgrade.agent import pause_hook
+from trove_upgrade.agent import reasons
 from trove_upgrade.agent import strategies
 from trove_upgrade.agent import supervisor as supervisor_mod
 from trove_upgrade.agent import untrusted
@@ -311,7 +313,7 @@ class UpgradePipeline:
         self._prune()
         return states.SUCCESS
 
-    def _restart(self, version, upgrading=False):
+    def _restart(self, version, upgrading=False, keep_unhealthy=False):
         """Restart the guest agent of ``current`` and check ``version``."""
         agent = self.conf.agent
         command, timeout = self._health(version)
@@ -320,7 +322,7 @@ class UpgradePipeline:
             on_started = functools.partial(self._checkpoint, 'health-check')
         return self.supervisor.restart(
             command, agent.health_grace, timeout, agent.restart_retries,
-            on_started=on_started)
+            on_started=on_started, keep_unhealthy=keep_unhealthy)
 
     def _roll_back(self, upgrade, reason):
         reason = package_exc.bounded(reason)
@@ -338,18 +340,41 @@ class UpgradePipeline:
                     untrusted.describe(e))
             self._finish(upgrade, states.FAILED, detail)
             return states.FAILED
+        failure = None
         try:
             self.installs.switch(good)
-            self._restart(good)
+            self._restart(good, keep_unhealthy=True)
         except Exception as e:
-            self._finish(upgrade, states.FAILED,
-                         '%s; rolling back to %s failed too: %s'
-                         % (reason, good, e))
-            return states.FAILED
-        self._finish(upgrade, states.FAILED,
-                     '%s; rolled back to %s, which is running'
-                     % (reason, good))
+            LOG.warning('Upgrade %s: rolling back to %s: %s', upgrade['id'],
+                        good, e)
+            failure = guest_files.bounded(
+                str(e) if isinstance(e, exception.TroveUpgradeException)
+                else reasons.of_error(e))
+        self._finish(upgrade, states.FAILED, '%s; %s' % (
+            reason, self._rollback_outcome(good, failure)))
         return states.FAILED
+
+    def _rollback_outcome(self, good, failure):
+        """What runs after rolling back to ``good``, judged by looking.
+
+        The old release answering on its topic (the probe) is a rollback
+        done, whatever its first health checks said; a rollback that
+        failed says what runs instead, if anything.
+        """
+        running = self.supervisor.running_version()
+        if running == good:
+            if failure is None:
+                return 'rolled back to %s, which is running' % good
+            probe = self.supervisor.probe
+            now = probe() if probe is not None else failure
+            if now is None:
+                return 'rolled back to %s, which is running' % good
+            return ('rolled back to %s, which is running but not healthy: '
+                    '%s' % (good, failure))
+        return 'rolling back to %s failed too: %s; %s' % (
+            good, failure or 'it is not running',
+            '%s is running' % running if running else
+            'no guest agent is running')
 
     # Housekeeping.
 

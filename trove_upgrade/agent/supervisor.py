@@ -22,7 +22,8 @@ Healthy means alive for ``health_grace`` seconds and then the health
 command passing, and the ``probe`` (for a Trove guest agent, the RPC ping of
 its topic, ``agent/trove_guest.py``) answering, within ``health_timeout``:
 a guest agent that starts but does not work is as bad as one that does not
-start.
+start. A probe that got an answer other than healthy (a :class:`Refused`
+reason) ends the check at once: asking again gets the same answer.
 """
 
 import json
@@ -52,6 +53,10 @@ _EXIT_POLL = 0.005
 
 class GuestStartError(exception.TroveUpgradeException):
     """The guest agent did not start or did not become healthy."""
+
+
+class Refused(str):
+    """A probe's reason from a guest agent that answered: final."""
 
 
 def signal_group(pid, signum):
@@ -237,6 +242,8 @@ class GuestSupervisor:
                 if self._alive(record):
                     return None
                 return self._died_reason(grace)
+            if isinstance(reason, Refused):
+                return reason
             if not reason.startswith(install.HEALTH_TIMED_OUT) or not failure:
                 failure = reason
             if time.monotonic() >= deadline:
@@ -253,13 +260,15 @@ class GuestSupervisor:
                 'start' % (status, grace))
 
     def restart(self, health_command, grace, timeout, retries,
-                on_started=None):
+                on_started=None, keep_unhealthy=False):
         """Restart from ``current`` until healthy, at most ``retries`` times.
 
         ``on_started`` is called after each start, before the health check.
 
         Returns the version now running; raises GuestStartError with the
-        last reason when every attempt failed, leaving nothing running.
+        last reason when every attempt failed, leaving nothing running,
+        unless ``keep_unhealthy`` (a rollback: the last known good running
+        unhealthy is better than none) leaves the last start running.
         """
         reason = None
         for attempt in range(1, retries + 1):
@@ -272,6 +281,7 @@ class GuestSupervisor:
                 return version
             LOG.warning('Guest agent %s unhealthy (attempt %d of %d): %s',
                         version, attempt, retries, reason)
-        self.stop()
+        if not keep_unhealthy:
+            self.stop()
         raise GuestStartError('guest agent %s failed %d start attempt(s): '
                               '%s' % (version, retries, reason))

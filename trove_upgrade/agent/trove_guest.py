@@ -45,6 +45,9 @@ import oslo_messaging as messaging
 from oslo_messaging import transport as messaging_transport
 
 from trove_upgrade.agent import guest_files
+from trove_upgrade.agent import reasons
+from trove_upgrade.agent import supervisor as supervisor_mod
+from trove_upgrade.agent import trove_secure_rpc
 from trove_upgrade import exception
 from trove_upgrade.packaging import exceptions as package_exc
 
@@ -238,21 +241,28 @@ def write_managed_config(config_dir):
 
 
 class RpcPing:
-    """Pings one Trove guest agent over its own topic and exchange."""
+    """Pings one Trove guest agent over its own topic and exchange.
 
-    def __init__(self, transport_url, exchange, guest_id, timeout):
+    With the instance's key (``instance_rpc_encr_key``), the ping is sent
+    in Trove's secure RPC format (:mod:`trove_secure_rpc`), as Trove's
+    control plane sends its calls; without one, plain.
+    """
+
+    def __init__(self, transport_url, exchange, guest_id, timeout,
+                 key=None):
         self.transport_url = transport_url
         self.target = messaging.Target(
             exchange=exchange, topic=TOPIC_PREFIX + guest_id,
             server=guest_id)
         self.timeout = timeout
+        self.key = key
         self._transport = None
         self._client = None
 
     @classmethod
     def from_guest(cls, guest, timeout):
         return cls(guest.transport_url, guest.control_exchange,
-                   guest.guest_id, timeout)
+                   guest.guest_id, timeout, key=guest.instance_rpc_encr_key)
 
     def _get_client(self):
         if self._client is None:
@@ -263,29 +273,71 @@ class RpcPing:
                 cfg.CONF, url=self.transport_url)
             self._client = messaging.get_rpc_client(
                 self._transport, self.target, timeout=self.timeout,
-                retry=0)
+                retry=0, serializer=trove_secure_rpc.SecureSerializer(
+                    self.key))
         return self._client
 
     def ping(self):
-        """None when the guest agent answered ``pong``, else why not."""
+        """None when the guest agent answered ``pong``, else why not.
+
+        An answer other than ``pong`` (a refusal, a reply this key cannot
+        read) is a ``supervisor.Refused`` reason: the guest agent runs and
+        answers, and asking again gets the same answer.
+        """
         try:
-            answer = self._get_client().call({}, PING_METHOD)
+            answer = self._get_client().call(
+                trove_secure_rpc.trove_context(), PING_METHOD)
         except messaging.MessagingTimeout:
             return ('the guest agent did not answer %s on topic %s within '
                     '%.1fs' % (PING_METHOD, self.target.topic,
                                self.timeout))
+        except trove_secure_rpc.UnreadableMessage as e:
+            return supervisor_mod.Refused(
+                'the guest agent on topic %s answered %s, but the instance '
+                'key (instance_rpc_encr_key) cannot read the reply (%s): the '
+                'guest agent runs with another key or none'
+                % (self.target.topic, PING_METHOD, e))
         except Exception as e:
-            self.close()
-            return ('pinging the guest agent on topic %s failed: %s: %s'
-                    % (self.target.topic, type(e).__name__, e))
+            if not _is_remote(e):
+                self.close()
+                return ('pinging the guest agent on topic %s failed: %s'
+                        % (self.target.topic, reasons.of_error(e)))
+            return self._refused(e)
         if answer != PONG:
-            return ('the guest agent answered %r to %s'
-                    % (answer, PING_METHOD))
+            return supervisor_mod.Refused(
+                'the guest agent answered %s to %s'
+                % (package_exc.quoted(answer), PING_METHOD))
         return None
 
     __call__ = ping
+
+    def _refused(self, error):
+        note = ''
+        if self.key is None:
+            note = (' (sent without Trove\'s secure RPC: its configuration '
+                    'has no instance_rpc_encr_key)')
+        return supervisor_mod.Refused(
+            'the guest agent on topic %s refused %s%s: %s'
+            % (self.target.topic, PING_METHOD, note, reasons.of_error(error)))
 
     def close(self):
         if self._transport is not None:
             self._transport.cleanup()
         self._transport = self._client = None
+
+
+def _is_remote(error):
+    """Whether ``error`` is the guest agent's, given back by oslo.messaging.
+
+    An exception of a module the transport does not allow is a
+    RemoteError; a built-in one is rebuilt, as a class of its own
+    (``..._Remote``) or, where Python refuses that, as itself with the
+    remote traceback after its message.
+    """
+    if isinstance(error, messaging.RemoteError):
+        return True
+    if type(error).__module__.endswith('_Remote'):
+        return True
+    args = getattr(error, 'args', ())
+    return bool(args) and isinstance(args[0], str) and (
+        '\nTraceback (most recent call last):' in args[0])

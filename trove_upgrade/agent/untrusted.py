@@ -40,6 +40,7 @@ from oslo_config import cfg
 from oslo_log import log as logging
 
 from trove_upgrade.agent import guest_files
+from trove_upgrade.agent import reasons
 from trove_upgrade.agent.strategies import exceptions as strategy_exc
 from trove_upgrade.packaging import exceptions as package_exc
 from trove_upgrade.packaging import manifest as manifest_mod
@@ -92,8 +93,7 @@ def describe(exc):
                                    % (type(exc).__name__, exc))
     if isinstance(exc, OSError):
         return package_exc.bounded('local file system error: %s' % exc)
-    return package_exc.bounded('internal error: %s: %s'
-                               % (type(exc).__name__, exc))
+    return package_exc.bounded('internal error: %s' % reasons.of_error(exc))
 
 
 class InProcessSteps:

@@ -25,8 +25,10 @@ run as PID 1 here. Trove is only ever run as its own process.
 import http.server
 import json
 import os
+import secrets
 import shutil
 import signal
+import string
 import subprocess
 import sys
 import threading
@@ -40,6 +42,8 @@ from trove_upgrade.tests import conffile
 
 BIN = os.path.dirname(sys.executable)
 PROGRAM = 'guest-agent'
+# TroveGuestLayout's default: a new key, as Trove gives each instance.
+SECURE = object()
 CONSOLE_SCRIPT = 'trove-guestagent'
 
 
@@ -57,7 +61,12 @@ def trove_wheel(version, cache_dir):
 
 
 def broken_trove_wheel(version, kind, dest_dir, cache_dir):
-    """A copy of Trove's wheel that cannot import, or exits at start."""
+    """A copy of Trove's wheel that is broken in the way ``kind`` says.
+
+    ``import``: it cannot import; ``exit``: its guest agent exits at start;
+    ``plain``: its guest agent runs without secure RPC, ignoring the
+    instance key.
+    """
     source = trove_wheel(version, cache_dir)
     os.makedirs(dest_dir, exist_ok=True)
     dest = os.path.join(dest_dir, os.path.basename(source))
@@ -68,11 +77,12 @@ def broken_trove_wheel(version, kind, dest_dir, cache_dir):
         # Imports fine; the guest agent exits as soon as it runs.
         member = 'trove/cmd/guest.py'
         extra = b'\n\ndef main():\n    raise SystemExit(3)\n'
-    elif kind == 'silent':
-        # Imports fine and keeps running, but never serves its topic.
-        member = 'trove/cmd/guest.py'
-        extra = (b'\n\ndef main():\n    import time\n'
-                 b'    while True:\n        time.sleep(3600)\n')
+    elif kind == 'plain':
+        # Runs and serves its topic, but answers in plain text.
+        member = 'trove/common/rpc/secure_serializer.py'
+        extra = (b'\n\n_init = SecureSerializer.__init__\n'
+                 b'SecureSerializer.__init__ = (\n'
+                 b'    lambda self, base, key: _init(self, base, None))\n')
     else:
         raise ValueError(kind)
     with zipfile.ZipFile(source) as src, zipfile.ZipFile(
@@ -135,15 +145,30 @@ class DockerVersionAPI(fixtures.Fixture):
         self.docker_host = 'tcp://127.0.0.1:%d' % server.server_address[1]
 
 
-class TroveGuestLayout(fixtures.Fixture):
-    """Trove's guest configuration directory for one instance."""
+def new_instance_key():
+    """A key as Trove's ``crypto_utils.generate_random_key`` makes one."""
+    chars = string.ascii_letters + string.digits
+    return ''.join(secrets.choice(chars) for _ in range(32))
 
-    def __init__(self, root, guest_id, transport_url, exchange):
+
+class TroveGuestLayout(fixtures.Fixture):
+    """Trove's guest configuration directory for one instance.
+
+    With Trove's defaults: secure RPC on, the instance's key in
+    ``guest_info.conf`` (``instance_rpc_encr_key``) where Trove's
+    ``get_injected_files`` writes it; ``instance_key=None`` for a Trove
+    with ``enable_secure_rpc_messaging = False``.
+    """
+
+    def __init__(self, root, guest_id, transport_url, exchange,
+                 instance_key=SECURE):
         super().__init__()
         self.root = root
         self.guest_id = guest_id
         self.transport_url = transport_url
         self.exchange = exchange
+        self.instance_key = (new_instance_key() if instance_key is SECURE
+                             else instance_key)
 
     def _setUp(self):
         self.conf_dir = os.path.join(self.root, 'etc', 'trove', 'conf.d')
@@ -152,9 +177,11 @@ class TroveGuestLayout(fixtures.Fixture):
         mount = os.path.join(self.root, 'var', 'lib', 'database')
         for path in (self.log_dir, mount):
             os.makedirs(path)
-        conffile.write_conf(os.path.join(self.conf_dir, 'guest_info.conf'), {
-            'DEFAULT': {'guest_id': self.guest_id,
-                        'datastore_manager': 'mysql'}})
+        info = {'guest_id': self.guest_id, 'datastore_manager': 'mysql'}
+        if self.instance_key is not None:
+            info['instance_rpc_encr_key'] = self.instance_key
+        conffile.write_conf(os.path.join(self.conf_dir, 'guest_info.conf'),
+                            {'DEFAULT': info})
         conffile.write_conf(
             os.path.join(self.conf_dir, 'trove-guestagent.conf'), {
                 'DEFAULT': {'transport_url': self.transport_url,

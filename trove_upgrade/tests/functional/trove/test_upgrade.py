@@ -14,7 +14,9 @@
 
 Real RabbitMQ, the real conductor and agent processes of the agent
 harness, real pip, and ``trove-guestagent`` of two Trove releases from PyPI
-running under supervisord. Packages are built by ``trove-upgrade-package
+running under supervisord, with Trove's defaults: secure RPC on, the
+instance key in ``guest_info.conf``, the health check's RPC ping sent in
+Trove's secure format. Packages are built by ``trove-upgrade-package
 build --requirement trove==26.0.0``; the wheel downloads are cached beside
 the Trove virtualenvs (``trove_release.cache_dir()``), so only the first
 run on a machine downloads. Slow: one scenario per test method, packages
@@ -56,7 +58,7 @@ class TestTroveGuestAgentUpgrade(harness.AgentTestCase):
         guest.wheelhouse(FROM, cls.cache)
         builds = []
         for name, kind in (('good', None), ('no-import', 'import'),
-                           ('exits', 'exit')):
+                           ('exits', 'exit'), ('plain', 'plain')):
             extra = []
             if kind:
                 extra.append(guest.broken_trove_wheel(
@@ -94,8 +96,10 @@ class TestTroveGuestAgentUpgrade(harness.AgentTestCase):
             os.path.join(self.tmp, 'supervisor'),
             self.layout.command(self.program_link),
             {'DOCKER_HOST': docker.docker_host}))
+        # Trove's secure RPC, with the key Trove wrote in guest_info.conf.
         self.pinger = trove_guest.RpcPing(
-            harness.RABBIT_URL, self.trove_exchange, self.instance_id, 2)
+            harness.RABBIT_URL, self.trove_exchange, self.instance_id, 2,
+            key=self.layout.instance_key)
         self.addCleanup(self.pinger.close)
 
     def agent_conf(self, **overrides):
@@ -191,16 +195,26 @@ class TestTroveGuestAgentUpgrade(harness.AgentTestCase):
         self.assertEqual(image_pid, self.supervisord.pid())
         self.assertIsNone(self.pinger.ping())
 
-        # A build whose guest agent exits at start is rolled back: 25.1.0
-        # runs again and answers on its topic.
-        failed = self.upgrade('exits')
-        self.assertEqual(states.FAILED, failed['status'], failed['events'])
-        self.assertIn('rolled back to %s' % FROM,
-                      failed['events'][-1]['detail'])
-        self.assertEqual(FROM, self.current_version())
-        self.wait_for_pong()
-        self.assertEqual(self.layout.venv,
-                         guest.venv_of(self.supervisord.pid()))
+        # A build whose guest agent exits at start, and one that runs but
+        # does not answer the keyed ping (it ignores the instance key), are
+        # rolled back: 25.1.0 runs again and answers on its topic, and the
+        # reason, one short line, says so.
+        for build, why in (('exits', 'the guest agent exited'),
+                           ('plain', 'cannot read the reply')):
+            failed = self.upgrade(build)
+            self.assertEqual(states.FAILED, failed['status'],
+                             failed['events'])
+            detail = failed['events'][-1]['detail']
+            self.assertIn(why, detail)
+            self.assertTrue(detail.endswith(
+                'rolled back to %s, which is running' % FROM), detail)
+            self.assertNotIn('failed too', detail)
+            self.assertNotIn('Traceback', detail)
+            self.assertLess(len(detail), 600)
+            self.assertEqual(FROM, self.current_version())
+            self.wait_for_pong()
+            self.assertEqual(self.layout.venv,
+                             guest.venv_of(self.supervisord.pid()))
 
         # The real 26.0.0: installed side by side, restarted through
         # supervisord, answering on its topic, recorded SUCCESS.

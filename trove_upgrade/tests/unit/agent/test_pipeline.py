@@ -192,10 +192,10 @@ class TestUpgradePipeline(base.TestCase):
         path = self._package('2.0.0')
         real_restart = self.pipeline._restart
 
-        def restart(version, upgrading=False):
+        def restart(version, upgrading=False, **kwargs):
             if upgrading:
                 raise KeyError('injected')
-            return real_restart(version, upgrading)
+            return real_restart(version, upgrading, **kwargs)
 
         self.pipeline._restart = restart
         result = self.pipeline.run(self._entry(path, '2.0.0'))
@@ -243,6 +243,62 @@ class TestUpgradePipeline(base.TestCase):
         self.assertEqual('1.0.0', self.installs.current_version())
         self.assertEqual('1.0.0', self.sup.running_version())
         self.assertEqual('1.0.0', self.journal.read()['last_known_good'])
+
+    def _refuse(self, version, times=None):
+        """A probe refusing ``version`` (``times`` times, else always)."""
+        refusals = []
+
+        def probe():
+            if self.sup.running_version() != version:
+                return None
+            if times is not None and len(refusals) >= times:
+                return None
+            refusals.append(1)
+            return supervisor.Refused('refused the ping: KeyError: x')
+
+        self.sup.probe = probe
+        return refusals
+
+    def test_rollback_judged_by_the_old_release_answering_after_it(self):
+        # 1.0.0 fails both checks of its restart, then answers: it runs.
+        self._refuse('1.0.0', times=2)
+        result = self.pipeline.run(self._entry(
+            self._package('3.0.0', 'crash'), '3.0.0'))
+        self.assertEqual(states.FAILED, result)
+        detail = self._reports()[-1][1]
+        self.assertTrue(detail.endswith(
+            '; rolled back to 1.0.0, which is running'), detail)
+        self.assertNotIn('failed too', detail)
+        self.assertEqual('1.0.0', self.sup.running_version())
+
+    def test_rollback_to_a_release_that_runs_unhealthy_says_so(self):
+        self._refuse('1.0.0')
+        self.pipeline.run(self._entry(
+            self._package('3.0.0', 'crash'), '3.0.0'))
+        detail = self._reports()[-1][1]
+        self.assertIn('; rolled back to 1.0.0, which is running but not '
+                      'healthy: guest agent 1.0.0 failed 2 start '
+                      'attempt(s): refused the ping: KeyError: x', detail)
+        self.assertNotIn('failed too', detail)
+        # Left running: the last known good unhealthy beats none.
+        self.assertEqual('1.0.0', self.sup.running_version())
+
+    def test_rollback_that_leaves_nothing_running_says_so(self):
+        switch = self.installs.switch
+
+        def switch_but_not_back(version):
+            if version == '1.0.0':
+                raise install.InstallError('disk full')
+            return switch(version)
+
+        self.installs.switch = switch_but_not_back
+        self.pipeline.run(self._entry(
+            self._package('3.0.0', 'crash'), '3.0.0'))
+        detail = self._reports()[-1][1]
+        self.assertTrue(detail.endswith(
+            '; rolling back to 1.0.0 failed too: disk full; no guest agent '
+            'is running'), detail)
+        self.assertIsNone(self.sup.running_version())
 
     def test_already_running_version_succeeds_at_once(self):
         result = self.pipeline.run(self._entry('/unused', '1.0.0'))

@@ -82,6 +82,31 @@ class TestGuestSupervisor(base.TestCase):
         self.assertIn('unhealthy', str(e))
         self.assertFalse(self.sup.is_running())
 
+    def test_a_refusal_ends_the_check_at_once(self):
+        # The guest agent answered: asking again until the health timeout
+        # would get the same answer.
+        self._install('1.0.0')
+        asked = []
+
+        def probe():
+            asked.append(1)
+            return supervisor.Refused('refused the ping: KeyError')
+
+        self.sup.probe = probe
+        e = self.assertRaises(supervisor.GuestStartError, self.sup.restart,
+                              self.health, 0.1, 600, 2)
+        self.assertIn('2 start attempt(s): refused the ping: KeyError',
+                      str(e))
+        self.assertEqual(2, len(asked))
+        self.assertFalse(self.sup.is_running())
+
+    def test_keep_unhealthy_leaves_the_last_start_running(self):
+        self._install('1.0.0')
+        self.sup.probe = lambda: supervisor.Refused('refused')
+        self.assertRaises(supervisor.GuestStartError, self.sup.restart,
+                          self.health, 0.1, 600, 1, keep_unhealthy=True)
+        self.assertEqual('1.0.0', self.sup.running_version())
+
     def test_a_new_supervisor_adopts_the_running_guest(self):
         self._install('1.0.0')
         self.sup.restart(self.health, 0.1, 10, 1)
