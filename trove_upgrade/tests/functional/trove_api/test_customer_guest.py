@@ -65,7 +65,7 @@ class TestAdminUpgradesCustomersGuest(base.TroveAPITestCase):
         cls.cache = trove_release.cache_dir()
         guest.wheelhouse(FROM, cls.cache)
         builds = []
-        for name, kind in (('good', None), ('silent', 'silent'),
+        for name, kind in (('good', None), ('plain', 'plain'),
                            ('exits', 'exit')):
             extra = []
             if kind:
@@ -212,9 +212,10 @@ class TestAdminUpgradesCustomersGuest(base.TroveAPITestCase):
         self.assertEqual([], db_upgrades.list_upgrades(
             self.context, filters={'instance_id': self.instance_id}))
 
-        # A build that runs but never answers the keyed ping, then one
-        # that exits at start: each rolled back, 25.1.0 running again.
-        for build in ('silent', 'exits'):
+        # A build that runs but does not answer the keyed ping (its guest
+        # agent ignores the instance key), then one that exits at start:
+        # each rolled back, 25.1.0 running again.
+        for build in ('plain', 'exits'):
             self.assert_rolled_back_running_from(
                 self.upgrade_through_trove(build), build)
 
