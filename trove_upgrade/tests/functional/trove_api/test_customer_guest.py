@@ -109,7 +109,7 @@ class TestAdminUpgradesCustomersGuest(base.TroveAPITestCase):
             supervisord_serverurl=self.supervisord.serverurl,
             guest_program_link=self.program_link,
             health_grace=1, health_timeout=HEALTH_TIMEOUT,
-            restart_retries=0, stop_timeout=STOP_TIMEOUT, **overrides)
+            restart_retries=1, stop_timeout=STOP_TIMEOUT, **overrides)
         # The instance id and its key come from Trove's guest_info.conf,
         # the bus from Trove's trove-guestagent.conf; sealing is required
         # by default.
