@@ -51,21 +51,22 @@ API_PREFIX = '/v1.0'
 _METHODS = tuple(method.value for method in http.HTTPMethod)
 
 
-def _parse(config_files):
+def _parse(config_files, config_dirs):
     conf = hosted_conf.use_private_conf()
     # Imported only now: it binds the ConfigOpts as it loads, and so do the
     # modules imported below that use it.
     from trove_upgrade import conf as tu_conf
     tu_conf.CONF([], project='trove-upgrade', prog='trove-upgrade',
                  version=version.version_string(),
-                 default_config_files=config_files or None)
-    if not conf.config_file:
+                 default_config_files=config_files or None,
+                 default_config_dirs=config_dirs or None)
+    if not conf.config_file and not conf.config_dir:
         # Defaults alone would serve an empty SQLite database of its own.
         raise RuntimeError(
             'The trove-upgrade API extension is enabled but no '
             'trove-upgrade configuration file was found: set '
-            '[trove_upgrade] config_files in trove.conf or create '
-            '/etc/trove-upgrade/trove-upgrade.conf.')
+            '[trove_upgrade] config_files or config_dirs in trove.conf or '
+            'create /etc/trove-upgrade/trove-upgrade.conf.')
     return conf
 
 
@@ -84,9 +85,14 @@ def _configure_database(conf):
         for opt in db_options.database_opts})
 
 
-def load(config_files):
-    """trove-upgrade's API application, configured from ``config_files``."""
-    conf = _parse(config_files)
+def load(config_files, config_dirs=()):
+    """trove-upgrade's API application, configured from its own files.
+
+    ``config_files``, then every ``*.conf`` of ``config_dirs`` in name
+    order, as oslo.config reads ``--config-file`` and ``--config-dir``;
+    each empty means oslo.config's default locations for trove-upgrade.
+    """
+    conf = _parse(config_files, config_dirs)
     _configure_database(conf)
     from trove_upgrade.api import handler
     from trove_upgrade import policy
@@ -131,6 +137,15 @@ class TroveContextAdapter:
     The caller is who Trove's context says (user, project, roles), the
     request id the one Trove's request_id middleware answers with, and the
     path carries the API version again, as on the standalone API.
+
+    Whether the caller administers every project is Trove's decision too:
+    Trove's ContextMiddleware sets ``is_admin`` from ``[DEFAULT]
+    admin_roles`` or its ``context_is_admin`` policy, and its own mgmt
+    extension acts on every project's instances for such a caller. So does
+    this one: an admin finds a customer's instance, anyone else only the
+    instances of the project of the request (which Trove's
+    TenantBasedAuth has already matched to the URL's). Who may use each
+    route at all stays trove-upgrade's policy.
     """
 
     def __init__(self, application):
@@ -161,6 +176,7 @@ class TroveContextAdapter:
             user_id=trove_context.user_id,
             project_id=trove_context.project_id,
             roles=[r for r in trove_context.roles if r],
+            is_admin=bool(trove_context.is_admin),
             auth_token=trove_context.auth_token,
             request_id=request or trove_context.request_id,
             global_request_id=trove_context.global_request_id,

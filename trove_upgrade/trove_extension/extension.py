@@ -121,7 +121,7 @@ class TroveUpgradeExtension(extensions.ExtensionDescriptor):
                      'enabled ([trove_upgrade] enabled = false).')
             return []
         controller = DelegatingController(
-            app.load(self.settings.config_files))
+            app.load(self.settings.config_files, self.settings.config_dirs))
         return [
             extensions.BaseResourceExtension(
                 collection, controller,

@@ -44,6 +44,15 @@ OPTS = [
                      'oslo.config\'s default locations for trove-upgrade, '
                      '/etc/trove-upgrade/trove-upgrade.conf and the '
                      '/etc/trove-upgrade/trove-upgrade.conf.d directory.'),
+    cfg.ListOpt('config_dirs',
+                default=[],
+                help='Drop-in directories of trove-upgrade\'s own '
+                     'configuration, read after config_files: every file '
+                     'ending in .conf, in name order, later values winning, '
+                     'as --config-dir reads them. Empty: oslo.config\'s '
+                     'default directory for trove-upgrade, '
+                     '/etc/trove-upgrade/trove-upgrade.conf.d, when it '
+                     'exists.'),
 ]
 
 

@@ -14,11 +14,12 @@
 
 Trove's schema comes from the real ``trove-manage db_sync`` of Trove
 25.1.0 on MariaDB (``trove_db``); the conductor and the agent are real
-processes on the real RabbitMQ (``agent/harness.py``). The instance's
-sealing key is derived from the key Trove stored for it: the agent gets
-Trove's plain key as Trove writes it into the guest's configuration, no
-``trove-upgrade-manage instance-key`` is used, and neither side is told
-to require seals: the defaults do.
+processes on the real RabbitMQ (``agent/harness.py``). The instance is
+created by Trove's own code, with Trove's defaults, in a customer's
+project. Its sealing key is derived from the key Trove gave it: the agent
+reads the guest_info.conf Trove injected (``[trove_guest] config_dir``),
+no ``trove-upgrade-manage instance-key`` is used, and neither side is
+told to require seals: the defaults do.
 """
 
 import os
@@ -60,10 +61,10 @@ class TroveTestCase(harness.AgentTestCase):
     def start_conductor(self):
         if not hasattr(self, 'trove'):
             self.trove = self.useFixture(trove_db.TroveDatabase())
-            # Trove's generate_random_key: 32 letters and digits.
-            self.trove_key = uuidutils.generate_uuid(dashed=False)
-            self.trove.add_instance('db-1', key=self.trove_key,
-                                    instance_id=self.instance_id)
+            self.trove.add_instance('db-1', instance_id=self.instance_id)
+            self.trove_conf_dir = os.path.join(self.tmp, 'trove-conf.d')
+            self.trove.write_guest_info(self.instance_id,
+                                        self.trove_conf_dir)
             self.flags(group='trove', connection=self.trove.url)
             self.addCleanup(trove_db_api.dispose)
         return super().start_conductor()
@@ -80,10 +81,10 @@ class TroveTestCase(harness.AgentTestCase):
         conffile.write_conf(path, {
             'DEFAULT': {'transport_url': harness.RABBIT_URL,
                         'control_exchange': self.exchange,
-                        'state_path': self.tmp,
-                        # What Trove writes into guest_info.conf.
-                        'instance_rpc_encr_key': self.trove_key},
+                        'state_path': self.tmp},
             'agent': self.agent_conf(**overrides),
+            # Where the agent finds the key Trove injected.
+            'trove_guest': {'config_dir': self.trove_conf_dir},
             'conductor': {'topic': self.conductor_topic},
         })
         proc = self._spawn('agent', [
@@ -192,7 +193,7 @@ class TestSealingWithTroveKeys(TroveTestCase):
                 self.context, instance_id=self.instance_id, **AGENT)
             self.assertIn(self.instance_id, str(e))
         # An instance Trove gave no key: nothing may speak for it.
-        stranger = self.trove.add_instance('keyless')
+        stranger = self.trove.add_instance('keyless', secure_rpc=False)
         self.assertRaises(
             exception.MessageNotAuthenticated,
             conductor_rpcapi.ConductorAPI().register_agent,

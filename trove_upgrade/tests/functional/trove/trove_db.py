@@ -14,11 +14,18 @@
 
 Each test gets a new MariaDB database whose schema the real
 ``trove-manage db_sync`` of Trove 25.1.0 creates (from the cached
-virtualenv of ``trove_release``), and rows the test writes as Trove would.
-Trove's own encryption of an instance key runs in Trove's virtualenv, as
-a process: nothing of Trove is imported here.
+virtualenv of ``trove_release``). Instances are created by Trove's own
+code (``create_instance.py``, run by the virtualenv's python as a process
+of its own: nothing of Trove is imported here) with Trove's defaults,
+secure RPC on, in a customer's project; the files Trove injects into the
+guest (``guest_info.conf`` with the instance's RPC key) are kept for the
+test to lay out. The test then changes a row's task, deleted flag or
+backups as Trove would.
 """
 
+import configparser
+import io
+import json
 import os
 import subprocess
 
@@ -39,18 +46,20 @@ NONE = 0x01
 RESIZING = 0x04
 BUILDING = 0x05
 
-# Trove's default [DEFAULT] inst_rpc_key_encr_key: this test's Trove keeps
-# it, as many deployments do, so the control plane's default matches.
-ENCR_KEY = 'emYjgHFqfXNB1NGehAFIUeoyw4V4XwWHEaKP'
+# The project the customers' instances are created in; the administrator
+# calling trove-upgrade is in another.
+CUSTOMER_PROJECT = 'customer-project-b'
+
+# Where Trove's task manager injects guest_info.conf (its defaults
+# injected_config_location and guest_info).
+GUEST_INFO = '/etc/trove/conf.d/guest_info.conf'
 
 # Read at import, before a test's fixtures point HOME at a temporary
 # directory: the cache is the machine's, not the test's.
 _CACHE = trove_release.cache_dir()
 
-_ENCRYPT = ('import sys\n'
-            'from trove.common import crypto_utils as cu\n'
-            'print(cu.encode_data(cu.encrypt_data(sys.argv[1], '
-            'sys.argv[2])))\n')
+_CREATE = os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                       'create_instance.py')
 
 
 class TroveDatabase(fixtures.Fixture):
@@ -61,12 +70,15 @@ class TroveDatabase(fixtures.Fixture):
     database instead, whose schema a trove-api's own ``trove-manage
     db_sync`` made, and leaves it in place; given a ``venv``, Trove's code
     is run from that virtualenv, not from ``trove_release``'s.
+    ``injected[instance_id]`` holds the files Trove injected into each
+    instance's guest.
     """
 
     def __init__(self, url=None, venv=None):
         super().__init__()
         self.url = url
         self.venv = venv
+        self.injected = {}
 
     def _setUp(self):
         if self.venv is None:
@@ -121,37 +133,71 @@ class TroveDatabase(fixtures.Fixture):
                     'mysql_gtid.MysqlGTIDReplication')
         return dsv_id
 
-    def trove_encrypt(self, key):
-        """``instances.encrypted_key`` of ``key``, by Trove's own code."""
-        return subprocess.run(
-            [os.path.join(self.venv, 'bin', 'python'), '-c', _ENCRYPT, key,
-             ENCR_KEY], check=True, stdout=subprocess.PIPE,
-            text=True).stdout.strip()
+    def _trove_conf(self, secure_rpc):
+        """A trove.conf of Trove's defaults but the database (and RPC)."""
+        if not hasattr(self, '_conf_dir'):
+            self._conf_dir = self.useFixture(fixtures.TempDir()).path
+        path = os.path.join(self._conf_dir, 'trove-%s.conf' % secure_rpc)
+        values = {'database': {'connection': self.url}}
+        if not secure_rpc:
+            values['DEFAULT'] = {'enable_secure_rpc_messaging': False}
+        conffile.write_conf(path, values)
+        return path
 
-    def add_instance(self, name, tenant_id='tenant-a', task_id=NONE,
-                     deleted=False, key=None, instance_id=None,
+    def add_instance(self, name, tenant_id=CUSTOMER_PROJECT, task_id=NONE,
+                     deleted=False, instance_id=None, secure_rpc=True,
                      slave_of_id=None, cluster_id=None):
-        """Insert an instance; ``key`` is its RPC key, stored encrypted.
+        """Create an instance by Trove's code; its id.
 
+        ``secure_rpc=False`` is a Trove that turned its default
+        ``enable_secure_rpc_messaging`` off: the instance has no key.
         ``slave_of_id`` is its replication source, ``cluster_id`` its
-        cluster (``add_cluster``), as Trove records them.
+        cluster (``add_cluster``), written as Trove records them.
         """
-        instance_id = instance_id or uuidutils.generate_uuid()
-        self._write(
-            'INSERT INTO instances (id, name, tenant_id, task_id, '
-            'task_description, deleted, datastore_version_id, '
-            'encrypted_key, created, slave_of_id, cluster_id) VALUES (:id, '
-            ':name, :tenant, :task, :description, :deleted, :dsv, :key, '
-            ':created, :source, :cluster)',
-            id=instance_id, name=name, tenant=tenant_id, task=task_id,
-            description='task %d' % task_id, deleted=deleted,
-            dsv=self.datastore_version_id,
-            key=self.trove_encrypt(key) if key else None,
-            created=timeutils.utcnow(), source=slave_of_id,
-            cluster=cluster_id)
+        proc = subprocess.run(
+            [os.path.join(self.venv, 'bin', 'python'), _CREATE,
+             self._trove_conf(secure_rpc), tenant_id, name,
+             self.datastore_version_id] + ([instance_id] if instance_id
+                                           else []),
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        if proc.returncode != 0:
+            raise RuntimeError('Trove could not create instance %s: %s'
+                               % (name, proc.stderr[-3000:]))
+        created = json.loads(proc.stdout.splitlines()[-1])
+        instance_id = created['id']
+        self.injected[instance_id] = created['files']
+        if slave_of_id or cluster_id:
+            self._write('UPDATE instances SET slave_of_id = :source, '
+                        'cluster_id = :cluster WHERE id = :id',
+                        source=slave_of_id, cluster=cluster_id,
+                        id=instance_id)
+        if task_id != NONE:
+            self.set_task(instance_id, task_id)
+        if deleted:
+            self._write('UPDATE instances SET deleted = 1, deleted_at = '
+                        ':now WHERE id = :id', now=timeutils.utcnow(),
+                        id=instance_id)
         return instance_id
 
-    def add_cluster(self, name, tenant_id='tenant-a'):
+    def guest_info(self, instance_id):
+        """The ``[DEFAULT]`` of the guest_info.conf Trove injected."""
+        parser = configparser.ConfigParser()
+        parser.read_file(io.StringIO(self.injected[instance_id][GUEST_INFO]))
+        return dict(parser['DEFAULT'])
+
+    def instance_key(self, instance_id):
+        """The RPC key Trove gave the instance, as its guest reads it."""
+        return self.guest_info(instance_id).get('instance_rpc_encr_key')
+
+    def write_guest_info(self, instance_id, conf_dir):
+        """Write guest_info.conf into ``conf_dir`` as Trove injected it."""
+        os.makedirs(conf_dir, exist_ok=True)
+        path = os.path.join(conf_dir, os.path.basename(GUEST_INFO))
+        with open(path, 'w') as f:
+            f.write(self.injected[instance_id][GUEST_INFO])
+        return path
+
+    def add_cluster(self, name, tenant_id=CUSTOMER_PROJECT):
         """Insert a cluster, as Trove's cluster create does; its id."""
         cluster_id = uuidutils.generate_uuid()
         now = timeutils.utcnow()
@@ -178,7 +224,8 @@ class TroveDatabase(fixtures.Fixture):
         self._write('INSERT INTO backups (id, name, state, instance_id, '
                     'deleted, tenant_id) VALUES (:id, :name, :state, '
                     ':instance, 0, :tenant)', id=backup_id, name='b',
-                    state=state, instance=instance_id, tenant='tenant-a')
+                    state=state, instance=instance_id,
+                    tenant=CUSTOMER_PROJECT)
         return backup_id
 
     def set_backup_state(self, backup_id, state):

@@ -26,7 +26,10 @@ import sys
 import textwrap
 
 import fixtures
+from oslo_context import context as oslo_context
+from oslo_middleware import request_id
 import routes
+import webob.exc
 
 from trove_upgrade.api import handler
 from trove_upgrade import hosted_conf
@@ -154,10 +157,11 @@ class TestLoad(base.TestCase):
 class TestLoadRefusals(base.TestCase):
     """A configuration that cannot work stops trove-api at start."""
 
-    def load(self, *config_files):
+    def load(self, *config_files, config_dirs=()):
         home = self.useFixture(fixtures.TempDir()).path
         script = ('from trove_upgrade.trove_extension import app\n'
-                  'app.load(%r)\n' % list(config_files))
+                  'app.load(%r, %r)\n' % (list(config_files),
+                                          list(config_dirs)))
         return subprocess.run([sys.executable, '-c', script],
                               capture_output=True, text=True, timeout=120,
                               cwd=home, env=dict(os.environ, HOME=home))
@@ -179,6 +183,22 @@ class TestLoadRefusals(base.TestCase):
         self.assertNotEqual(0, proc.returncode)
         self.assertIn('[database] connection names a database driver that '
                       'is not installed', proc.stderr)
+
+    def test_a_drop_in_directory_is_read_after_the_files(self):
+        tmp = self.useFixture(fixtures.TempDir()).path
+        path = os.path.join(tmp, 'trove-upgrade.conf')
+        conffile.write_conf(path, {'database': {
+            'connection': 'sqlite:///%s/empty.sqlite' % tmp}})
+        drop_in = os.path.join(tmp, 'trove-upgrade.conf.d')
+        conffile.write_conf(os.path.join(drop_in, 'db.conf'), {
+            'database': {'connection': 'nosuchdb://h/d'}})
+
+        for files in ([path], []):
+            proc = self.load(*files, config_dirs=[drop_in])
+
+            self.assertNotEqual(0, proc.returncode)
+            self.assertIn('[database] connection names a database driver '
+                          'that is not installed', proc.stderr)
 
     def test_a_database_without_the_schema_is_refused(self):
         tmp = self.useFixture(fixtures.TempDir()).path
@@ -285,3 +305,32 @@ class TestResources(base.TestCase):
                             ('GET', '/p1/instances'),
                             ('DELETE', '/p1/instances/x')):
             self.assertIsNone(self.match(method, url), (method, url))
+
+
+class TestTroveContextAdapter(base.TestCase):
+    """The caller's scope is what Trove's ContextMiddleware decided."""
+
+    def context_of(self, **trove_context):
+        environ = {app.TROVE_CONTEXT_KEY: oslo_context.RequestContext(
+            user_id='u1', project_id='p1', overwrite=False, **trove_context),
+            request_id.ENV_REQUEST_ID: 'req-from-trove'}
+        return app.TroveContextAdapter.context_from(environ)
+
+    def test_troves_admin_acts_on_every_project(self):
+        ctx = self.context_of(roles=['admin', ''], is_admin=True)
+
+        self.assertEqual(
+            (True, 'p1', 'u1', ['admin'], 'req-from-trove'),
+            (ctx.is_admin, ctx.project_id, ctx.user_id, ctx.roles,
+             ctx.request_id))
+
+    def test_anyone_else_acts_on_the_requests_project_only(self):
+        # An admin role Trove did not take for one (its admin_roles or
+        # context_is_admin say otherwise) gives no wider scope here.
+        for roles in (['member', 'reader'], ['admin']):
+            ctx = self.context_of(roles=roles, is_admin=False)
+            self.assertEqual((False, 'p1'), (ctx.is_admin, ctx.project_id))
+
+    def test_no_authenticated_user_is_refused(self):
+        self.assertRaises(webob.exc.HTTPUnauthorized,
+                          app.TroveContextAdapter.context_from, {})
