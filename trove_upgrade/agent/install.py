@@ -28,13 +28,18 @@ virtualenv made anew.
 uv unpacks each wheel once into its cache, ``uv-cache`` beside
 ``versions``, and hard-links the files from there, so an unchanged wheel
 costs neither a copy nor disk space, and removing an install (or the cache)
-leaves the others whole. Byte code is compiled after the wheels are in:
-a source file that is the very file (the same inode) of an older install
-takes that install's compiled file, hard-linked too, and ``compileall``
-compiles the rest; compiling, not unpacking, is most of an install's CPU.
-Files of the cache that no install links any more are dead weight: past
-``UV_CACHE_SPARE`` bytes of them the cache is emptied (the next build
-unpacks and compiles everything), and so it is after an interrupted build.
+leaves the others whole. uv knows a local wheel by its path, and each
+upgrade verifies its wheels into a work directory of its own: uv is given
+them at paths named by their SHA-256 (``uv-wheels/<sha256>/<file>``, hard
+links kept from the first time), so a wheel verified again is the same
+wheel to uv. Byte code is compiled after the wheels are in: a source file
+that is the very file (the same inode) of an older install takes that
+install's compiled file, hard-linked too, and ``compileall`` compiles the
+rest; compiling, not unpacking, is most of an install's CPU. Files of the
+cache that no install links any more, and the wheels kept, are dead weight:
+past ``UV_CACHE_SPARE`` bytes of them both are emptied (the next build
+unpacks and compiles everything), and so they are after an interrupted
+build.
 
 A directory without the marker is a half-built install from an interrupted
 run and is removed, never used. The programs that build and check it run in
@@ -50,6 +55,7 @@ new one.
 """
 
 import glob
+import hashlib
 import json
 import os
 import re
@@ -83,6 +89,7 @@ PHASE_ENV = 'TROVE_UPGRADE_PHASE'
 HEALTH_TIMED_OUT = 'health command timed out'
 PREFLIGHT = 'preflight'
 UV_CACHE = 'uv-cache'
+UV_WHEELS = 'uv-wheels'
 # uv's own default on Linux; measured against the others in
 # doc/source/admin/agent.rst.
 UV_LINK_MODE = 'hardlink'
@@ -268,6 +275,7 @@ class InstallRoot:
         self.pip_timeout = pip_timeout
         self.uv_program = uv_program() if callable(uv_program) else uv_program
         self.uv_cache = os.path.join(root, UV_CACHE)
+        self.uv_wheels = os.path.join(root, UV_WHEELS)
         os.makedirs(self.versions_dir, mode=0o755, exist_ok=True)
 
     def path(self, version):
@@ -322,10 +330,11 @@ class InstallRoot:
                 remove_tree(path)
 
     def clear_uv_cache(self):
-        """Empty uv's cache; the installs keep their (linked) files."""
-        if os.path.lexists(self.uv_cache):
-            LOG.info('Emptying the installer cache %s', self.uv_cache)
-            shutil.rmtree(self.uv_cache, ignore_errors=True)
+        """Empty uv's cache and wheels; installs keep their linked files."""
+        for path in (self.uv_cache, self.uv_wheels):
+            if os.path.lexists(path):
+                LOG.info('Emptying the installer cache %s', path)
+                shutil.rmtree(path, ignore_errors=True)
 
     def install(self, version, wheel_paths, health_command=None,
                 health_timeout=30.0, console_script=None):
@@ -434,9 +443,10 @@ class InstallRoot:
                 '--no-index', '--offline', '--no-build',
                 '--no-python-downloads', '--link-mode', UV_LINK_MODE,
                 '--cache-dir', self.uv_cache, '--quiet']
-        for link in _find_links(wheel_paths):
-            argv += ['--find-links', link]
-        argv += [os.path.abspath(p) for p in wheel_paths]
+        try:
+            argv += self._named_by_content(wheel_paths)
+        except OSError as e:
+            raise InstallError('cannot keep the wheels for uv: %s' % e)
         self._run(argv, 'uv pip install', dest, env=_uv_environment())
         others = [os.path.join(self.versions_dir, v)
                   for v in self.installed_versions()]
@@ -444,6 +454,35 @@ class InstallRoot:
             dest, [o for o in others if not os.path.islink(o)])
         LOG.debug('%d compiled files taken from older installs', linked)
         self._compile(dest)
+
+    def _named_by_content(self, wheel_paths):
+        """The wheels at ``uv-wheels/<sha256>/<file>``, for uv's cache.
+
+        A path already there holds the same bytes and is kept as it is
+        (its time too, which uv compares); a new one is a hard link to
+        the verified wheel (a copy across file systems), renamed into
+        place whole.
+        """
+        named = []
+        for path in wheel_paths:
+            digest = hashlib.sha256()
+            with open(path, 'rb') as f:
+                for block in iter(lambda: f.read(1 << 20), b''):
+                    digest.update(block)
+            folder = os.path.join(self.uv_wheels, digest.hexdigest())
+            target = os.path.join(folder, os.path.basename(path))
+            if not os.path.exists(target):
+                os.makedirs(folder, exist_ok=True)
+                partial = target + '.partial'
+                if os.path.lexists(partial):
+                    os.unlink(partial)
+                try:
+                    os.link(path, partial)
+                except OSError:
+                    shutil.copyfile(path, partial)
+                os.replace(partial, target)
+            named.append(target)
+        return named
 
     def _compile(self, dest):
         # As pip does, a file that does not compile (a Python 2 example in
@@ -471,9 +510,8 @@ class InstallRoot:
     def bound_uv_cache(self):
         """Empty uv's cache when too much of it is linked by no install."""
         with self.lock:
-            if not os.path.isdir(self.uv_cache):
-                return
-            spare = unshared_bytes(self.uv_cache)
+            spare = (unshared_bytes(self.uv_cache)
+                     + unshared_bytes(self.uv_wheels))
             if spare > UV_CACHE_SPARE:
                 LOG.info('%d bytes of the installer cache are linked by '
                          'no install', spare)

@@ -13,6 +13,7 @@
 """Side-by-side installs with real virtualenvs, real uv and real pip."""
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -222,7 +223,12 @@ class TestInstallRoot(base.TestCase):
     def test_an_unchanged_file_takes_the_older_install_s_byte_code(self):
         wheel = self._wheel('1.0.0')
         self.installs.install('1.0.0', [wheel])
-        self.installs.install('1.0.0-copy', [wheel])
+        # The same wheel verified again, for another upgrade: a new file
+        # in another directory.
+        again = os.path.join(self.wheels, 'again', os.path.basename(wheel))
+        os.makedirs(os.path.dirname(again))
+        shutil.copyfile(wheel, again)
+        self.installs.install('1.0.0-copy', [again])
         old, = self._compiled('1.0.0')
         new, = self._compiled('1.0.0-copy')
         self.assertTrue(os.path.samefile(old, new))
@@ -300,6 +306,7 @@ class TestInstallRoot(base.TestCase):
         os.makedirs(self.installs.path('2.0.0'))
         self.installs.remove_incomplete()
         self.assertFalse(os.path.exists(self.installs.uv_cache))
+        self.assertFalse(os.path.exists(self.installs.uv_wheels))
         self._check_imports('1.0.0')
 
     def test_prune_bounds_what_only_uv_s_cache_holds(self):
@@ -316,6 +323,7 @@ class TestInstallRoot(base.TestCase):
         # 1.0.0's 2 MiB, linked by none after it went, empty it.
         self.assertEqual(['1.0.0'], self.installs.prune(2, protect=[]))
         self.assertFalse(os.path.exists(self.installs.uv_cache))
+        self.assertFalse(os.path.exists(self.installs.uv_wheels))
         self._check_imports('2.0.0')
 
     def test_resolve_command(self):
