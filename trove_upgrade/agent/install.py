@@ -94,6 +94,7 @@ UV_WHEELS = 'uv-wheels'
 # doc/source/admin/agent.rst.
 UV_LINK_MODE = 'hardlink'
 UV_CACHE_SPARE = 256 * 1024 * 1024
+COMPILE_LIST = '.trove-upgrade-compile'
 RUNNING = 'running'
 
 _VERSION_RE = re.compile(r'^[A-Za-z0-9][A-Za-z0-9._+-]{0,63}$')
@@ -175,56 +176,62 @@ def site_packages(install_dir):
                                          'site-packages')))
 
 
-def _compiled_files(install_dir):
-    """``{(device, inode) of a source file: its compiled file}``."""
-    found = {}
+def _sources(install_dir):
+    """``(device, DirEntry)`` of each ``.py`` file of a virtualenv.
+
+    The inode comes with the directory entry, with no ``stat`` per file.
+    """
     for top in site_packages(install_dir):
-        for parent, _, names in os.walk(top):
-            cache = os.path.join(parent, '__pycache__')
-            if not os.path.isdir(cache):
-                continue
-            compiled = {n.split('.', 1)[0]: n for n in os.listdir(cache)
-                        if n.endswith('.pyc') and n.count('.') == 2}
-            for name in names:
-                if name.endswith('.py') and name[:-3] in compiled:
-                    st = os.stat(os.path.join(parent, name))
-                    found[(st.st_dev, st.st_ino)] = os.path.join(
-                        cache, compiled[name[:-3]])
-    return found
+        device = os.stat(top).st_dev
+        folders = [top]
+        while folders:
+            with os.scandir(folders.pop()) as entries:
+                for entry in entries:
+                    if entry.is_dir(follow_symlinks=False):
+                        if entry.name != '__pycache__':
+                            folders.append(entry.path)
+                    elif (entry.name.endswith('.py')
+                          and entry.is_file(follow_symlinks=False)):
+                        yield device, entry
 
 
-def link_compiled_files(dest, others):
+def _compiled_name(source, tag):
+    folder, name = os.path.split(source)
+    return os.path.join(folder, '__pycache__',
+                        '%s.%s.pyc' % (name[:-3], tag))
+
+
+def link_compiled_files(dest, others, tag):
     """Give ``dest`` the compiled files of its sources found in ``others``.
 
     Only for a source that is the same file (inode) in both: its content
-    is then the same, and so is the modification time and size a compiled
-    file records, which ``compileall`` checks before it skips a file.
+    is then the same, and so are the modification time and size a compiled
+    file records, which the import system checks before it uses one.
     Python replaces a compiled file rather than writing into it, so a
-    shared one never changes under the other install. Returns how many
-    were linked.
+    shared one never changes under the other install. ``tag`` is the
+    interpreter's ``sys.implementation.cache_tag``. Returns the sources
+    left to compile.
     """
     known = {}
     for other in others:
-        known.update(_compiled_files(other))
-    linked = 0
-    for top in site_packages(dest):
-        for parent, _, names in os.walk(top):
-            for name in names:
-                if not name.endswith('.py'):
-                    continue
-                st = os.stat(os.path.join(parent, name))
-                source = known.get((st.st_dev, st.st_ino))
-                if source is None:
-                    continue
-                cache = os.path.join(parent, '__pycache__')
-                os.makedirs(cache, exist_ok=True)
-                try:
-                    os.link(source, os.path.join(
-                        cache, os.path.basename(source)))
-                except FileExistsError:
-                    continue
-                linked += 1
-    return linked
+        for device, entry in _sources(other):
+            compiled = _compiled_name(entry.path, tag)
+            known[(device, entry.inode())] = compiled
+    left = []
+    for device, entry in _sources(dest):
+        compiled = known.get((device, entry.inode()))
+        if compiled is not None:
+            target = _compiled_name(entry.path, tag)
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            try:
+                os.link(compiled, target)
+                continue
+            except FileNotFoundError:
+                pass
+            except FileExistsError:
+                continue
+        left.append(entry.path)
+    return left
 
 
 def unshared_bytes(directory):
@@ -450,10 +457,24 @@ class InstallRoot:
         self._run(argv, 'uv pip install', dest, env=_uv_environment())
         others = [os.path.join(self.versions_dir, v)
                   for v in self.installed_versions()]
-        linked = link_compiled_files(
-            dest, [o for o in others if not os.path.islink(o)])
-        LOG.debug('%d compiled files taken from older installs', linked)
-        self._compile(dest)
+        left = link_compiled_files(
+            dest, [o for o in others if not os.path.islink(o)],
+            self._cache_tag(dest))
+        LOG.debug('%d source files of %s left to compile', len(left), dest)
+        self._compile(dest, left)
+
+    def _cache_tag(self, dest):
+        if os.path.realpath(self.python) == os.path.realpath(sys.executable):
+            return sys.implementation.cache_tag
+        proc = child_process.run(
+            [os.path.join(dest, 'bin', 'python'), '-I', '-c',
+             'import sys; print(sys.implementation.cache_tag)'],
+            self.pip_timeout, cwd=dest)
+        tag = proc.stdout.tail.strip()
+        if proc.returncode != 0 or not tag.isprintable() or '/' in tag:
+            raise InstallError('the new install has no usable interpreter: '
+                               '%s' % _tail(proc))
+        return tag
 
     def _named_by_content(self, wheel_paths):
         """The wheels at ``uv-wheels/<sha256>/<file>``, for uv's cache.
@@ -484,17 +505,19 @@ class InstallRoot:
             named.append(target)
         return named
 
-    def _compile(self, dest):
+    def _compile(self, dest, sources):
         # As pip does, a file that does not compile (a Python 2 example in
         # a distribution, say) is no error: the checks import what runs.
         # One process: with most files linked, workers (-j) cost more CPU
         # than the little compiling left, and the guest's CPU is what the
         # database beside it shares.
-        tops = site_packages(dest)
-        if not tops:
+        if not sources:
             return
+        listing = os.path.join(dest, COMPILE_LIST)
+        with open(listing, 'w') as f:
+            f.write(''.join('%s\n' % path for path in sources))
         argv = [os.path.join(dest, 'bin', 'python'), '-I', '-m',
-                'compileall', '-q'] + tops
+                'compileall', '-q', '-i', listing]
         try:
             proc = child_process.run(argv, self.pip_timeout,
                                      merge_stderr=True, cwd=dest)
@@ -503,6 +526,8 @@ class InstallRoot:
                                % self.pip_timeout)
         except OSError as e:
             raise InstallError('compiling byte code cannot run: %s' % e)
+        finally:
+            os.unlink(listing)
         if proc.returncode != 0:
             LOG.warning('Some files of %s do not compile: %s', dest,
                         _tail(proc))
