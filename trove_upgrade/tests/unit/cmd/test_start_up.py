@@ -34,7 +34,9 @@ from trove_upgrade.tests.unit.packaging import base
 # Top-level names, and trove-upgrade modules, verifying never needs.
 SERVICE_STACK = ('eventlet', 'futurist', 'oslo_service', 'oslo_messaging',
                  'sqlalchemy', 'oslo_db', 'kombu')
-BUILDING = ('trove_upgrade.packaging.build', 'trove_upgrade.packaging.wheels')
+BUILDING = ('trove_upgrade.packaging.build', 'trove_upgrade.packaging.wheels',
+            # Key files hold raw keys: no PEM, DER or SSH support.
+            'cryptography.hazmat.primitives.serialization')
 # (stevedore is no sign of fetching: oslo.config loads it.)
 FETCHING = ('requests', 'swiftclient', 'urllib3',
             'trove_upgrade.agent.strategies.http',
