@@ -208,7 +208,8 @@ def link_compiled_files(dest, others, tag):
     is then the same, and so are the modification time and size a compiled
     file records, which the import system checks before it uses one.
     Python replaces a compiled file rather than writing into it, so a
-    shared one never changes under the other install. ``tag`` is the
+    shared one never changes under the other install, and on import it
+    sets the file name recorded in the code to the source's. ``tag`` is the
     interpreter's ``sys.implementation.cache_tag``. Returns the sources
     left to compile.
     """
@@ -466,10 +467,14 @@ class InstallRoot:
     def _cache_tag(self, dest):
         if os.path.realpath(self.python) == os.path.realpath(sys.executable):
             return sys.implementation.cache_tag
-        proc = child_process.run(
-            [os.path.join(dest, 'bin', 'python'), '-I', '-c',
-             'import sys; print(sys.implementation.cache_tag)'],
-            self.pip_timeout, cwd=dest)
+        try:
+            proc = child_process.run(
+                [os.path.join(dest, 'bin', 'python'), '-I', '-c',
+                 'import sys; print(sys.implementation.cache_tag)'],
+                self.pip_timeout, cwd=dest)
+        except (child_process.ChildTimedOut, OSError) as e:
+            raise InstallError('the new install has no usable interpreter: '
+                               '%s' % e)
         tag = proc.stdout.tail.strip()
         if proc.returncode != 0 or not tag.isprintable() or '/' in tag:
             raise InstallError('the new install has no usable interpreter: '
