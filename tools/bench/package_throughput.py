@@ -26,22 +26,25 @@ directory, then, in the same run and on the same (page-cached) file,
   files it writes) in this run, and
 * the agent's verification (manifest checks, decrypting, hashing the
   ciphertext once, writing the files with fsync, rename into place) in a
-  child process,
+  child process, and
+* the real ``trove-upgrade-package verify`` command (the console script
+  beside this interpreter) on the same package, extracting to the same
+  directory,
 
 timing each child and measuring its peak RSS with GNU time
 (``/usr/bin/time``, package ``time``). The verification is timed twice:
 its call, timed by the child itself, which is what the agent does for
-each package in its long-running process, and the whole child, with the
-start of Python and the imports the agent pays once when it starts (about
-0.17 s on a two-core machine where a 256 MiB package verifies in 0.45 s).
-The target is the call's. Medians are printed. Nothing is
-kept: the temporary directory is removed after each size. Usage::
+each package in its long-running process, and the whole command, with
+the start of Python and every import it makes. Medians are printed.
+Nothing is kept: the temporary directory is removed after each size.
+Usage::
 
     python tools/bench/package_throughput.py [--sizes 256M,1G] [--dir DIR]
         [--repeat 3]
 
-The targets (verification at least 40% of OpenSSL SHA-256 throughput,
-peak RSS at most 48 MiB whatever the size) are reported, not asserted.
+The targets (the call at least 90% of OpenSSL SHA-256 throughput, the
+whole command at least 60%, peak RSS of the call's child at most 48 MiB
+whatever the size) are reported, not asserted.
 The CPU time (user and system) per GiB of verification and of OpenSSL
 is printed too: it moves far less than wall-clock time on a shared
 machine. Beside them, ``of dd`` is verification's share of the fsync'd copy's
@@ -68,9 +71,12 @@ from trove_upgrade.packaging import keys  # noqa: E402
 
 MIB = 1024 * 1024
 WHEELS_PER_PACKAGE = 4
-TARGET_RATIO = 0.4
+TARGET_CALL_RATIO = 0.9
+TARGET_COMMAND_RATIO = 0.6
 TARGET_RSS_MIB = 48
 GNU_TIME = '/usr/bin/time'
+COMMAND = os.path.join(os.path.dirname(sys.executable),
+                       'trove-upgrade-package')
 
 CHILD = '''
 import sys
@@ -164,10 +170,19 @@ def bench(size, workdir, repeat):
                                 secret_path],
                      dict(cwd=REPO, stdout=subprocess.PIPE,
                           env=dict(os.environ, PYTHONPATH=REPO,
-                                   PYTHONWARNINGS='ignore')))):
+                                   PYTHONWARNINGS='ignore'))),
+                    ('command', [COMMAND, 'verify', package,
+                                 '--trusted-key', public_path,
+                                 '--encryption-key', secret_path,
+                                 '--version', '1.0.0',
+                                 '--installed-version', '0.9.0',
+                                 '--max-payload-size', '4G',
+                                 '--extract-to',
+                                 os.path.join(tmp, 'extracted')],
+                     dict(stdout=subprocess.DEVNULL))):
                 elapsed, rss, cpu, out = timed_child(argv, **kwargs)
                 figures.setdefault(name, []).append((elapsed, rss, cpu))
-                if out is not None:
+                if name == 'verify':
                     # The verification's own call, without the start of
                     # Python and the imports, as the agent verifies.
                     seconds, call_cpu = (float(f) for f in out.split())
@@ -196,8 +211,8 @@ def main():
     args = parser.parse_args()
     print('temporary files in %s; medians of %d runs'
           % (args.dir or tempfile.gettempdir(), args.repeat))
-    print('%-6s %12s %6s %12s %6s %13s %14s %6s %10s %9s %8s %15s %8s' % (
-        'size', 'verify MiB/s', 'ratio', 'whole MiB/s', 'ratio',
+    print('%-6s %12s %6s %14s %6s %13s %14s %6s %10s %9s %8s %15s %8s' % (
+        'size', 'verify MiB/s', 'ratio', 'command MiB/s', 'ratio',
         'openssl MiB/s', 'dd+fsync MiB/s', 'of dd', 'sha256sum', 'cp MiB/s',
         'RSS MiB', 'CPU s/GiB', 'openssl'))
     met = True
@@ -205,26 +220,31 @@ def main():
         figures = bench(parse_size(text), args.dir, args.repeat)
         openssl = figures['openssl'][0]
         call_rate, _, call_cpu = figures['call']
-        whole_rate, rss, whole_cpu = figures['verify']
+        _, rss, _ = figures['verify']
+        command_rate, _, command_cpu = figures['command']
         ratio = call_rate / openssl
-        met = met and ratio >= TARGET_RATIO and rss <= TARGET_RSS_MIB
-        print('%-6s %12.1f %5.0f%% %12.1f %5.0f%% %13.1f %14.1f %5.0f%% '
+        command_ratio = command_rate / openssl
+        met = (met and ratio >= TARGET_CALL_RATIO
+               and command_ratio >= TARGET_COMMAND_RATIO
+               and rss <= TARGET_RSS_MIB)
+        print('%-6s %12.1f %5.0f%% %14.1f %5.0f%% %13.1f %14.1f %5.0f%% '
               '%10.1f %9.1f %8.1f %7.2f (%5.2f) %8.2f'
-              % (text, call_rate, 100 * ratio, whole_rate,
-                 100 * whole_rate / openssl, openssl, figures['dd'][0],
+              % (text, call_rate, 100 * ratio, command_rate,
+                 100 * command_ratio, openssl, figures['dd'][0],
                  100 * call_rate / figures['dd'][0],
                  figures['sha256sum'][0], figures['cp'][0], rss, call_cpu,
-                 whole_cpu, figures['openssl'][2]))
+                 command_cpu, figures['openssl'][2]))
     print('verify: the call that checks the manifest, decrypts, hashes the '
           'ciphertext, writes the files with fsync and renames them into '
-          'place, as the agent makes it; whole: the child process, with '
-          'the start of Python and the imports; cp: writing the same bytes '
-          'to a new file, without fsync; dd+fsync: the same with fsync; '
-          'CPU s/GiB: user and system CPU per GiB of the call (of the whole '
-          'child) and of openssl')
-    print('targets (>= %d%% of openssl dgst -sha256, peak RSS <= %d MiB): '
-          '%s' % (100 * TARGET_RATIO, TARGET_RSS_MIB,
-                  'met' if met else 'NOT met'))
+          'place, as the agent makes it; command: the whole '
+          'trove-upgrade-package verify process, start and imports '
+          'included; cp: writing the same bytes to a new file, without '
+          'fsync; dd+fsync: the same with fsync; CPU s/GiB: user and system '
+          'CPU per GiB of the call (of the command) and of openssl')
+    print('targets (call >= %d%%, command >= %d%% of openssl dgst -sha256, '
+          'peak RSS <= %d MiB): %s'
+          % (100 * TARGET_CALL_RATIO, 100 * TARGET_COMMAND_RATIO,
+             TARGET_RSS_MIB, 'met' if met else 'NOT met'))
     return 0 if met else 1
 
 

@@ -17,6 +17,11 @@ Exit status: 0 on success, 1 when a package, manifest or key is refused
 file cannot be read or written, 4 for an internal error (a bug: the
 package was neither accepted nor refused), 128 + the signal's number when
 SIGINT or SIGTERM stopped it (after removing what it had half-written).
+
+The modules that make packages (``packaging.build``, and
+``packaging.wheels`` with pip, zip files and subprocesses) are imported by
+the commands that make them: ``verify`` and ``inspect`` load what they
+check and no more (tests/unit/cmd/test_start_up.py).
 """
 
 import argparse
@@ -31,13 +36,11 @@ import sys
 import tempfile
 
 from trove_upgrade.cmd import short_lived
-from trove_upgrade.packaging import build
 from trove_upgrade.packaging import chunked_aead
 from trove_upgrade.packaging import exceptions
 from trove_upgrade.packaging import keys
 from trove_upgrade.packaging import manifest as manifest_mod
 from trove_upgrade.packaging import verify
-from trove_upgrade.packaging import wheels as wheels_mod
 
 PROG = 'trove-upgrade-package'
 EXIT_REFUSED = 1
@@ -120,6 +123,8 @@ def _progress(message):
 
 def _build_wheels(args):
     """The wheels to package: given ones, then resolved requirements'."""
+    from trove_upgrade.packaging import build
+    from trove_upgrade.packaging import wheels as wheels_mod
     if not (args.inputs or args.requirement):
         raise exceptions.BuildError(
             'give wheels or directories, --requirement SPEC, or both')
@@ -166,6 +171,7 @@ def _health_check_command(text):
 
 
 def do_build(args):
+    from trove_upgrade.packaging import build
     wheels, guest_agent = _build_wheels(args)
     signing_keys = [keys.load_signing_key(path) for path in args.signing_key]
     encryption_key = keys.load_encryption_key(args.encryption_key)
@@ -198,6 +204,7 @@ def do_build(args):
 
 
 def do_sign(args):
+    from trove_upgrade.packaging import build
     path = _manifest_path(args.manifest)
     manifest = _read_manifest(path)
     for key_path in args.signing_key:

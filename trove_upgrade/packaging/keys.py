@@ -35,7 +35,6 @@ import secrets
 
 from cryptography import exceptions as crypto_exceptions
 from cryptography.hazmat.primitives.asymmetric import ed25519
-from cryptography.hazmat.primitives import serialization
 
 from trove_upgrade.packaging import exceptions
 
@@ -45,7 +44,6 @@ ENCRYPTION_KEY_SIZE = 32
 PUBLIC_KEY_SUFFIX = '.pub'
 _ENCRYPTION_KEY_ID_LABEL = b'trove-upgrade encryption key id\x00'
 _MAX_KEY_FILE_SIZE = 64 * 1024
-_RAW = (serialization.Encoding.Raw, serialization.PublicFormat.Raw)
 
 
 def signing_key_id(public_raw):
@@ -63,23 +61,23 @@ class SigningKey:
 
     def __init__(self, private_key):
         self._private = private_key
-        self.public_raw = private_key.public_key().public_bytes(*_RAW)
+        self.public_raw = private_key.public_key().public_bytes_raw()
         self.key_id = signing_key_id(self.public_raw)
 
     def sign(self, data):
         return self._private.sign(data)
 
     def private_raw(self):
-        return self._private.private_bytes(
-            serialization.Encoding.Raw, serialization.PrivateFormat.Raw,
-            serialization.NoEncryption())
+        return self._private.private_bytes_raw()
 
 
 class TrustedKeys:
     """The public keys a verifier trusts and how many must sign."""
 
     def __init__(self, public_keys, threshold=1):
-        self._keys = {signing_key_id(key.public_bytes(*_RAW)): key
+        # The raw forms, not serialization's: that package loads its SSH
+        # key support, the largest import of a verification.
+        self._keys = {signing_key_id(key.public_bytes_raw()): key
                       for key in public_keys}
         if not isinstance(threshold, int) or not (
                 1 <= threshold <= len(self._keys)):

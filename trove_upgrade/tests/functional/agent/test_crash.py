@@ -21,8 +21,8 @@ SUCCESS, or the previous version running and FAILED, and never a
 half-installed ``current``.
 
 Between the checkpoints, the programs the agent runs on its own (the
-virtualenv's creation and pip) are frozen with SIGSTOP at the moment they
-run and the agent killed then: the next agent must end them before it
+virtualenv's creation, uv and pip) are frozen with SIGSTOP at the moment
+they run and the agent killed then: the next agent must end them before it
 builds the install again.
 """
 
@@ -88,11 +88,12 @@ class TestKillDuringUpgrade(harness.AgentTestCase):
         self.assertEqual('1.0.0', self.current_version())
         self.wait_for_guest('1.0.0')
 
-    def _builder(self, version):
+    def _builder(self, version, uv=False):
         """The pid of the virtualenv creation or pip building ``version``.
 
         Each runs as ``python -m venv|pip`` with an argument in the
-        install, in a session (process group) of its own.
+        install, in a session (process group) of its own; with ``uv``, the
+        ``uv pip install`` filling it.
         """
         dest = os.path.join(self.install_root, 'versions', version)
         for name in os.listdir('/proc'):
@@ -104,16 +105,21 @@ class TestKillDuringUpgrade(harness.AgentTestCase):
                 leader = os.getpgid(int(name)) == int(name)
             except OSError:
                 continue
-            if (leader and argv[1:3] in (['-m', 'venv'], ['-m', 'pip'])
+            if uv:
+                builder = (os.path.basename(argv[0]) == 'uv'
+                           and argv[1:3] == ['pip', 'install'])
+            else:
+                builder = argv[1:3] in (['-m', 'venv'], ['-m', 'pip'])
+            if (leader and builder
                     and any(arg.startswith(dest) for arg in argv)):
                 return int(name)
         return None
 
-    def _freeze_builder(self, version):
+    def _freeze_builder(self, version, uv=False):
         """SIGSTOP the first builder of ``version`` seen; its group's pids."""
         deadline = time.monotonic() + harness.WAIT
         while time.monotonic() < deadline:
-            pid = self._builder(version)
+            pid = self._builder(version, uv)
             if pid is not None:
                 break
             # It may run for a tenth of a second only: look often.
@@ -144,6 +150,17 @@ class TestKillDuringUpgrade(harness.AgentTestCase):
         self.wait_for_guest('1.0.0')
         upgrade = self.create_upgrade('2.0.0')
         builders = self._freeze_builder('2.0.0')
+        self.kill_agent()
+        self.start_agent()
+        self.assertProcessesDie(builders)
+        done = self.wait_for_status(upgrade['id'], states.FINAL_STATES)
+        self._assert_upgraded(done)
+
+    def test_kill_during_uv_s_install_ends_it(self):
+        self.start_agent()
+        self.wait_for_guest('1.0.0')
+        upgrade = self.create_upgrade('2.0.0')
+        builders = self._freeze_builder('2.0.0', uv=True)
         self.kill_agent()
         self.start_agent()
         self.assertProcessesDie(builders)

@@ -10,15 +10,17 @@
 #    License for the specific language governing permissions and limitations
 #    under the License.
 
-"""Side-by-side installs with real virtualenvs and real pip."""
+"""Side-by-side installs with real virtualenvs, real uv and real pip."""
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import zipfile
 
 import fixtures
+from oslo_log import log as logging
 
 from trove_upgrade.agent import install
 from trove_upgrade.agent import journal
@@ -196,6 +198,131 @@ class TestInstallRoot(base.TestCase):
         # Its last line: 64 MiB of output before it are not a reason.
         self.assertEqual('health command exited with 1: the real reason?[0m',
                          reason)
+
+    def _module_file(self, version, name='__init__.py'):
+        top, = install.site_packages(self.installs.path(version))
+        return os.path.join(top, sample_guest.DIST, name)
+
+    def _compiled(self, version):
+        cache = os.path.dirname(self._module_file(version, '__pycache__/x'))
+        return [os.path.join(cache, n) for n in os.listdir(cache)
+                if n.startswith('__init__.') and n.endswith('.pyc')]
+
+    def test_uv_builds_from_its_cache_with_byte_code(self):
+        self.assertIsNotNone(self.installs.uv_program)
+        wheel = self._wheel('1.0.0')
+        dest = self.installs.path('1.0.0')
+        self.assertEqual('uv', self.installs.build(dest, [wheel]))
+        # Hard-linked from uv's cache, outside the install; compiled.
+        self.assertEqual(2, os.stat(self._module_file('1.0.0')).st_nlink)
+        self.assertTrue(os.path.isdir(self.installs.uv_cache))
+        self.assertEqual(1, len(self._compiled('1.0.0')))
+
+    def test_an_unchanged_file_takes_the_older_install_s_byte_code(self):
+        wheel = self._wheel('1.0.0')
+        self.installs.install('1.0.0', [wheel])
+        # The same wheel verified again, for another upgrade: a new file
+        # in another directory.
+        again = os.path.join(self.wheels, 'again', os.path.basename(wheel))
+        os.makedirs(os.path.dirname(again))
+        shutil.copyfile(wheel, again)
+        self.installs.install('1.0.0-copy', [again])
+        old, = self._compiled('1.0.0')
+        new, = self._compiled('1.0.0-copy')
+        self.assertTrue(os.path.samefile(old, new))
+        self.assertTrue(os.path.samefile(self._module_file('1.0.0'),
+                                         self._module_file('1.0.0-copy')))
+        # A changed source is compiled anew.
+        self.installs.install('2.0.0', [self._wheel('2.0.0')])
+        changed, = self._compiled('2.0.0')
+        self.assertFalse(os.path.samefile(old, changed))
+        self.assertEqual(1, os.stat(changed).st_nlink)
+
+    def test_removing_an_install_or_the_cache_leaves_the_others_whole(self):
+        wheel = self._wheel('1.0.0')
+        self.installs.install('1.0.0', [wheel])
+        self.installs.install('1.0.1', [wheel])
+        install.remove_tree(self.installs.path('1.0.0'))
+        self.installs.clear_uv_cache()
+        self.assertFalse(os.path.exists(self.installs.uv_cache))
+        self._check_imports('1.0.1')
+
+    def _check_imports(self, version):
+        subprocess.run([os.path.join(self.installs.path(version), 'bin',
+                                     'python'), '-I', '-c',
+                        'import %s' % sample_guest.DIST],
+                       check=True, timeout=60)
+
+    def test_pip_builds_where_uv_is_not_installed(self):
+        installs = install.InstallRoot(self.root, self.installs.lock,
+                                       uv_program=None)
+        dest = installs.path('1.0.0')
+        self.assertEqual('pip', installs.build(dest, [self._wheel('1.0.0')]))
+        self.assertFalse(os.path.exists(installs.uv_cache))
+        self.assertEqual(1, os.stat(self._module_file('1.0.0')).st_nlink)
+        self.assertEqual(1, len(self._compiled('1.0.0')))
+
+    def test_pip_builds_anew_where_uv_refuses(self):
+        logs = self.useFixture(fixtures.FakeLogger(level=logging.WARNING))
+        refusing = os.path.join(self.root, 'uv')
+        with open(refusing, 'w') as f:
+            f.write('#!/bin/sh\necho "uv: no, not today" >&2\n'
+                    'touch half-written\nexit 2\n')
+        os.chmod(refusing, 0o755)
+        installs = install.InstallRoot(self.root, self.installs.lock,
+                                       uv_program=refusing)
+        path = installs.install('1.0.0', [self._wheel('1.0.0')],
+                                console_script='sample-guest-agent')
+        self.assertTrue(installs.is_installed('1.0.0'))
+        self.assertFalse(os.path.exists(os.path.join(path,
+                                                     'half-written')))
+        self.assertIn('building it with pip', logs.output)
+        self.assertIn('no, not today', logs.output)
+
+    def test_a_wheel_both_refuse_names_both_reasons(self):
+        bogus = os.path.join(self.wheels, 'bogus-1.0-py3-none-any.whl')
+        os.makedirs(self.wheels, exist_ok=True)
+        with open(bogus, 'wb') as f:
+            f.write(b'not a zip')
+        e = self.assertRaises(install.InstallError, self.installs.install,
+                              '2.0.0', [bogus])
+        self.assertIn('pip install failed', str(e))
+        self.assertIn('uv before it: uv pip install failed', str(e))
+        self.assertFalse(os.path.exists(self.installs.path('2.0.0')))
+
+    def test_the_agent_s_uv_variables_do_not_reach_uv(self):
+        # Any UV_* of the agent's environment could make uv install from
+        # elsewhere or otherwise; this one would bypass the cache.
+        self.useFixture(fixtures.EnvironmentVariable('UV_NO_CACHE', '1'))
+        self.assertEqual('uv', self.installs.build(
+            self.installs.path('1.0.0'), [self._wheel('1.0.0')]))
+        self.assertEqual(2, os.stat(self._module_file('1.0.0')).st_nlink)
+
+    def test_an_interrupted_build_empties_uv_s_cache(self):
+        self.installs.install('1.0.0', [self._wheel('1.0.0')])
+        self.assertTrue(os.path.isdir(self.installs.uv_cache))
+        os.makedirs(self.installs.path('2.0.0'))
+        self.installs.remove_incomplete()
+        self.assertFalse(os.path.exists(self.installs.uv_cache))
+        self.assertFalse(os.path.exists(self.installs.uv_wheels))
+        self._check_imports('1.0.0')
+
+    def test_prune_bounds_what_only_uv_s_cache_holds(self):
+        self.useFixture(fixtures.MonkeyPatch(
+            'trove_upgrade.agent.install.UV_CACHE_SPARE', 1 << 20))
+        for v in ('1.0.0', '2.0.0', '3.0.0'):
+            wheel = sample_guest.build_wheel(
+                os.path.join(self.wheels, v), v, padding=2 << 20)
+            self.installs.install(v, [wheel])
+        self.installs.switch('3.0.0')
+        # Every unpacked file of the cache is linked by an install.
+        self.assertEqual([], self.installs.prune(3, protect=[]))
+        self.assertTrue(os.path.isdir(self.installs.uv_cache))
+        # 1.0.0's 2 MiB, linked by none after it went, empty it.
+        self.assertEqual(['1.0.0'], self.installs.prune(2, protect=[]))
+        self.assertFalse(os.path.exists(self.installs.uv_cache))
+        self.assertFalse(os.path.exists(self.installs.uv_wheels))
+        self._check_imports('2.0.0')
 
     def test_resolve_command(self):
         self.assertEqual(['/i/bin/x', '--a', 'b c'],
