@@ -114,9 +114,12 @@ class InProcessSteps:
             self.conf.agent.max_package_size)
 
     def download(self, upgrade, work):
-        """Fetch and verify the manifest, then the payload it bounds."""
+        """Check the location, fetch and verify the manifest, then the
+        payload it bounds.
+        """
         try:
             strategy = self.load_strategy(upgrade['strategy'])
+            strategy.check_location(upgrade['location'])
             payload = os.path.join(work, PAYLOAD)
             strategy.fetch(upgrade['location'] + manifest_mod.MANIFEST_SUFFIX,
                            payload + manifest_mod.MANIFEST_SUFFIX,
