@@ -133,9 +133,7 @@ class InProcessSteps:
             self.conf.agent.max_package_size)
 
     def download(self, upgrade, work):
-        """Check the location, fetch and verify the manifest, then the
-        payload it bounds.
-        """
+        """Ask the location; fetch the manifest, then the payload."""
         try:
             strategy = self.load_strategy(upgrade['strategy'])
             strategy.check_location(upgrade['location'])
@@ -222,10 +220,11 @@ class ChildProcessSteps:
         self._run(VERIFY, upgrade, work, self.conf.agent.verify_step_timeout)
         try:
             return self._take_over(upgrade, work)
-        except (unprivileged.TakeOverError, package_exc.PackageError,
-                OSError) as e:
+        except unprivileged.TakeOverError as e:
             raise StepFailed('the verified package was not taken over: %s'
-                             % describe(e))
+                             % e)
+        except (package_exc.PackageError, OSError) as e:
+            raise StepFailed(describe(e))
 
     def _take_over(self, upgrade, work):
         """Root's copy of the wheels the signed manifest names, checked.

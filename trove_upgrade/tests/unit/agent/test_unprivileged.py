@@ -78,7 +78,7 @@ class TestUnprivileged(base.TestCase):
              str(self.nobody.pw_gid)], capture_output=True, check=True,
             text=True).stdout
         uid, gid = str(self.nobody.pw_uid), str(self.nobody.pw_gid)
-        self.assertEqual('%s []' % [[uid] * 4, [gid] * 4], output.strip())
+        self.assertEqual(str([[uid] * 4, [gid] * 4]) + ' []', output.strip())
 
     def test_checked_file_is_opened(self):
         self._file('a.whl')
