@@ -456,6 +456,9 @@ def main():
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, _exit_on_signal)
     workdir = tempfile.mkdtemp(prefix='trove-upgrade-demo-')
+    # The agents' download step, as [agent] untrusted_user, reads the
+    # packages in it; the keys' files stay private by their own mode.
+    os.chmod(workdir, 0o711)
     if not args.sample:
         return _run_trove(workdir, args.keep)
     demo = Demo(workdir)

@@ -13,8 +13,12 @@
 """The agent's RPC endpoint and the queue of upgrades it accepted.
 
 ``upgrade()`` follows the Trove design's message handling: validate
-(guest_automatic_updates, the strategy, the location), record the event,
-process. Validation failures are recorded as FAILED with the reason. An
+(guest_automatic_updates, the strategy, the arguments), record the event,
+process. Validation failures are recorded as FAILED with the reason.
+Validation never waits on the network: a store that hangs would hold the
+accept lock, and with it every other upgrade message, for as long as the
+strategy's timeouts and retries last; whether the location is reachable is
+the download step's first question, in its child process. An
 accepted upgrade goes to the journal's queue and the call returns: the
 single runner thread (:meth:`AgentManager.run_next`) takes it from there, so
 an upgrade is never lost between the message and the work, and the RPC
@@ -268,12 +272,13 @@ class AgentManager:
         if problem:
             return problem
         try:
-            strategy = self.load_strategy(upgrade['strategy'])
-            strategy.check_location(upgrade['location'])
+            # Loaded, not asked: the location's check talks to its server,
+            # which the download step does (untrusted.InProcessSteps).
+            self.load_strategy(upgrade['strategy'])
         except Exception as e:
             # A plugin's bug refuses this upgrade, never the RPC server.
             if not isinstance(e, strategy_exc.StrategyError):
-                LOG.exception('Strategy %s failed to check a location',
+                LOG.exception('Strategy %s failed to load',
                               package_exc.quoted(upgrade['strategy']))
             return 'strategy %s: %s' % (
                 package_exc.quoted(upgrade['strategy']), e)

@@ -95,7 +95,7 @@ class UpgradePipeline:
         self.verifier = verifier
         if steps is None and load_strategy is not None:
             steps = untrusted.InProcessSteps(conf, verifier, load_strategy)
-        self.steps = steps or untrusted.ChildProcessSteps(conf)
+        self.steps = steps or untrusted.ChildProcessSteps(conf, verifier)
         self.load_strategy = load_strategy or (
             lambda name: strategies.load(name, conf=conf))
         self.work_root = os.path.join(installs.root, WORK_DIR)

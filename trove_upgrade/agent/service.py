@@ -51,6 +51,7 @@ from trove_upgrade.agent import outbox as outbox_mod
 from trove_upgrade.agent import pipeline as pipeline_mod
 from trove_upgrade.agent import service_manager
 from trove_upgrade.agent import trove_guest
+from trove_upgrade.agent import unprivileged
 from trove_upgrade.agent import untrusted
 from trove_upgrade.agent import verifier as verifier_mod
 from trove_upgrade.conductor import rpcapi as conductor_rpcapi
@@ -86,6 +87,10 @@ def check_conf(conf):
         raise AgentConfigError(
             '[agent] guest_automatic_updates needs trusted_key_files and '
             'decryption_key_files: packages cannot be verified without them')
+    try:
+        unprivileged.ids(conf)
+    except unprivileged.UntrustedUserError as e:
+        raise AgentConfigError(str(e))
     problem = _labels_problem(conf.agent.labels)
     if problem:
         raise AgentConfigError('[agent] labels: %s: the conductor would '

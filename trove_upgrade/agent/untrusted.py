@@ -20,18 +20,28 @@ cannot be stopped. So the agent runs each of these steps as
 the agent's configuration files, and kills the whole session when
 ``[agent] download_step_timeout`` or ``verify_step_timeout`` passes, or
 as soon as the agent stops (:class:`StepStopped`). The
-child writes its answer, a small JSON document, to a file in the upgrade's
-work directory; a child that dies without one failed too. Whatever
-happens, the step ends in :class:`StepFailed` with a bounded reason.
+child writes its answer, a small JSON document, to a file in its
+directory; a child that dies without one failed too. Whatever happens,
+the step ends in :class:`StepFailed` with a bounded reason.
+
+The child works in ``<work>/fetch``, which belongs to ``[agent]
+untrusted_user``: it reads its keys, settings and secrets as root, then
+gives root up (:mod:`.unprivileged`) before it talks to a server or reads
+a byte of the package. After the verify step root takes over only the
+wheels the signed manifest names, copied into ``<work>/wheels`` and
+checked again against it; what the child said is not believed.
 
 :class:`InProcessSteps` runs the same code in the calling thread, for the
 child itself and for unit tests that inject fakes.
 """
 
 import ctypes
+import importlib
 import json
 import os
+import shutil
 import signal
+import stat
 import subprocess
 import sys
 import threading
@@ -42,6 +52,7 @@ from oslo_log import log as logging
 from trove_upgrade.agent import guest_files
 from trove_upgrade.agent import reasons
 from trove_upgrade.agent.strategies import exceptions as strategy_exc
+from trove_upgrade.agent import unprivileged
 from trove_upgrade.packaging import exceptions as package_exc
 from trove_upgrade.packaging import manifest as manifest_mod
 
@@ -49,6 +60,8 @@ LOG = logging.getLogger(__name__)
 
 PAYLOAD = 'package'
 WHEELS = 'wheels'
+# The child's directory in the upgrade's work directory, its user's.
+UNTRUSTED_DIR = 'fetch'
 RESULT_SUFFIX = '.result.json'
 MAX_RESULT_SIZE = 1024 * 1024
 DOWNLOAD = 'download'
@@ -63,6 +76,12 @@ _RESULT_SHAPES = {
              'console_script': _OPTIONAL_TEXT},
 }
 _PR_SET_PDEATHSIG = 1
+# Standard modules the steps import on first use (dates, host names, a
+# .netrc lookup), imported before root is given up: an interpreter under a
+# private home directory (pyenv's under /root) is not the untrusted
+# user's to read.
+_IMPORTED_ON_FIRST_USE = ('_strptime', 'encodings.idna', 'netrc',
+                          'stringprep')
 
 
 class StepFailed(Exception):
@@ -115,9 +134,10 @@ class InProcessSteps:
             upgrade.get('expected_manifest'))
 
     def download(self, upgrade, work):
-        """Fetch and verify the manifest, then the payload it bounds."""
+        """Ask the location; fetch the manifest, then the payload."""
         try:
             strategy = self.load_strategy(upgrade['strategy'])
+            strategy.check_location(upgrade['location'])
             payload = os.path.join(work, PAYLOAD)
             strategy.fetch(upgrade['location'] + manifest_mod.MANIFEST_SUFFIX,
                            payload + manifest_mod.MANIFEST_SUFFIX,
@@ -169,10 +189,14 @@ def _config_args(conf):
 
 
 class ChildProcessSteps:
-    """Each step in a child process killed at its deadline, or at a stop."""
+    """Each step in a child process killed at its deadline, or at a stop.
 
-    def __init__(self, conf):
+    ``verifier`` checks again, as root, what root takes over.
+    """
+
+    def __init__(self, conf, verifier=None):
         self.conf = conf
+        self.verifier = verifier
         self._lock = threading.Lock()
         self._child = None
         self._stopped = False
@@ -194,14 +218,65 @@ class ChildProcessSteps:
                          self.conf.agent.download_step_timeout)
 
     def verify(self, upgrade, work):
-        return self._run(VERIFY, upgrade, work,
-                         self.conf.agent.verify_step_timeout)
+        self._run(VERIFY, upgrade, work, self.conf.agent.verify_step_timeout)
+        try:
+            return self._take_over(upgrade, work)
+        except unprivileged.TakeOverError as e:
+            raise StepFailed('the verified package was not taken over: %s'
+                             % e)
+        except (package_exc.PackageError, OSError) as e:
+            raise StepFailed(describe(e))
+
+    def _take_over(self, upgrade, work):
+        """Root's copy of the wheels the signed manifest names, checked.
+
+        The manifest is verified again here: the child's answer, and the
+        files it left, come from a process that read untrusted bytes.
+        """
+        user_ids = unprivileged.ids(self.conf)
+        owner = user_ids[0] if user_ids else None
+        fetched = os.path.join(work, UNTRUSTED_DIR)
+        dir_fd = unprivileged.open_dir(fetched, owner)
+        try:
+            fd = unprivileged.open_owned(
+                dir_fd, PAYLOAD + manifest_mod.MANIFEST_SUFFIX, owner,
+                self.verifier.max_manifest_size)
+            with open(fd, 'rb') as f:
+                data = f.read(self.verifier.max_manifest_size + 1)
+            manifest = self.verifier.verify_manifest(
+                data, upgrade['to_version'], upgrade['from_version'],
+                bool(upgrade.get('allow_downgrade')),
+                self.conf.agent.max_package_size)
+            wheels_fd = unprivileged.open_dir(WHEELS, owner, dir_fd=dir_fd)
+            dest = os.path.join(work, WHEELS)
+            shutil.rmtree(dest, ignore_errors=True)
+            os.mkdir(dest, 0o700)
+            try:
+                wheels = []
+                for entry in manifest.files:
+                    wheels.append(os.path.join(dest, entry.name))
+                    unprivileged.copy_verified(wheels_fd, entry, owner,
+                                               wheels[-1])
+            finally:
+                os.close(wheels_fd)
+        finally:
+            os.close(dir_fd)
+        shutil.rmtree(fetched)
+        command, timeout = self.verifier.health_check(manifest)
+        guest_agent = manifest.guest_agent
+        return {'wheels': wheels, 'health_command': command,
+                'health_timeout': timeout,
+                'console_script': (guest_agent.console_script
+                                   if guest_agent else None)}
 
     def _run(self, step, upgrade, work, timeout):
-        result_path = os.path.join(work, step + RESULT_SUFFIX)
+        fetched = os.path.join(work, UNTRUSTED_DIR)
+        os.makedirs(fetched, exist_ok=True)
+        unprivileged.give(fetched, unprivileged.ids(self.conf))
+        result_path = os.path.join(fetched, step + RESULT_SUFFIX)
         request = json.dumps({'config': _config_args(self.conf),
                               'step': step, 'upgrade': upgrade,
-                              'work': work, 'result': result_path,
+                              'work': fetched, 'result': result_path,
                               'parent': os.getpid()})
         with self._lock:
             if self._stopped:
@@ -250,7 +325,11 @@ def _kill_session(proc):
 
 def _read_result(path, step, returncode):
     try:
-        with open(path, 'rb') as f:
+        # The child's directory is its user's: no link, FIFO or device.
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        with open(fd, 'rb') as f:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                raise OSError('not a regular file')
             data = f.read(MAX_RESULT_SIZE + 1)
         os.unlink(path)
         result = json.loads(data) if len(data) <= MAX_RESULT_SIZE else None
@@ -329,18 +408,35 @@ def main():
          prog='trove-upgrade-agent',
          version=version.version_info.version_string())
     logging.setup(conf, 'trove-upgrade-agent')
+    # The untrusted user may not look up the work directory's parents:
+    # its paths go through a descriptor opened as root (and its programs,
+    # rsync, work in it).
+    os.chdir(request['work'])
+    work = '/proc/self/fd/%d' % os.open(os.curdir,
+                                        os.O_RDONLY | os.O_DIRECTORY)
+    result_path = os.path.join(work, os.path.basename(request['result']))
     try:
-        steps = InProcessSteps(
-            conf, verifier_mod.PackageVerifier.from_conf(conf),
-            lambda name: strategies.load(name, conf=conf))
+        # As root: the keys, the strategy's settings and its secrets.
+        verifier = verifier_mod.PackageVerifier.from_conf(conf)
+        strategy = (strategies.load(request['upgrade']['strategy'],
+                                    conf=conf)
+                    if request['step'] == DOWNLOAD else None)
+        steps = InProcessSteps(conf, verifier, lambda name: strategy)
+        user_ids = unprivileged.ids(conf)
+        if user_ids is not None:
+            for name in _IMPORTED_ON_FIRST_USE:
+                importlib.import_module(name)
+            unprivileged.drop(user_ids)
+            # The parent-death signal does not survive the switch.
+            _die_with_parent(request['parent'])
         run = getattr(steps, request['step'])
-        result = {'ok': run(request['upgrade'], request['work'])}
+        result = {'ok': run(request['upgrade'], work)}
     except StepFailed as e:
         result = {'failed': str(e)}
     except Exception as e:
         result = {'failed': describe(e)}
     try:
-        _write_result(request['result'], result)
+        _write_result(result_path, result)
         return 0
     except OSError as e:
         error = e

@@ -103,6 +103,20 @@ agent_opts = [
                  help='Seconds decrypting, verifying and writing out the '
                       'package may take, in a child process killed at this '
                       'deadline; the upgrade then ends FAILED.'),
+    cfg.StrOpt('untrusted_user',
+               default='nobody',
+               help='User the download and verify steps run as when the '
+                    'agent runs as root: the strategies\' clients (TLS, '
+                    'HTTP, rsync) and the parsing of the package never run '
+                    'as root. The step starts as root only to read the '
+                    'keys, settings and secrets it needs, then switches to '
+                    'this user and its primary group, in a directory the '
+                    'user owns; root takes over only the wheels that match '
+                    'the signed manifest. A user of its own (no login, no '
+                    'other process) is better than the shared nobody. Any '
+                    'strategy source on the guest (the local strategy\'s '
+                    'directories) must be readable by it. Empty: the steps '
+                    'run as the agent\'s own user.'),
     cfg.IntOpt('max_resume_attempts',
                default=3,
                min=1,

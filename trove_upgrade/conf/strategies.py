@@ -179,7 +179,10 @@ rsync_opts = [
                help='rsync program, looked up on PATH when not absolute.'),
     cfg.StrOpt('password_file',
                help='File holding the password of the rsync daemon user '
-                    'named in the location (rsync://user@host/...).'),
+                    'named in the location (rsync://user@host/...). It is '
+                    'read when the strategy is loaded, before the step '
+                    'gives up root, and must not be readable by others; '
+                    'rsync gets it through a pipe.'),
     cfg.ListOpt('extra_args',
                 default=[],
                 help='Further rsync options, for example --ipv4 or '

@@ -17,7 +17,11 @@ of ``user`` comes from ``[rsync] password_file``, never from the location.
 The path may not hold wildcards, which the daemon would expand into other
 files, nor ``..``.
 
-The real ``rsync`` binary does the transfer. The size cap holds three
+The real ``rsync`` binary does the transfer, as the user of the step that
+runs it (``[agent] untrusted_user``): the password file is read when the
+strategy is loaded, while the step is still root, and handed to rsync
+through a pipe (``--password-file=/dev/fd/N``), never by name or in the
+environment. The size cap holds three
 times: the listing must announce at most ``max_bytes``, ``--max-size``
 makes rsync skip a file that grew since, and the rsync process runs with a
 file-size resource limit of ``max_bytes``, so even a daemon that lies about
@@ -42,6 +46,8 @@ _PERMANENT_STATUSES = (1, 2, 4)
 _LISTING = re.compile(r'^(\S)\S*\s+([\d,.]+)\s')
 # Bytes of a listing read: one file's line, whatever the daemon sends.
 _LISTING_LIMIT = 4096
+# rsync reads at most 511 bytes of a password file.
+_MAX_PASSWORD_FILE = 4096
 
 
 class _Target:
@@ -53,6 +59,31 @@ class _Target:
 class RsyncStrategy(base.Strategy):
     name = 'rsync'
     opt_group, opts = conf_strategies.STRATEGY_OPTS['rsync']
+
+    def __init__(self, conf):
+        super().__init__(conf)
+        self._password = None
+        if self.settings.password_file:
+            self._password = self._read_password(self.settings.password_file)
+
+    def _read_password(self, path):
+        """The password file's bytes, checked as rsync checks it."""
+        try:
+            with open(path, 'rb') as f:
+                mode = os.fstat(f.fileno()).st_mode
+                data = f.read(_MAX_PASSWORD_FILE + 1)
+        except OSError as exc:
+            reason = 'cannot read the password file: %s' % exc.strerror
+        else:
+            if mode & 0o006:
+                reason = 'the password file must not be other-accessible'
+            elif len(data) > _MAX_PASSWORD_FILE:
+                reason = ('the password file holds more than %d bytes'
+                          % _MAX_PASSWORD_FILE)
+            else:
+                return data
+        raise exceptions.StrategyConfigError(
+            name=self.name, path=path, reason=reason)
 
     def parse_location(self, location):
         parts = urllib.parse.urlsplit(location)
@@ -92,9 +123,12 @@ class RsyncStrategy(base.Strategy):
             raise self.too_big(target.location, max_bytes,
                                'the daemon lists %d bytes' % size)
         base.remove_quietly(part_path)
+        # Written from its directory: its parents may not be rsync's to
+        # look up (the download step's /proc/self/fd/N is not rsync's).
         self._run(target, deadline,
-                  ['--max-size=%d' % max_bytes, target.url, part_path],
-                  max_bytes=max_bytes)
+                  ['--max-size=%d' % max_bytes, target.url,
+                   os.path.basename(part_path)],
+                  max_bytes=max_bytes, cwd=os.path.dirname(part_path))
         if not os.path.isfile(part_path):
             raise self.too_big(target.location, max_bytes,
                                'rsync skipped it as larger than the limit')
@@ -120,20 +154,20 @@ class RsyncStrategy(base.Strategy):
                 reason='it is not a regular file (%s)' % lines[0].strip())
         return int(re.sub(r'[,.]', '', match.group(2)))
 
-    def _run(self, target, deadline, args, max_bytes=None):
+    def _run(self, target, deadline, args, max_bytes=None, cwd=None):
         settings = self.settings
         io_timeout = str(max(1, int(self.timeout)))
         command = [settings.rsync_path, '--no-motd',
                    '--timeout=' + io_timeout, '--contimeout=' + io_timeout]
-        if settings.password_file:
-            command.append('--password-file=' + settings.password_file)
-        command += list(settings.extra_args) + args
         self.check_deadline(deadline)
         try:
-            result = child_process.run(
-                command, max(0.1, deadline - time.monotonic()),
-                head=_LISTING_LIMIT, env=_environment(),
-                preexec_fn=_file_size_limit(max_bytes))
+            with _PasswordPipe(self._password) as password:
+                result = child_process.run(
+                    command + password.args() + list(settings.extra_args)
+                    + args, max(0.1, deadline - time.monotonic()),
+                    head=_LISTING_LIMIT, env=_environment(),
+                    preexec_fn=_file_size_limit(max_bytes),
+                    pass_fds=password.fds(), cwd=cwd or None)
         except child_process.ChildTimedOut as exc:
             raise exceptions.TransientError(
                 reason='rsync did not finish within [agent] '
@@ -167,6 +201,38 @@ class RsyncStrategy(base.Strategy):
         if status in _PERMANENT_STATUSES:
             raise exceptions.RequestRejected(**kwargs)
         raise exceptions.TransientError(reason=reason)
+
+
+class _PasswordPipe:
+    """The password in a pipe rsync reads as ``/dev/fd/N``; closed after.
+
+    The pipe is this process's: after the switch to the untrusted user,
+    that user's, so rsync may open it, and nobody else.
+    """
+
+    def __init__(self, password):
+        self._fd = None
+        if password is None:
+            return
+        self._fd, writer = os.pipe()
+        try:
+            os.write(writer, password)
+        finally:
+            os.close(writer)
+
+    def args(self):
+        return [] if self._fd is None else [
+            '--password-file=/dev/fd/%d' % self._fd]
+
+    def fds(self):
+        return () if self._fd is None else (self._fd,)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        if self._fd is not None:
+            os.close(self._fd)
 
 
 def _environment():

@@ -30,8 +30,11 @@ Each attempt ends at ``[agent] download_timeout``: every connection the
 attempt opens (to Keystone, to the v1 auth URL, to the object server) goes
 through a requests transport that hands it to a :class:`~.base.Watchdog`
 and closes it when the attempt ends, so a server dripping its status line,
-headers or body a byte at a time cannot hold the download for longer. Text
-the server chose (status reason, error messages) is quoted, bounded, in the
+headers or body a byte at a time cannot hold the download for longer. The
+same transport bounds every body read whole (swiftclient reads an error's,
+keystoneauth the token's) at :data:`~.bounded_body.MAX_WHOLE_BODY`: a
+longer one fails the attempt, not retried, with nothing more read. Text the
+server chose (status reason, error messages) is quoted, bounded, in the
 reasons.
 """
 
@@ -44,11 +47,11 @@ from keystoneauth1 import exceptions as ksa_exc
 from keystoneauth1.identity import v3
 from keystoneauth1 import session as ksa_session
 import requests
-from requests import adapters as requests_adapters
 from swiftclient import client as swift_client
 import urllib3
 
 from trove_upgrade.agent.strategies import base
+from trove_upgrade.agent.strategies import bounded_body
 from trove_upgrade.agent.strategies import exceptions
 from trove_upgrade.conf import strategies as conf_strategies
 
@@ -215,9 +218,10 @@ class _Transport:
 
     swiftclient's connections and keystoneauth's session each have a
     requests session of their own; every one gets a
-    :class:`_ReportingAdapter`, so that the watchdog watches each connection
-    and :meth:`close` closes each one (urllib3 leaves the pooled ones of a
-    closed session to the garbage collector).
+    :class:`_ReportingAdapter`, so that the watchdog watches each connection,
+    :meth:`close` closes each one (urllib3 leaves the pooled ones of a
+    closed session to the garbage collector) and no body read whole goes
+    past :data:`~.bounded_body.MAX_WHOLE_BODY`.
     """
 
     def __init__(self, strategy, watchdog):
@@ -261,8 +265,11 @@ class _Transport:
         self._connections.append(conn)
 
 
-class _ReportingAdapter(requests_adapters.HTTPAdapter):
-    """A requests transport that reports each connection it opens."""
+class _ReportingAdapter(bounded_body.BoundedBodyAdapter):
+    """A requests transport that reports each connection it opens.
+
+    Its bodies read whole (an error's, the token's) are bounded too.
+    """
 
     def __init__(self, opened):
         self._opened = opened
@@ -328,6 +335,11 @@ class _SwiftErrors:
         self.strategy.check_deadline(self.deadline)
         kwargs = {'location': self.target.location,
                   'strategy': self.strategy.name}
+        too_large = bounded_body.too_large(exc)
+        if too_large is not None:
+            # Its server will not answer shorter on the next attempt.
+            kwargs['reason'] = _describe(too_large)
+            raise exceptions.RequestRejected(**kwargs) from exc
         if isinstance(exc, swift_client.ClientException):
             status = exc.http_status
             kwargs['reason'] = _describe_client_error(exc)

@@ -172,14 +172,18 @@ class RsyncDaemon(fixtures.Fixture):
 
     With ``secret``, the module requires user ``user`` with that password;
     :meth:`password_file` writes the file the client passes to rsync.
+    ``pre_xfer_exec``, a program, runs before each request is served, which
+    waits for it.
     """
 
-    def __init__(self, root, module='packages', user=None, secret=None):
+    def __init__(self, root, module='packages', user=None, secret=None,
+                 pre_xfer_exec=None):
         super().__init__()
         self.root = root
         self.module = module
         self.user = user
         self.secret = secret
+        self.pre_xfer_exec = pre_xfer_exec
 
     def _setUp(self):
         self.workdir = self.useFixture(fixtures.TempDir()).path
@@ -190,6 +194,8 @@ class RsyncDaemon(fixtures.Fixture):
             lines += ['uid = root', 'gid = root']
         lines += ['[%s]' % self.module, 'path = %s' % self.root,
                   'read only = yes', 'list = yes']
+        if self.pre_xfer_exec:
+            lines.append('pre-xfer exec = %s' % self.pre_xfer_exec)
         if self.secret is not None:
             secrets = self._write('rsyncd.secrets',
                                   '%s:%s\n' % (self.user, self.secret))

@@ -98,6 +98,9 @@ class AgentTestCase(base.TestCase):
         super().setUpClass()
         cls.class_dir = os.path.realpath(
             tempfile.mkdtemp(prefix='agent-test-'))
+        # The local strategy's repository, read by the download step as
+        # [agent] untrusted_user; the keys in it stay the owner's.
+        os.chmod(cls.class_dir, 0o755)
         cls.keys_dir = os.path.join(cls.class_dir, 'keys')
         cls.repo = os.path.join(cls.class_dir, 'repo')
         cls.wheels = os.path.join(cls.class_dir, 'wheels')

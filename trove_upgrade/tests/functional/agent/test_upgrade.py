@@ -177,7 +177,7 @@ class TestUpgrade(harness.AgentTestCase):
         self.assertEqual(states.FAILED, done['status'])
         self.assertIn("strategy 'swift'", done['events'][-1]['detail'])
 
-    def test_missing_package_fails_validation(self):
+    def test_missing_package_fails_its_download(self):
         self.start_agent()
         self.wait_for_guest('1.0.0')
         upgrade = self.create_upgrade(

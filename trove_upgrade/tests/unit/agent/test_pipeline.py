@@ -46,6 +46,12 @@ class CopyStrategy:
     def __init__(self):
         self.fetched = []
         self.fail = None
+        self.missing = None
+
+    def check_location(self, location):
+        if self.missing:
+            raise strategy_exc.ObjectNotFound(
+                location=location, strategy='copy', reason=self.missing)
 
     def fetch(self, location, dest_path, max_bytes):
         if self.fail:
@@ -155,6 +161,15 @@ class TestUpgradePipeline(base.TestCase):
         detail = self._reports()[-1][1]
         self.assertIn('download failed', detail)
         self.assertIn('connection refused', detail)
+        self.assertEqual('1.0.0', self.sup.running_version())
+
+    def test_unreachable_location_fails_the_download_step(self):
+        self.strategy.missing = 'no such file'
+        result = self.pipeline.run(self._entry('/nowhere', '2.0.0'))
+        self.assertEqual(states.FAILED, result)
+        detail = self._reports()[-1][1]
+        self.assertIn('does not exist: no such file', detail)
+        self.assertEqual([], self.strategy.fetched)
         self.assertEqual('1.0.0', self.sup.running_version())
 
     def test_unexpected_error_before_the_switch_fails_and_clears(self):

@@ -79,7 +79,9 @@ class TestChildProcessSteps(base.TestCase):
             'r = json.load(sys.stdin)\n'
             'open(r["result"], "w").write(json.dumps({"ok": {"size": 7}}))\n')
         self.assertEqual({'size': 7}, result)
-        self.assertEqual([], os.listdir(self.work))
+        self.assertEqual([untrusted.UNTRUSTED_DIR], os.listdir(self.work))
+        self.assertEqual([], os.listdir(
+            os.path.join(self.work, untrusted.UNTRUSTED_DIR)))
 
     def test_refusal_of_the_child_is_a_step_failure(self):
         error = self.assertRaises(
