@@ -43,6 +43,7 @@ from trove_upgrade.db import instance_keys as db_keys
 from trove_upgrade.db import trove as trove_db
 from trove_upgrade import exception
 from trove_upgrade.packaging import exceptions as package_exc
+from trove_upgrade.packaging import secret_files
 from trove_upgrade import sealing
 from trove_upgrade import trove_keys
 
@@ -54,9 +55,9 @@ def _master_key():
     if not path:
         return None
     try:
-        with open(path, 'rb') as f:
-            key = base64.b64decode(f.read().strip(), validate=True)
-    except (OSError, binascii.Error) as e:
+        key = base64.b64decode(secret_files.read_secret_file(path).strip(),
+                               validate=True)
+    except (package_exc.KeyFileError, binascii.Error) as e:
         raise exception.InstanceKeyError(
             reason='cannot read the master key file %s: %s' % (path, e))
     if len(key) != sealing.KEY_SIZE:
