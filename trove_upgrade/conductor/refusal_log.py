@@ -25,7 +25,7 @@ import threading
 import time
 
 # Lines about refusals per window, and the window in seconds.
-BURST = 10
+BURST = 20
 INTERVAL = 60
 
 
