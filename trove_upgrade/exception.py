@@ -74,6 +74,10 @@ class AgentBusy(Conflict):
                'for it to end, then delete the agent.')
 
 
+class InvalidUpgradeId(Invalid):
+    msg_fmt = 'Upgrade ids are UUIDs, not %(upgrade_id)s'
+
+
 class MarkerNotFound(Invalid):
     msg_fmt = 'Marker %(marker)s could not be found.'
 

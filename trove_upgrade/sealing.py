@@ -45,7 +45,6 @@ import abc
 import base64
 import binascii
 import contextlib
-import errno
 import heapq
 import json
 import math
@@ -59,6 +58,7 @@ from cryptography.hazmat.primitives.ciphers import aead
 from trove_upgrade import exception
 from trove_upgrade.packaging import canonical
 from trove_upgrade.packaging import exceptions as package_exc
+from trove_upgrade.packaging import secret_files
 
 FORMAT = 1
 KEY_SIZE = 32
@@ -226,6 +226,29 @@ def _check_envelope(envelope):
         raise MalformedSeal('the seal timestamp must be a finite time')
 
 
+def check_without_key(envelope, method, instance_id, max_age, now=None):
+    """The checks of :func:`open_sealed` that need no key.
+
+    A receiver runs them before it looks the instance's keys up, so that
+    a forged message (unsealed, malformed, for another instance, stale)
+    costs it no read of its database.
+
+    :raises: Unsealed, MalformedSeal, InstanceMismatch or StaleMessage.
+    """
+    if envelope is None:
+        raise Unsealed('the %s message is not sealed' % method)
+    _check_envelope(envelope)
+    if envelope['instance_id'] != instance_id:
+        raise InstanceMismatch(
+            'the seal is for instance %s, the message for %s'
+            % (package_exc.bounded(envelope['instance_id'], 64),
+               instance_id))
+    now = time.time() if now is None else now
+    if abs(now - envelope['timestamp']) > max_age:
+        raise StaleMessage('the seal is %.0f s old; at most %s s accepted'
+                           % (now - envelope['timestamp'], max_age))
+
+
 def open_sealed(keyring, envelope, method, direction, args, max_age,
                 replay_cache, now=None):
     """Check the seal of a received message; return normally if it holds.
@@ -239,18 +262,8 @@ def open_sealed(keyring, envelope, method, direction, args, max_age,
     """
     if direction not in DIRECTIONS:
         raise ValueError('unknown direction %r' % (direction,))
-    if envelope is None:
-        raise Unsealed('the %s message is not sealed' % method)
-    _check_envelope(envelope)
-    if envelope['instance_id'] != keyring.instance_id:
-        raise InstanceMismatch(
-            'the seal is for instance %s, the message for %s'
-            % (package_exc.bounded(envelope['instance_id'], 64),
-               keyring.instance_id))
     now = time.time() if now is None else now
-    if abs(now - envelope['timestamp']) > max_age:
-        raise StaleMessage('the seal is %.0f s old; at most %s s accepted'
-                           % (now - envelope['timestamp'], max_age))
+    check_without_key(envelope, method, keyring.instance_id, max_age, now)
     material = keyring.get(envelope['key_id'])
     if material is None:
         raise UnknownKey('no key %s for instance %s'
@@ -410,58 +423,30 @@ def dump_key_file(path, keyring):
 def key_file_writer(path):
     """Yield ``write(keyring)``, which replaces ``path`` with the keyring.
 
-    Fsynced before the rename: a crash must not leave an agent an empty
-    key file in place of its keys.
-
-    The temporary file beside ``path`` is created before the block runs,
-    so that a path that cannot be written (a missing directory, a
-    directory) fails before the block stores a key that no file would
-    hold; it is removed unless the write replaced ``path`` with it.
+    ``secret_files.secret_file_writer`` makes the file: a crash leaves the
+    old keys or the new ones, and ``path`` fails (a missing directory, a
+    directory) before the block stores a key that no file would hold.
     """
-    if os.path.isdir(path or os.curdir):
-        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR),
-                                path)
-    tmp = '%s.tmp-%d' % (path, os.getpid())
-    try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    except OSError as e:
-        # Named by the path given, not by the temporary file's.
-        raise type(e)(e.errno, e.strerror, path) from None
-    out = os.fdopen(fd, 'w', encoding='utf-8')
+    with secret_files.secret_file_writer(path) as write_bytes:
+        def write(keyring):
+            data = {'instance_id': keyring.instance_id,
+                    'keys': [{'key_id': k, 'key': _b64(m)}
+                             for k, m in keyring.keys]}
+            write_bytes((json.dumps(data, indent=1) + '\n').encode('utf-8'))
 
-    def write(keyring):
-        data = {'instance_id': keyring.instance_id,
-                'keys': [{'key_id': k, 'key': _b64(m)}
-                         for k, m in keyring.keys]}
-        with out:
-            json.dump(data, out, indent=1)
-            out.write('\n')
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, path)
-
-    try:
         yield write
-    finally:
-        out.close()
-        if os.path.lexists(tmp):
-            os.unlink(tmp)
 
 
 def load_key_file(path, instance_id=None):
     """The keyring in ``path``; it must be for ``instance_id`` if given.
 
     :raises: packaging.exceptions.KeyFileError when the file is missing,
-        readable by others, malformed or for another instance.
+        malformed or for another instance; its subclass
+        InsecureKeyFileError when another user could have planted or read
+        it (``secret_files``).
     """
     try:
-        mode = os.stat(path).st_mode
-        if mode & 0o077:
-            raise package_exc.KeyFileError(
-                'instance key file %s is readable by others (mode %o); it '
-                'must be 0600' % (path, mode & 0o777))
-        with open(path, encoding='utf-8') as f:
-            data = json.load(f)
+        data = json.loads(secret_files.read_secret_file(path))
         keys = [(k['key_id'], _unb64(k['key'], 'key'))
                 for k in data['keys']]
         keyring = InstanceKeys(data['instance_id'], keys)

@@ -43,6 +43,7 @@ from trove_upgrade.db import instance_keys as db_keys
 from trove_upgrade.db import trove as trove_db
 from trove_upgrade import exception
 from trove_upgrade.packaging import exceptions as package_exc
+from trove_upgrade.packaging import secret_files
 from trove_upgrade import sealing
 from trove_upgrade import trove_keys
 
@@ -54,9 +55,9 @@ def _master_key():
     if not path:
         return None
     try:
-        with open(path, 'rb') as f:
-            key = base64.b64decode(f.read().strip(), validate=True)
-    except (OSError, binascii.Error) as e:
+        key = base64.b64decode(secret_files.read_secret_file(path).strip(),
+                               validate=True)
+    except (package_exc.KeyFileError, binascii.Error) as e:
         raise exception.InstanceKeyError(
             reason='cannot read the master key file %s: %s' % (path, e))
     if len(key) != sealing.KEY_SIZE:
@@ -174,14 +175,20 @@ class KeyringCache:
     ``ttl`` seconds. Either way a key added, rotated out or expired takes
     effect on messages to the conductor up to ``ttl`` seconds later; 0
     reads the keys for every message.
+
+    Instances found without keys are kept apart (the ``keyless_maxsize``
+    most recently used): messages naming random instances, which anyone
+    on the bus can send, must not push the keys of real ones out.
     """
 
-    def __init__(self, ttl, maxsize=100000, timer=time.monotonic):
+    def __init__(self, ttl, maxsize=100000, keyless_maxsize=10000,
+                 timer=time.monotonic):
         self._ttl = ttl
         self._timer = timer
         self._lock = threading.Lock()
         # instance id -> (keyring, lasting, read at)
         self._cache = cachetools.LRUCache(maxsize) if ttl else None
+        self._keyless = cachetools.LRUCache(keyless_maxsize) if ttl else None
         self._looked = None  # (timer, UTC time) of the last look
 
     def get(self, context, instance_id):
@@ -190,12 +197,18 @@ class KeyringCache:
         self._drop_changed(context)
         now = self._timer()
         with self._lock:
-            entry = self._cache.get(instance_id)
+            entry = (self._cache.get(instance_id)
+                     or self._keyless.get(instance_id))
         if entry is not None and (entry[1] or now - entry[2] < self._ttl):
             return entry[0]
         found = keyring(context, instance_id)
         with self._lock:
-            self._cache[instance_id] = (found, _lasting(found), now)
+            if found:
+                self._keyless.pop(instance_id, None)
+                self._cache[instance_id] = (found, _lasting(found), now)
+            else:
+                self._cache.pop(instance_id, None)
+                self._keyless[instance_id] = (found, False, now)
         return found
 
     def _drop_changed(self, context):
@@ -214,11 +227,13 @@ class KeyringCache:
         except Exception:
             with self._lock:
                 self._cache.clear()
+                self._keyless.clear()
                 self._looked = previous
             raise
         with self._lock:
             for instance_id in changed:
                 self._cache.pop(instance_id, None)
+                self._keyless.pop(instance_id, None)
 
 
 def add_key(context, instance_id, material=None, key_id=None, grace=0):

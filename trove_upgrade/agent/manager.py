@@ -50,6 +50,7 @@ import threading
 
 from oslo_log import log as logging
 import oslo_messaging as messaging
+from oslo_utils import uuidutils
 
 from trove_upgrade.agent import guest_state
 from trove_upgrade.agent import install
@@ -68,18 +69,14 @@ LOG = logging.getLogger(__name__)
 RPC_API_VERSION = '1.2'
 
 
-# The longest upgrade id the agent keeps; the control plane's are UUIDs.
-MAX_UPGRADE_ID_LENGTH = 255
-
-
 def _is_upgrade_id(value):
-    """A non-empty string the journal can store and a log line can quote.
+    """A UUID, as the control plane's upgrade ids are.
 
-    Printable only: an id with a newline or a NUL, logged at every step,
-    could forge or cut the agent's log lines.
+    The id names the upgrade's work directory, its journal entries and
+    its log lines: anything else (``/etc``, a newline) is refused where it
+    arrives, before the journal keeps it.
     """
-    return (_is_upgrade_text(value, MAX_UPGRADE_ID_LENGTH)
-            and value.isprintable())
+    return isinstance(value, str) and uuidutils.is_uuid_like(value)
 
 
 def _is_version_name(value):
@@ -193,8 +190,9 @@ class AgentManager:
         if not _is_upgrade_id(upgrade_id):
             # Nothing can be recorded or reported under it: the journal's
             # keys and the conductor's lookups take strings only.
-            LOG.warning('Refused upgrade message with upgrade id %s: not '
-                        'an upgrade id', package_exc.quoted(upgrade_id))
+            LOG.warning('Refused upgrade message: %s',
+                        exception.InvalidUpgradeId(
+                            upgrade_id=package_exc.quoted(upgrade_id)))
             return
         if self.keyring is not None:
             try:

@@ -39,11 +39,13 @@ Test hook (:mod:`trove_upgrade.agent.pause_hook`): the checkpoints
 agent at a known step.
 """
 
+import contextlib
 import functools
 import os
 import shutil
 
 from oslo_log import log as logging
+from oslo_utils import uuidutils
 
 from trove_upgrade.agent import guest_files
 from trove_upgrade.agent import install
@@ -124,13 +126,23 @@ class UpgradePipeline:
             self.journal.add_report(
                 data, upgrade['id'], state, detail,
                 upgrade['from_version'], upgrade['to_version'])
-        shutil.rmtree(self._work_dir(upgrade), ignore_errors=True)
+        # An id that makes no path had no work directory.
+        with contextlib.suppress(exception.InvalidUpgradeId):
+            shutil.rmtree(self._work_dir(upgrade), ignore_errors=True)
         LOG.info('Upgrade %s: %s: %s', upgrade['id'], state, detail)
 
     def _checkpoint(self, name):
         pause_hook.pause_at(self.installs.root, name)
 
     def _work_dir(self, upgrade):
+        """The upgrade's directory; the id is checked where it becomes a path.
+
+        :raises: InvalidUpgradeId: an id of ``/etc`` made the work
+            directory ``/etc``, removed and made again as root.
+        """
+        if not uuidutils.is_uuid_like(upgrade['id']):
+            raise exception.InvalidUpgradeId(
+                upgrade_id=package_exc.quoted(upgrade['id']))
         return os.path.join(self.work_root, upgrade['id'])
 
     def _health(self, version):
@@ -190,7 +202,7 @@ class UpgradePipeline:
             return states.SUCCESS
         try:
             self._before_switch(upgrade)
-        except UpgradeFailed as e:
+        except (UpgradeFailed, exception.InvalidUpgradeId) as e:
             self._fail_before_switch(upgrade, str(e))
             return states.FAILED
         return self._after_switch(upgrade)

@@ -20,9 +20,11 @@ the revision the database is at.
 messages of one instance (see ``doc/source/admin/message-sealing.rst``):
 
 * ``set <instance_id> --key-file F`` stores the keys of F (written by an
-  earlier ``set`` or ``rotate``); when F does not exist, it generates a
-  key, stores it and writes F. Either way the instance's other keys expire
-  at once. F goes to the agent's ``[agent] instance_key_file``.
+  earlier ``set`` or ``rotate``; it must be the caller's or root's, mode
+  0600 or 0400, and not a link: ``secret_files``); when F does not exist,
+  it generates a key, stores it and writes F. Either way the instance's
+  other keys expire at once. F goes to the agent's ``[agent]
+  instance_key_file``.
 * ``rotate <instance_id> --output F [--grace SECONDS]`` adds a new key,
   which seals from now on; the older ones still open messages for
   ``--grace`` seconds, time to give the agent F (all the unexpired keys,
@@ -68,7 +70,8 @@ def _db_version():
 def _key_set():
     context = tu_context.get_admin_context()
     instance_id, path = CONF.command.instance_id, CONF.command.key_file
-    if os.path.exists(path):
+    # lexists: a link, dangling or not, is refused as one, not replaced.
+    if os.path.lexists(path):
         keyring = sealing.load_key_file(path, instance_id)
         known = {k['key_id'] for k in sealing_keys.list_keys(
             context, instance_id)}

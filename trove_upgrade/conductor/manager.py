@@ -19,8 +19,12 @@ manager only checks what crosses the wire before handing it on.
 From version 1.1 every message may carry a seal (``trove_upgrade.sealing``).
 The messages of an instance that has a key must be sealed with it, and with
 ``[conductor] require_sealed`` those of every instance: anything else is
-refused and logged with the instance id, so that nobody else on the bus
-can register, heartbeat, claim or report in an agent's name. The ids of
+refused and logged with the instance id (at most ``refusal_log``'s number
+of lines a minute), so that nobody else on the bus can register,
+heartbeat, claim or report in an agent's name. What can be refused
+without the instance's keys (no seal where one is required, a malformed
+or stale seal, one for another instance) is refused before they are
+looked up: a forged message costs no read of the database. The ids of
 accepted messages are kept in this process's memory for
 ``[conductor] seal_max_age`` seconds; with several conductors, a genuine
 message replayed to another conductor within that time is accepted once
@@ -43,6 +47,7 @@ from oslo_utils import uuidutils
 
 from trove_upgrade.conductor import db_outage
 from trove_upgrade.conductor import heartbeats
+from trove_upgrade.conductor import refusal_log
 from trove_upgrade.conductor import report_writer
 from trove_upgrade import conf
 from trove_upgrade.db import agents as db_agents
@@ -121,6 +126,7 @@ class ConductorManager:
 
     def __init__(self):
         self.replay_cache = sealing.MemoryReplayCache()
+        self.refusals = refusal_log.RateLimitedLog(LOG)
         self.keyrings = sealing_keys.KeyringCache(
             CONF.conductor.instance_key_cache_time)
         self.heartbeats = heartbeats.HeartbeatWrites()
@@ -145,8 +151,19 @@ class ConductorManager:
         _check_instance_id(instance_id)
         args = rpc_interface.CONDUCTOR.received(
             method, values, rpc_interface.sealed_version(sealed))
-        keys = self.keyrings.get(context, instance_id)
         try:
+            # Before the keys are looked up: a forged message must cost
+            # no read of the database and no room in the keyring cache.
+            # Only an unsealed message without require_sealed needs them
+            # to be judged: it passes when the instance has none.
+            if sealed is None and CONF.conductor.require_sealed:
+                raise sealing.Unsealed('the %s message is not sealed and '
+                                       '[conductor] require_sealed is set'
+                                       % method)
+            if sealed is not None:
+                sealing.check_without_key(sealed, method, instance_id,
+                                          CONF.conductor.seal_max_age)
+            keys = self.keyrings.get(context, instance_id)
             if keys:
                 sealing.open_sealed(keys, sealed, method,
                                     sealing.TO_CONDUCTOR, args,
@@ -154,14 +171,11 @@ class ConductorManager:
                                     self.replay_cache)
             elif sealed is not None:
                 raise sealing.UnknownKey('the instance has no key')
-            elif CONF.conductor.require_sealed:
-                raise sealing.Unsealed('the instance has no key and '
-                                       '[conductor] require_sealed is set')
         except sealing.SealError as e:
-            LOG.warning('Refused %(method)s message of instance '
-                        '%(instance)s: %(reason)s',
-                        {'method': method, 'instance': instance_id,
-                         'reason': e})
+            self.refusals.warning('Refused %(method)s message of instance '
+                                  '%(instance)s: %(reason)s',
+                                  {'method': method, 'instance': instance_id,
+                                   'reason': e})
             raise exception.MessageNotAuthenticated(
                 method=method, instance_id=instance_id, reason=str(e))
         return keys or None

@@ -72,6 +72,12 @@ class ConductorService(service.Service):
                  'exchange %(exchange)s.',
                  {'host': self.host, 'topic': target.topic,
                   'exchange': CONF.control_exchange})
+        if not CONF.conductor.instance_key_master_key_file:
+            # Not refused: deployments that stored keys so keep working.
+            LOG.warning('[conductor] instance_key_master_key_file is not '
+                        'set: instance keys are stored unencrypted, and a '
+                        'copy of the database lets its holder order '
+                        'upgrades and forge reports.')
 
     def time_out_upgrades(self):
         """The periodic task; ``db_outage.attempt`` logs its failures."""

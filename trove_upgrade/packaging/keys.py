@@ -25,7 +25,9 @@ the key, never read from a file: for a signing key the SHA-256 of the raw
 32-byte public key, for an encryption key the SHA-256 of a fixed label and
 the key (the label keeps the id from ever being a plain hash of a secret
 that could also be used elsewhere). Key files are small JSON documents;
-those holding secrets are created with mode 0600 and never overwritten.
+they are created with mode 0600 and never overwritten, and those holding
+secrets are read only when no other user could have planted or read them
+(``secret_files``).
 """
 
 import hashlib
@@ -37,6 +39,7 @@ from cryptography import exceptions as crypto_exceptions
 from cryptography.hazmat.primitives.asymmetric import ed25519
 
 from trove_upgrade.packaging import exceptions
+from trove_upgrade.packaging import secret_files
 
 SIGNING_KEY_TYPE = 'ed25519'
 ENCRYPTION_KEY_TYPE = 'aes-256-gcm'
@@ -134,20 +137,7 @@ def generate_encryption_key():
 
 def _write_new(path, document):
     data = (json.dumps(document, indent=2, sort_keys=True) + '\n').encode()
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
-        raise exceptions.KeyFileExistsError(
-            '%s already exists; refusing to overwrite a key file' % path)
-    try:
-        with os.fdopen(fd, 'wb') as out:
-            out.write(data)
-            out.flush()
-            os.fsync(out.fileno())
-    except BaseException:
-        # No half-written key file (a full disk, SIGINT, SIGTERM).
-        os.unlink(path)
-        raise
+    secret_files.write_secret_file(path, data, replace=False)
 
 
 def write_signing_key(path, signing_key):
@@ -179,16 +169,24 @@ def write_encryption_key(path, key):
     return path
 
 
-def _read_key_file(path, keytype):
-    try:
-        with open(path, 'rb') as source:
-            data = source.read(_MAX_KEY_FILE_SIZE + 1)
-    except OSError as exc:
-        raise exceptions.KeyFileError(
-            'cannot read key file %s: %s' % (path, exc.strerror or exc))
-    if len(data) > _MAX_KEY_FILE_SIZE:
-        raise exceptions.KeyFileError('%s is too large for a key file'
-                                      % path)
+def _read_key_file(path, keytype, secret=True):
+    """The JSON document of a key file.
+
+    A secret one passes the checks of ``secret_files.read_secret_file``;
+    a public key may be world-readable.
+    """
+    if secret:
+        data = secret_files.read_secret_file(path, _MAX_KEY_FILE_SIZE)
+    else:
+        try:
+            with open(path, 'rb') as source:
+                data = source.read(_MAX_KEY_FILE_SIZE + 1)
+        except OSError as exc:
+            raise exceptions.KeyFileError(
+                'cannot read key file %s: %s' % (path, exc.strerror or exc))
+        if len(data) > _MAX_KEY_FILE_SIZE:
+            raise exceptions.KeyFileError('%s is too large for a key file'
+                                          % path)
     try:
         document = json.loads(data)
     except (ValueError, RecursionError):
@@ -236,7 +234,7 @@ def load_signing_key(path):
 
 def load_public_key(path):
     """Load a public signing key file (the ``.pub`` one)."""
-    document = _read_key_file(path, SIGNING_KEY_TYPE)
+    document = _read_key_file(path, SIGNING_KEY_TYPE, secret=False)
     if 'private' in document:
         raise exceptions.KeyFileError(
             '%s holds a private key; trust its public %s file instead'

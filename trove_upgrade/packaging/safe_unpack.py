@@ -200,23 +200,35 @@ class _FrameReader(threading.Thread):
             got += n
 
     def run(self):
-        full, last = self._sizes
         try:
-            for counter in range(full + 1):
-                buf = self._wait(self.free.get)
-                view = memoryview(buf)[:last if counter == full else None]
-                self._read_into(view, counter)
-                self._digest.update(view)
-                self._wait(self.frames.put,
-                           (counter, counter == full, buf, view))
-            if self._source.read(1):
-                raise exceptions.EndlessDataError(
-                    'the payload goes on past its signed size')
-            self._wait(self.frames.put, _DONE)
+            outcome = self._read_frames()
         except _Stopped:
-            pass
+            return
         except BaseException as exc:
-            self._wait(self.frames.put, exc)
+            outcome = exc
+        try:
+            self._wait(self.frames.put, outcome)
+        except _Stopped:
+            # The main thread refused the package first (a forged chunk)
+            # while this one read on to the truncation or the trailing
+            # data: that error has nobody to go to. Raised from here,
+            # the _Stopped printed a thread traceback on stderr.
+            pass
+
+    def _read_frames(self):
+        """Queue every frame; _DONE once the source ended where signed."""
+        full, last = self._sizes
+        for counter in range(full + 1):
+            buf = self._wait(self.free.get)
+            view = memoryview(buf)[:last if counter == full else None]
+            self._read_into(view, counter)
+            self._digest.update(view)
+            self._wait(self.frames.put,
+                       (counter, counter == full, buf, view))
+        if self._source.read(1):
+            raise exceptions.EndlessDataError(
+                'the payload goes on past its signed size')
+        return _DONE
 
     def stop(self):
         self._stopped.set()

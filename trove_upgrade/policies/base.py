@@ -14,15 +14,24 @@
 
 from oslo_policy import policy
 
+# The role of those who upgrade the fleet's guest agents. In Keystone a
+# project's admin role is admin of the whole cloud to every service that
+# checks role:admin alone; a role of the service's own, as OpenStack's
+# secure RBAC guidance has services define (Octavia's
+# load-balancer_admin), can be given without it.
+ADMIN_ROLE = 'trove_upgrade_admin'
 ADMIN_API = 'rule:admin_api'
 
 rules = [
     policy.RuleDefault(
         name='admin_api',
-        check_str='role:admin',
-        description='Who may use the management API. Every upgrade and '
-                    'agent call defaults to this rule, so overriding it '
-                    'changes them all at once.'),
+        check_str='role:%s or role:admin' % ADMIN_ROLE,
+        description='Who may use the management API: the %s role, and '
+                    'admin so that existing deployments keep working. Set '
+                    'it to "role:%s" to keep the admins of other services '
+                    'out. Every upgrade and agent call defaults to this '
+                    'rule, so overriding it changes them all at once.'
+                    % (ADMIN_ROLE, ADMIN_ROLE)),
 ]
 
 

@@ -68,6 +68,22 @@ class TestEnforcer(base.TestCase):
     def advance(self, seconds):
         self.clock[0] += seconds
 
+    def test_the_dedicated_role_and_admin_are_allowed_by_default(self):
+        for roles, allowed in ((['trove_upgrade_admin'], True),
+                               (['admin'], True), (['member'], False),
+                               (['reader', 'service'], False)):
+            self.admin = context.RequestContext(user_id='u', project_id='p',
+                                                roles=roles)
+            self.assertEqual(allowed, self.allowed(), roles)
+
+    def test_admin_can_be_kept_out(self):
+        self.write_policy('admin_api: "role:trove_upgrade_admin"\n')
+        self.advance(policy.LOOK_INTERVAL)
+        self.assertFalse(self.allowed())
+        self.admin = context.RequestContext(
+            user_id='u', project_id='p', roles=['trove_upgrade_admin'])
+        self.assertTrue(self.allowed())
+
     def test_a_new_policy_file_takes_effect_at_the_next_look(self):
         self.assertTrue(self.allowed())
         self.write_policy('"%s": "!"\n' % upgrade_policies.CREATE)

@@ -22,10 +22,12 @@ import os
 import stat
 import subprocess
 import sys
+import time
 
 import fixtures
 
 from trove_upgrade.cmd import package as package_cmd
+from trove_upgrade.packaging import chunked_aead
 from trove_upgrade.packaging import keys
 from trove_upgrade.tests import base
 
@@ -252,3 +254,74 @@ class TestErrors(CLITestCase):
                       '--expires', 'tomorrow')):
             result = self.run_cli(*args, expect=2)
             self.assertIn('error:', result.stderr)
+
+
+class TestRefusedWhileStillReading(CLITestCase):
+    """The payload reader thread may meet the end after the refusal.
+
+    The main thread refuses a forged chunk while the reader thread still
+    reads the payload; the truncation or trailing data it then meets had
+    nobody to go to, and its ``_Stopped`` printed a thread traceback.
+    """
+
+    CHUNK = 16 * 1024 + chunked_aead.TAG_SIZE
+
+    def forged(self, offset):
+        """The package's bytes with the byte at ``offset`` flipped."""
+        self.build()
+        with open(self.package, 'rb') as source:
+            data = bytearray(source.read())
+        data[offset] ^= 1
+        return bytes(data)
+
+    def verify_from_pipe(self, first, then):
+        """Verify what a FIFO gives: ``first``, a pause, ``then``, EOF."""
+        fifo = self.path('slow.pkg')
+        os.mkfifo(fifo)
+        proc = subprocess.Popen(
+            [sys.executable, '-m', 'trove_upgrade.cmd.package', 'verify',
+             fifo, '--manifest', self.package + '.manifest',
+             '--trusted-key', 'sk1.pub', '--encryption-key', 'ek'],
+            cwd=self.tmp, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            text=True)
+        self.addCleanup(proc.stderr.close)
+        self.addCleanup(lambda: proc.poll() is None and proc.kill())
+        with open(fifo, 'wb') as pipe:
+            pipe.write(first)
+            pipe.flush()
+            # Time for the main thread to refuse the forged chunk while
+            # the reader waits for more; not an assertion on timing.
+            time.sleep(2)
+            pipe.write(then)
+        stderr = proc.stderr.read()
+        self.assertEqual(1, proc.wait(120), stderr)
+        return stderr
+
+    def assertOneLine(self, expected, stderr):
+        self.assertNotIn('Traceback', stderr)
+        self.assertEqual([PREFIX + expected],
+                         [line[:len(PREFIX + expected)]
+                          for line in stderr.splitlines()], stderr)
+
+    def test_truncation_met_after_the_refusal_on_a_slow_pipe(self):
+        data = self.forged(500)
+        stderr = self.verify_from_pipe(
+            data[:chunked_aead.HEADER_SIZE + self.CHUNK + 100], b'')
+        self.assertOneLine('ChunkAuthenticationError', stderr)
+
+    def test_trailing_data_met_after_the_refusal_on_a_slow_pipe(self):
+        data = self.forged(-20)
+        stderr = self.verify_from_pipe(data, b'trailing')
+        self.assertOneLine('ChunkAuthenticationError', stderr)
+
+    def test_forged_and_truncated_file(self):
+        # On a file the reader usually wins the race, not always: run it
+        # a few times.
+        data = self.forged(500)
+        with open(self.package, 'wb') as out:
+            out.write(data[:-10])
+        for _ in range(5):
+            result = self.run_cli(*self.verify_args(), expect=1)
+            self.assertNotIn('Traceback', result.stderr)
+            self.assertEqual(1, len(result.stderr.splitlines()),
+                             result.stderr)

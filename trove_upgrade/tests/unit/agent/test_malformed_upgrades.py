@@ -26,6 +26,13 @@ from trove_upgrade import states
 from trove_upgrade.tests import base
 from trove_upgrade.tests.unit.agent import test_manager
 
+U1 = test_manager.U1
+
+
+def _other(number):
+    """An upgrade id that is not U1."""
+    return test_manager.upgrade_id(100 + number)
+
 
 class TestMalformedUpgrades(base.TestCase):
 
@@ -50,20 +57,20 @@ class TestMalformedUpgrades(base.TestCase):
 
     def test_upgrade_ids_that_are_not_ids_are_dropped(self):
         for upgrade_id in (5, 2 ** 70, 1.5, True, None, [], {'a': 1}, '',
-                           'x' * 256, '\ud800', 'u1\nERROR forged',
+                           'x' * 256, '\ud800', 'u1\nERROR forged', '/etc',
                            'u\x00', '\x1b[31m'):
             self._upgrade(upgrade_id=upgrade_id)
         data = self.journal.read()
         self.assertEqual(([], {}, []), (data['queue'], data['processed'],
                                         data['outbox']))
         # The runner still serves the next genuine upgrade.
-        self._upgrade(upgrade_id='u1')
+        self._upgrade(upgrade_id=U1)
         self._run_queue()
-        self.assertEqual(['u1'], [e['id'] for e in self.pipeline.ran])
+        self.assertEqual([U1], [e['id'] for e in self.pipeline.ran])
 
     def test_allow_downgrade_must_be_a_boolean(self):
         for i, value in enumerate(('false', 'no', 1, [], {'a': 1})):
-            self._upgrade(upgrade_id='u%d' % i, allow_downgrade=value)
+            self._upgrade(upgrade_id=_other(i), allow_downgrade=value)
             report = self.journal.read()['outbox'][-1]
             self.assertEqual(states.FAILED, report['to_state'])
             self.assertIn('allow_downgrade must be a boolean',
@@ -73,14 +80,14 @@ class TestMalformedUpgrades(base.TestCase):
 
     def test_metadata_must_be_an_object(self):
         for i, value in enumerate((5, 'x', ['a'], True)):
-            self._upgrade(upgrade_id='u%d' % i, metadata=value)
+            self._upgrade(upgrade_id=_other(i), metadata=value)
             report = self.journal.read()['outbox'][-1]
             self.assertEqual(states.FAILED, report['to_state'])
             self.assertIn('the metadata must be an object', report['detail'])
-        self._upgrade(upgrade_id='none', metadata=None)
+        self._upgrade(upgrade_id=U1, metadata=None)
         self._run_queue()
-        self.assertEqual([('none', {})], [(e['id'], e['metadata'])
-                                          for e in self.pipeline.ran])
+        self.assertEqual([(U1, {})], [(e['id'], e['metadata'])
+                                      for e in self.pipeline.ran])
 
     def test_metadata_the_api_would_not_send_is_refused(self):
         # Metadata nested 800 deep was once queued: the journal was
@@ -93,25 +100,25 @@ class TestMalformedUpgrades(base.TestCase):
                 {'a': deep}, {'a': {'b': 1}}, {'a': [1]}, {'': 1},
                 {'k' * 256: 1}, {'a': 'v' * 1025}, {'a': '\ud800'},
                 {'\ud800': 1}, {str(n): n for n in range(65)})):
-            self._upgrade(upgrade_id='u%d' % i, metadata=value)
+            self._upgrade(upgrade_id=_other(i), metadata=value)
             report = self.journal.read()['outbox'][-1]
-            self.assertEqual(('u%d' % i, states.FAILED),
+            self.assertEqual((_other(i), states.FAILED),
                              (report['upgrade_id'], report['to_state']))
             self.assertIn('the metadata', report['detail'])
         self.assertEqual([], self.journal.read()['queue'])
         flat = {'s': 'v' * 1024, 'n': 1.5, 'i': 2, 'b': True, 'z': None,
                 'e': ''}
-        self._upgrade(upgrade_id='ok', metadata=flat)
+        self._upgrade(upgrade_id=U1, metadata=flat)
         self._run_queue()
-        self.assertEqual([('ok', flat)], [(e['id'], e['metadata'])
-                                          for e in self.pipeline.ran])
+        self.assertEqual([(U1, flat)], [(e['id'], e['metadata'])
+                                        for e in self.pipeline.ran])
 
     def test_a_refused_version_is_not_reported_as_the_target(self):
         # The conductor refuses a report whose to_version is not a
         # string, and the outbox kept it, and every report after it.
         for i, value in enumerate((5, ['2.0'], {'a': 1}, 'x' * 100000,
                                    '../2.0')):
-            self._upgrade(upgrade_id='u%d' % i, instance_version=value)
+            self._upgrade(upgrade_id=_other(i), instance_version=value)
             report = self.journal.read()['outbox'][-1]
             self.assertEqual(states.FAILED, report['to_state'])
             self.assertIsNone(report['to_version'])

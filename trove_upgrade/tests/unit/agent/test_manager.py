@@ -25,6 +25,14 @@ from trove_upgrade.tests import base
 INSTANCE = '2b7f9a4e-8c1d-4e3f-9a0b-1c2d3e4f5a6b'
 
 
+def upgrade_id(number):
+    """The UUID of upgrade ``number``; agents refuse any other id."""
+    return '00000000-0000-4000-8000-%012d' % number
+
+
+U1 = upgrade_id(1)
+
+
 class FakeInstalls:
     def current_version(self):
         return '1.0.0'
@@ -94,7 +102,7 @@ class TestAgentManager(base.TestCase):
             raise strategy_exc.StrategyNotAllowed(name=name, allowed='local')
         return self.strategy
 
-    def _upgrade(self, upgrade_id='u1', **kw):
+    def _upgrade(self, upgrade_id=U1, **kw):
         args = dict(upgrade_id=upgrade_id, instance_id=INSTANCE,
                     instance_version='2.0.0', strategy='local',
                     location='/p/guest.pkg', metadata={},
@@ -107,11 +115,11 @@ class TestAgentManager(base.TestCase):
 
     def test_valid_upgrade_is_queued_then_claimed_and_run(self):
         self._upgrade()
-        self.assertEqual(['u1'], [u['id'] for u in
-                                  self.journal.read()['queue']])
+        self.assertEqual([U1], [u['id'] for u in
+                                self.journal.read()['queue']])
         self.assertTrue(self.manager.work_available.is_set())
         self.assertTrue(self.manager.run_next())
-        self.assertEqual(['u1'], self.conductor.claims)
+        self.assertEqual([U1], self.conductor.claims)
         entry = self.pipeline.ran[0]
         self.assertEqual('1.0.0', entry['from_version'])
         self.assertEqual('2.0.0', entry['to_version'])
@@ -130,7 +138,7 @@ class TestAgentManager(base.TestCase):
         self._upgrade(**kw)
         data = self.journal.read()
         self.assertEqual([], data['queue'])
-        self.assertEqual(states.FAILED, data['processed']['u1'])
+        self.assertEqual(states.FAILED, data['processed'][U1])
         report = self._last_report()
         self.assertEqual(states.FAILED, report['to_state'])
         self.assertIn(reason, report['detail'])
@@ -167,7 +175,7 @@ class TestAgentManager(base.TestCase):
         self.assertEqual([], self.conductor.claims)
         self.state.state = 'running'
         self.assertTrue(self.manager.run_next())
-        self.assertEqual(['u1'], [e['id'] for e in self.pipeline.ran])
+        self.assertEqual([U1], [e['id'] for e in self.pipeline.ran])
 
     def test_unknown_guest_state_is_not_upgradeable(self):
         self.state.state = 'unknown'
@@ -177,20 +185,20 @@ class TestAgentManager(base.TestCase):
 
     def test_cancelled_upgrade_is_skipped(self):
         self.conductor.answer = {'proceed': False, 'status': 'CANCELLED',
-                                 'reason': 'Upgrade u1 is CANCELLED.'}
+                                 'reason': 'Upgrade %s is CANCELLED.' % U1}
         self._upgrade()
         self.assertFalse(self.manager.run_next())
         data = self.journal.read()
         self.assertEqual([], data['queue'])
-        self.assertEqual(states.CANCELLED, data['processed']['u1'])
+        self.assertEqual(states.CANCELLED, data['processed'][U1])
         self.assertEqual([], self.pipeline.ran)
 
     def test_unreachable_conductor_keeps_the_upgrade_queued(self):
         self.conductor.answer = RuntimeError('MessagingTimeout')
         self._upgrade()
         self.assertFalse(self.manager.run_next())
-        self.assertEqual(['u1'], [u['id'] for u in
-                                  self.journal.read()['queue']])
+        self.assertEqual([U1], [u['id'] for u in
+                                self.journal.read()['queue']])
         self.conductor.answer = {'proceed': True, 'status': 'DOWNLOADING',
                                  'reason': None}
         self.assertTrue(self.manager.run_next())

@@ -21,6 +21,7 @@ from trove_upgrade import sealing
 from trove_upgrade.tests.unit.agent import test_manager
 
 INSTANCE = test_manager.INSTANCE
+U1 = test_manager.U1
 
 
 class TestSealedUpgrade(test_manager.TestAgentManager):
@@ -35,7 +36,7 @@ class TestSealedUpgrade(test_manager.TestAgentManager):
             self.conductor, None, load_strategy=self._load,
             keyring=self.keys)
 
-    def _args(self, upgrade_id='u1', **kw):
+    def _args(self, upgrade_id=U1, **kw):
         args = dict(upgrade_id=upgrade_id, instance_id=INSTANCE,
                     instance_version='2.0.0', strategy='local',
                     location='/p/guest.pkg', metadata={},
@@ -43,13 +44,13 @@ class TestSealedUpgrade(test_manager.TestAgentManager):
         args.update(kw)
         return args
 
-    def _upgrade(self, upgrade_id='u1', keys=None, **kw):
+    def _upgrade(self, upgrade_id=U1, keys=None, **kw):
         args = self._args(upgrade_id, **kw)
         sealed = sealing.seal(keys or self.keys, 'upgrade', '1.1',
                               sealing.TO_AGENT, args)
         self.manager.upgrade(None, sealed=sealed, **args)
 
-    def assertNothingRecorded(self, upgrade_id='u1'):
+    def assertNothingRecorded(self, upgrade_id=U1):
         self.assertFalse(self.journal.is_known(upgrade_id))
         data = self.journal.read()
         self.assertEqual([], data['outbox'])
@@ -63,7 +64,8 @@ class TestSealedUpgrade(test_manager.TestAgentManager):
         log = self.useFixture(fixtures.FakeLogger(
             name='trove_upgrade.agent.manager'))
         self.manager.upgrade(None, **self._args(instance_id='i' * 100000))
-        self.assertIn('Refused upgrade message (upgrade id u1', log.output)
+        self.assertIn('Refused upgrade message (upgrade id %s' % U1,
+                      log.output)
         self.assertLess(len(log.output), 1000)
         self.assertNothingRecorded()
 

@@ -36,8 +36,10 @@ from trove_upgrade.packaging import manifest as manifest_mod
 from trove_upgrade import states
 from trove_upgrade.tests import base
 from trove_upgrade.tests import sample_guest
+from trove_upgrade.tests.unit.agent import test_manager
 
 STATE_DIR = '../../guest-run'
+U1 = test_manager.U1
 
 
 class CopyStrategy:
@@ -112,7 +114,7 @@ class TestUpgradePipeline(base.TestCase):
                 tuple(sample_guest.health_command(STATE_DIR).split()), 10))
         return path
 
-    def _entry(self, location, version, upgrade_id='u1'):
+    def _entry(self, location, version, upgrade_id=U1):
         entry = {'id': upgrade_id, 'instance_version': version,
                  'to_version': version, 'strategy': 'copy',
                  'location': location, 'allow_downgrade': False,
@@ -154,6 +156,22 @@ class TestUpgradePipeline(base.TestCase):
         self.assertEqual(pid, self.sup._record['pid'])
         self.assertEqual(['1.0.0'], self.installs.installed_versions())
 
+    def test_an_id_that_is_a_path_fails_without_touching_it(self):
+        # The work directory was join(work_root, id): an id of /etc made
+        # it /etc, removed and made again as root. A directory of the
+        # test stands for /etc.
+        victim = self.useFixture(fixtures.TempDir()).path
+        with open(os.path.join(victim, 'passwd'), 'w') as f:
+            f.write('root:x:0:0::/root:/bin/sh\n')
+        result = self.pipeline.run(self._entry(self._package('2.0.0'),
+                                               '2.0.0', upgrade_id=victim))
+        self.assertEqual(states.FAILED, result)
+        detail = self._reports()[-1][1]
+        self.assertIn('Upgrade ids are UUIDs, not %r' % victim, detail)
+        self.assertEqual(['passwd'], os.listdir(victim))
+        self.assertEqual('1.0.0', self.sup.running_version())
+        self.assertEqual([], self.strategy.fetched)
+
     def test_download_failure_leaves_the_guest_alone(self):
         self.strategy.fail = 'connection refused'
         result = self.pipeline.run(self._entry('/nowhere', '2.0.0'))
@@ -182,7 +200,7 @@ class TestUpgradePipeline(base.TestCase):
         self.assertLess(len(detail), 2048)
         data = self.journal.read()
         self.assertIsNone(data['current_upgrade'])
-        self.assertEqual(states.FAILED, data['processed']['u1'])
+        self.assertEqual(states.FAILED, data['processed'][U1])
         self.assertEqual('1.0.0', self.sup.running_version())
         self.assertEqual([], os.listdir(self.pipeline.work_root))
 
@@ -390,8 +408,9 @@ class TestUpgradePipeline(base.TestCase):
         self.assertIsNone(self.journal.read()['current_upgrade'])
 
     def test_prune_keeps_last_known_good_after_success(self):
-        for version in ('2.0.0', '2.1.0'):
+        for number, version in enumerate(('2.0.0', '2.1.0')):
             self.assertEqual(states.SUCCESS, self.pipeline.run(
-                self._entry(self._package(version), version, version)))
+                self._entry(self._package(version), version,
+                            test_manager.upgrade_id(number))))
         self.assertEqual(['2.0.0', '2.1.0'],
                          self.installs.installed_versions())

@@ -12,10 +12,13 @@
 
 """The conductor service serves its topic and runs its periodic task."""
 
+import base64
 import datetime
+import os
 import time
 from unittest import mock
 
+import fixtures
 from oslo_utils import fixture as utils_fixture
 
 from trove_upgrade.conductor import rpcapi
@@ -47,6 +50,17 @@ class TestConductorService(base.TestCase):
         conductor.start()
         self.addCleanup(conductor.stop)
         return conductor
+
+    def test_warns_when_instance_keys_are_stored_unencrypted(self):
+        log = self.useFixture(fixtures.FakeLogger(name=service.__name__))
+        self.start()
+        self.assertIn('instance keys are stored unencrypted', log.output)
+        master = self.create_tempfiles([('master', base64.b64encode(
+            os.urandom(32)).decode())])[0]
+        self.flags(group='conductor', instance_key_master_key_file=master)
+        log = self.useFixture(fixtures.FakeLogger(name=service.__name__))
+        self.start()
+        self.assertNotIn('unencrypted', log.output)
 
     def test_serves_the_conductor_topic(self):
         self.start()

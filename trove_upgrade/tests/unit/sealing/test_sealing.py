@@ -11,6 +11,7 @@
 #    under the License.
 
 import os
+import pwd
 import stat
 
 import fixtures
@@ -221,6 +222,24 @@ class TestKeyFiles(base.TestCase):
         with sealing.key_file_writer(path) as write:
             ran.append(True)
             write(keyring())
+
+    @testtools.skipUnless(os.geteuid() == 0, 'giving a file away needs root')
+    def test_a_name_planted_beside_the_file_is_never_written_through(self):
+        # The temporary file was PATH.tmp-<pid>, opened without O_EXCL: a
+        # name planted in a shared directory (another user's file, mode
+        # 0666) became the key file, keeping its owner and mode.
+        self.useFixture(fixtures.MonkeyPatch('os.getpid', lambda: 4242))
+        planted = self.path + '.tmp-4242'
+        with open(planted, 'w') as f:
+            f.write('planted')
+        os.chmod(planted, 0o666)
+        os.chown(planted, pwd.getpwnam('nobody').pw_uid, -1)
+        sealing.dump_key_file(self.path, keyring())
+        status = os.stat(self.path)
+        self.assertEqual((0, 0o600), (status.st_uid,
+                                      stat.S_IMODE(status.st_mode)))
+        with open(planted) as f:
+            self.assertEqual('planted', f.read())
 
     def test_refuses_other_instance(self):
         sealing.dump_key_file(self.path, keyring())
