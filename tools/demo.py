@@ -29,9 +29,8 @@ Every process listens on or connects to loopback only. RabbitMQ must answer
 on 127.0.0.1:5672 (``tools/start-services.sh rabbitmq`` sees to that).
 """
 
-# Importing trove_upgrade.cmd selects the threading backend of oslo.service,
-# as every entry point does.
-import trove_upgrade.cmd  # noqa: F401
+# The threading backend of oslo.service, as the services select it.
+from trove_upgrade.cmd import threading_backend  # noqa: F401
 
 import argparse
 import json
@@ -48,8 +47,13 @@ import uuid
 from trove_upgrade.agent import install
 from trove_upgrade.agent import journal
 from trove_upgrade import states
-from trove_upgrade.tests import conffile
-from trove_upgrade.tests import sample_guest
+
+# What the demo shares with the functional tests (tools/testbed), from the
+# repository's root.
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(
+    __file__))))
+from tools.testbed import conffile  # noqa: E402
+from tools.testbed import sample_guest  # noqa: E402
 
 BIN = os.path.dirname(sys.executable)
 RABBIT = 'rabbit://guest:guest@127.0.0.1:5672/'

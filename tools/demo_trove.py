@@ -26,9 +26,8 @@ build whose guest agent exits at start (rolled back, 25.1.0 answers on its
 topic again), then with the real 26.0.0 (SUCCESS, 26.0.0 answers).
 """
 
-# Importing trove_upgrade.cmd selects the threading backend of oslo.service,
-# as every entry point does.
-import trove_upgrade.cmd  # noqa: F401
+# The threading backend of oslo.service, as the services select it.
+from trove_upgrade.cmd import threading_backend  # noqa: F401
 
 import json
 import os
@@ -38,11 +37,11 @@ import uuid
 
 from trove_upgrade.agent import trove_guest
 from trove_upgrade import states
-from trove_upgrade.tests import conffile
-from trove_upgrade.tests.functional.trove import guest
-from trove_upgrade.tests.functional import trove_release
 
 import demo as demo_mod
+from tools.testbed import conffile
+from tools.testbed import guest
+from tools.testbed import trove_release
 
 FROM = '25.1.0'
 TO = '26.0.0'

@@ -25,15 +25,16 @@ import os
 
 from oslo_utils import uuidutils
 
+from tools.testbed import conffile
+from tools.testbed import fleet as fleet_fixture
 from trove_upgrade.db import agents as db_agents
 from trove_upgrade.db import rollouts as db_rollouts
 from trove_upgrade.db import upgrades as db_upgrades
 from trove_upgrade import rollout_states as rs
 from trove_upgrade import rollouts
 from trove_upgrade import states
-from trove_upgrade.tests import conffile
 from trove_upgrade.tests.functional.agent import harness
-from trove_upgrade.tests.functional.rollouts import fleet as fleet_fixture
+from trove_upgrade.tests import resources
 
 
 class TestRolloutWithRealAgents(harness.AgentTestCase):
@@ -115,7 +116,7 @@ class TestRolloutWithRealAgents(harness.AgentTestCase):
 
     def test_rollout_reaches_real_and_simulated_agents(self):
         real = [self.start_real_agent(n, 'az-1')[0] for n in range(3)]
-        fleet = self.useFixture(fleet_fixture.Fleet(
+        fleet = resources.use(self, fleet_fixture.Fleet(
             self.tmp,
             {'DEFAULT': {'transport_url': harness.RABBIT_URL,
                          'control_exchange': self.exchange},

@@ -27,6 +27,7 @@ import time
 import fixtures
 from testtools import content
 
+from tools.testbed import fleet as fleet_fixture
 from trove_upgrade.conductor import agent_rpcapi
 from trove_upgrade import context
 from trove_upgrade.db import rollouts as db_rollouts
@@ -37,7 +38,7 @@ from trove_upgrade import states
 from trove_upgrade.tests import base
 from trove_upgrade.tests.fixtures import database
 from trove_upgrade.tests.functional import rabbit
-from trove_upgrade.tests.functional.rollouts import fleet as fleet_fixture
+from trove_upgrade.tests import resources
 
 WAIT_TIMEOUT = 150
 
@@ -63,7 +64,7 @@ class RolloutTestCase(base.TestCase):
         self.tmp = self.useFixture(fixtures.TempDir()).path
         self.database = self.useFixture(database.PostgresqlDatabase())
         self.rabbit = self.useFixture(rabbit.RabbitMQ())
-        self.fleet = self.useFixture(fleet_fixture.Fleet(
+        self.fleet = resources.use(self, fleet_fixture.Fleet(
             self.tmp, self.rabbit.options, self.database.url,
             self.conductor_options, heartbeat_interval=2))
         self.addCleanup(lambda: self.addDetail(

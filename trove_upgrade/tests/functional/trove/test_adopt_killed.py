@@ -28,6 +28,9 @@ import time
 
 import fixtures
 
+from tools.testbed import conffile
+from tools.testbed import guest
+from tools.testbed import trove_release
 from trove_upgrade.agent import adopt
 from trove_upgrade.agent import install
 from trove_upgrade.agent import journal as journal_mod
@@ -36,9 +39,7 @@ from trove_upgrade.agent import supervisor as supervisor_mod
 from trove_upgrade.agent import trove_guest
 from trove_upgrade.agent import undo_log
 from trove_upgrade.tests import base
-from trove_upgrade.tests import conffile
-from trove_upgrade.tests.functional.trove import guest
-from trove_upgrade.tests.functional import trove_release
+from trove_upgrade.tests import resources
 
 VERSION = '25.1.0'
 # Bounds a broken test only.
@@ -57,7 +58,7 @@ class TestKillDuringAdoption(base.TestCase):
     def setUp(self):
         super().setUp()
         self.tmp = self.useFixture(fixtures.TempDir()).path
-        self.layout = self.useFixture(guest.TroveGuestLayout(
+        self.layout = resources.use(self, guest.TroveGuestLayout(
             os.path.join(self.tmp, 'guest'), 'inst-adopt-killed',
             'rabbit://guest:guest@127.0.0.1:5672/', 'trove_unused'))
         guest.make_venv(self.layout.venv, VERSION, self.cache)
@@ -65,7 +66,7 @@ class TestKillDuringAdoption(base.TestCase):
             os.path.join(self.tmp, 'guest'), self.layout.venv)
         # The service: a process of the image's virtualenv; adoption
         # records it and never restarts it.
-        self.supervisord = self.useFixture(guest.Supervisord(
+        self.supervisord = resources.use(self, guest.Supervisord(
             os.path.join(self.tmp, 'supervisor'),
             '%s -c "import time; time.sleep(3600)"'
             % os.path.join(self.layout.venv, 'bin', 'python'),

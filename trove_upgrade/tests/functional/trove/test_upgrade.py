@@ -25,16 +25,17 @@ import os
 import subprocess
 import uuid
 
+from tools.testbed import conffile
+from tools.testbed import guest
+from tools.testbed import trove_release
 from trove_upgrade.agent import install
 from trove_upgrade.agent import journal as journal_mod
 from trove_upgrade.agent import trove_guest
 from trove_upgrade.db import agents as db_agents
 from trove_upgrade import exception
 from trove_upgrade import states
-from trove_upgrade.tests import conffile
 from trove_upgrade.tests.functional.agent import harness
-from trove_upgrade.tests.functional.trove import guest
-from trove_upgrade.tests.functional import trove_release
+from trove_upgrade.tests import resources
 
 FROM = '25.1.0'
 TO = '26.0.0'
@@ -80,17 +81,17 @@ class TestTroveGuestAgentUpgrade(harness.AgentTestCase):
         topic = trove_guest.TOPIC_PREFIX + self.instance_id
         self.bus_queues += [topic, '%s.%s' % (topic, self.instance_id)]
         self.bus_exchanges.append(self.trove_exchange)
-        self.layout = self.useFixture(guest.TroveGuestLayout(
+        self.layout = resources.use(self, guest.TroveGuestLayout(
             os.path.join(self.tmp, 'guest'), self.instance_id,
             harness.RABBIT_URL, self.trove_exchange))
         guest.make_venv(self.layout.venv, FROM, self.cache)
         self.program_link = guest.program_link(
             os.path.join(self.tmp, 'guest'), self.layout.venv)
-        docker = self.useFixture(guest.DockerVersionAPI())
+        docker = resources.use(self, guest.DockerVersionAPI())
         # Enabled by the upgrade agent; enabled here too so that the
         # image's agent answers before any restart.
         trove_guest.write_managed_config(self.layout.conf_dir)
-        self.supervisord = self.useFixture(guest.Supervisord(
+        self.supervisord = resources.use(self, guest.Supervisord(
             os.path.join(self.tmp, 'supervisor'),
             self.layout.command(self.program_link),
             {'DOCKER_HOST': docker.docker_host}))

@@ -41,6 +41,7 @@ from oslo_utils import uuidutils
 from testtools import content
 import webob
 
+from tools.testbed import conffile
 from trove_upgrade.api import deploy
 from trove_upgrade.api import handler
 from trove_upgrade.db import agents as db_agents
@@ -48,7 +49,6 @@ from trove_upgrade.db import common as db_common
 from trove_upgrade.db import upgrades as db_upgrades
 from trove_upgrade import rpc_interface
 from trove_upgrade import states
-from trove_upgrade.tests import conffile
 from trove_upgrade.tests.functional.agent import harness
 from trove_upgrade.tests.functional import keystone
 from trove_upgrade.tests.functional import servers

@@ -28,10 +28,10 @@ import textwrap
 import fixtures
 import routes
 
+from tools.testbed import conffile
 from trove_upgrade.api import handler
 from trove_upgrade import hosted_conf
 from trove_upgrade.tests import base
-from trove_upgrade.tests import conffile
 from trove_upgrade.tests.fixtures import database
 from trove_upgrade.trove_extension import app
 

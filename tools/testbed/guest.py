@@ -33,10 +33,9 @@ import threading
 import time
 import zipfile
 
-import fixtures
-
+from tools.testbed import conffile
+from tools.testbed import lifecycle
 from trove_upgrade.packaging import wheels
-from trove_upgrade.tests import conffile
 
 BIN = os.path.dirname(sys.executable)
 PROGRAM = 'guest-agent'
@@ -106,7 +105,7 @@ def make_venv(path, version, cache_dir):
     return path
 
 
-class DockerVersionAPI(fixtures.Fixture):
+class DockerVersionAPI(lifecycle.Resource):
     """A loopback HTTP endpoint answering Docker's ``GET /version``."""
 
     def _setUp(self):
@@ -130,7 +129,7 @@ class DockerVersionAPI(fixtures.Fixture):
         self.docker_host = 'tcp://127.0.0.1:%d' % server.server_address[1]
 
 
-class TroveGuestLayout(fixtures.Fixture):
+class TroveGuestLayout(lifecycle.Resource):
     """Trove's guest configuration directory for one instance."""
 
     def __init__(self, root, guest_id, transport_url, exchange):
@@ -162,7 +161,7 @@ class TroveGuestLayout(fixtures.Fixture):
         return '%s --config-dir=%s' % (program, self.conf_dir)
 
 
-class Supervisord(fixtures.Fixture):
+class Supervisord(lifecycle.Resource):
     """supervisord running one program, the guest agent."""
 
     def __init__(self, root, command, environment):
