@@ -12,28 +12,30 @@
 
 """Console and WSGI entry points, and the one place of warning filters.
 
-The services select oslo.service's threading backend by importing
+The services, and the commands that load oslo.messaging, select
+oslo.service's threading backend by importing
 :mod:`trove_upgrade.cmd.threading_backend` first; the other commands start
 no backend.
 
 eventlet is still installed (oslo.service depends on it) and futurist,
 which oslo.messaging and oslo.service import, tries ``import eventlet`` to
-know whether it could use green threads. That import warns twice, about
-nothing the user did, before any output of ours: eventlet 0.39+ with a
-multi-line ``EventletDeprecationWarning``, and the dnspython it loads, with
-cryptography 47+, with a ``CryptographyDeprecationWarning`` (DSA is
-deprecated) for each of its DSA names. The filters below, installed before
+know whether it could use green threads. That import warns, about nothing
+the user did, before any output of ours: eventlet 0.39+ with a multi-line
+``EventletDeprecationWarning``, and the dnspython it loads, with
+cryptography 51, with a ``CryptographyDeprecationWarning`` ("DSA is
+deprecated") for each of its DSA names. The filters below, installed before
 any entry point's imports, drop exactly those warnings, whoever triggers
 them, and nothing else.
 """
 
 import warnings
 
+from cryptography import utils as crypto_utils
+
 # The warning's text starts with a newline; its category is eventlet's own
 # (a subclass of Warning), which cannot be named before eventlet is loaded.
 warnings.filterwarnings('ignore', message=r'\s*Eventlet is deprecated',
                         category=Warning)
-# Raised from dnspython's modules; cryptography's category is not imported
-# here to keep this package light.
-warnings.filterwarnings('ignore', message=r'.*DSA',
-                        category=Warning, module=r'dns\.')
+warnings.filterwarnings('ignore', message='DSA is deprecated',
+                        category=crypto_utils.CryptographyDeprecationWarning,
+                        module=r'dns\.')

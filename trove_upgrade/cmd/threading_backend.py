@@ -14,9 +14,11 @@
 
 The services (``trove-upgrade-api``, ``-conductor``, ``-agent`` and the
 WSGI application) import it before anything imports oslo.service or
-oslo.messaging: this project never uses eventlet. The commands that serve
-nothing (``trove-upgrade-package``, ``-manage``, ``-status``,
-``-adopt``) do not import it; they start no service backend at all.
+oslo.messaging: this project never uses eventlet. So do ``-status`` and
+``-adopt``, which serve nothing but import oslo.messaging, whose package
+loads ``oslo_service.service`` and with it a backend (eventlet, unless one
+was selected). ``trove-upgrade-package`` and ``-manage`` load neither and
+start no backend.
 """
 
 from oslo_service import backend
