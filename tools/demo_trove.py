@@ -217,8 +217,10 @@ class TroveDemo(demo_mod.Demo):
         step(number, 'Send a tampered copy of the %s package: refused before '
              'anything is installed, the guest agent untouched' % TO)
         package = 'trove-26.0.0-tampered.pkg'
-        shutil.copyfile(os.path.join(self.repo, 'trove-26.0.0.pkg'),
-                        os.path.join(self.repo, package))
+        for suffix in ('', '.manifest'):
+            shutil.copyfile(
+                os.path.join(self.repo, 'trove-26.0.0.pkg' + suffix),
+                os.path.join(self.repo, package + suffix))
         offset = demo_mod.flip_byte(os.path.join(self.repo, package))
         say('   a copy of trove-26.0.0.pkg with one byte of its encrypted '
             'payload flipped at offset %d, its signed manifest genuine'
@@ -233,7 +235,9 @@ class TroveDemo(demo_mod.Demo):
             'its topic; %s -> %s (before: %s)'
             % (after, pid, guest.venv_of(after), self.link,
                os.readlink(self.link), link))
-        if final['status'] != states.FAILED or after != pid or \
+        if final['status'] != states.FAILED or \
+                'package rejected' not in final['status_detail'] or \
+                after != pid or \
                 guest.venv_of(after) != venv or \
                 os.readlink(self.link) != link:
             raise demo_mod.DemoFailed('the tampered package was not refused '
