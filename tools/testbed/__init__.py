@@ -19,5 +19,6 @@ A Trove guest's layout and its agent under supervisord
 agents (:mod:`tools.testbed.fleet`) and configuration files
 (:mod:`tools.testbed.conffile`). ``tools/demo.sh`` runs it in the
 virtualenv it builds, so it needs only what trove-upgrade's server and agent
-extras install; the tests wrap its resources in fixtures.
+extras install. Its resources follow the fixtures protocol without the
+library (:mod:`tools.testbed.lifecycle`): tests use them as fixtures.
 """

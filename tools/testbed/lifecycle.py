@@ -12,11 +12,11 @@
 
 """Things a testbed starts, with the clean-ups that stop them.
 
-The same protocol as the ``fixtures`` library (``setUp``, ``cleanUp``,
-``addCleanup``, a ``_setUp`` to override, a context manager), on the
-standard library's :class:`contextlib.ExitStack`: the demo's virtualenv
-has no test libraries. Tests use a resource through
-``fixtures.MethodFixture``.
+The protocol of the ``fixtures`` library (``setUp``, ``cleanUp``,
+``addCleanup``, ``getDetails``, a ``_setUp`` to override, a context
+manager) on the standard library's :class:`contextlib.ExitStack`: the
+demo's virtualenv has no test libraries, and a test's ``useFixture`` takes
+a resource as it is.
 """
 
 import contextlib
@@ -44,6 +44,10 @@ class Resource:
 
     def cleanUp(self):
         self._cleanups.close()
+
+    def getDetails(self):
+        """What a failing test attaches: nothing (the protocol's method)."""
+        return {}
 
     def __enter__(self):
         self.setUp()

@@ -34,7 +34,6 @@ from trove_upgrade import rollout_states as rs
 from trove_upgrade import rollouts
 from trove_upgrade import states
 from trove_upgrade.tests.functional.agent import harness
-from trove_upgrade.tests import resources
 
 
 class TestRolloutWithRealAgents(harness.AgentTestCase):
@@ -116,7 +115,7 @@ class TestRolloutWithRealAgents(harness.AgentTestCase):
 
     def test_rollout_reaches_real_and_simulated_agents(self):
         real = [self.start_real_agent(n, 'az-1')[0] for n in range(3)]
-        fleet = resources.use(self, fleet_fixture.Fleet(
+        fleet = self.useFixture(fleet_fixture.Fleet(
             self.tmp,
             {'DEFAULT': {'transport_url': harness.RABBIT_URL,
                          'control_exchange': self.exchange},

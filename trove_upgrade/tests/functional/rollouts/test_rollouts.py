@@ -38,7 +38,6 @@ from trove_upgrade import states
 from trove_upgrade.tests import base
 from trove_upgrade.tests.fixtures import database
 from trove_upgrade.tests.functional import rabbit
-from trove_upgrade.tests import resources
 
 WAIT_TIMEOUT = 150
 
@@ -64,7 +63,7 @@ class RolloutTestCase(base.TestCase):
         self.tmp = self.useFixture(fixtures.TempDir()).path
         self.database = self.useFixture(database.PostgresqlDatabase())
         self.rabbit = self.useFixture(rabbit.RabbitMQ())
-        self.fleet = resources.use(self, fleet_fixture.Fleet(
+        self.fleet = self.useFixture(fleet_fixture.Fleet(
             self.tmp, self.rabbit.options, self.database.url,
             self.conductor_options, heartbeat_interval=2))
         self.addCleanup(lambda: self.addDetail(

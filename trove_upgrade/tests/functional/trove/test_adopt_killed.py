@@ -39,7 +39,6 @@ from trove_upgrade.agent import supervisor as supervisor_mod
 from trove_upgrade.agent import trove_guest
 from trove_upgrade.agent import undo_log
 from trove_upgrade.tests import base
-from trove_upgrade.tests import resources
 
 VERSION = '25.1.0'
 # Bounds a broken test only.
@@ -58,7 +57,7 @@ class TestKillDuringAdoption(base.TestCase):
     def setUp(self):
         super().setUp()
         self.tmp = self.useFixture(fixtures.TempDir()).path
-        self.layout = resources.use(self, guest.TroveGuestLayout(
+        self.layout = self.useFixture(guest.TroveGuestLayout(
             os.path.join(self.tmp, 'guest'), 'inst-adopt-killed',
             'rabbit://guest:guest@127.0.0.1:5672/', 'trove_unused'))
         guest.make_venv(self.layout.venv, VERSION, self.cache)
@@ -66,7 +65,7 @@ class TestKillDuringAdoption(base.TestCase):
             os.path.join(self.tmp, 'guest'), self.layout.venv)
         # The service: a process of the image's virtualenv; adoption
         # records it and never restarts it.
-        self.supervisord = resources.use(self, guest.Supervisord(
+        self.supervisord = self.useFixture(guest.Supervisord(
             os.path.join(self.tmp, 'supervisor'),
             '%s -c "import time; time.sleep(3600)"'
             % os.path.join(self.layout.venv, 'bin', 'python'),

@@ -35,7 +35,6 @@ from trove_upgrade.db import agents as db_agents
 from trove_upgrade import exception
 from trove_upgrade import states
 from trove_upgrade.tests.functional.agent import harness
-from trove_upgrade.tests import resources
 
 FROM = '25.1.0'
 TO = '26.0.0'
@@ -81,17 +80,17 @@ class TestTroveGuestAgentUpgrade(harness.AgentTestCase):
         topic = trove_guest.TOPIC_PREFIX + self.instance_id
         self.bus_queues += [topic, '%s.%s' % (topic, self.instance_id)]
         self.bus_exchanges.append(self.trove_exchange)
-        self.layout = resources.use(self, guest.TroveGuestLayout(
+        self.layout = self.useFixture(guest.TroveGuestLayout(
             os.path.join(self.tmp, 'guest'), self.instance_id,
             harness.RABBIT_URL, self.trove_exchange))
         guest.make_venv(self.layout.venv, FROM, self.cache)
         self.program_link = guest.program_link(
             os.path.join(self.tmp, 'guest'), self.layout.venv)
-        docker = resources.use(self, guest.DockerVersionAPI())
+        docker = self.useFixture(guest.DockerVersionAPI())
         # Enabled by the upgrade agent; enabled here too so that the
         # image's agent answers before any restart.
         trove_guest.write_managed_config(self.layout.conf_dir)
-        self.supervisord = resources.use(self, guest.Supervisord(
+        self.supervisord = self.useFixture(guest.Supervisord(
             os.path.join(self.tmp, 'supervisor'),
             self.layout.command(self.program_link),
             {'DOCKER_HOST': docker.docker_host}))
