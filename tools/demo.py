@@ -14,24 +14,25 @@
 
 Started by ``tools/demo.sh`` (the README's main command) once the virtualenv
 is ready. By default it upgrades the real OpenStack Trove guest agent
-(``tools/demo_trove.py``). With ``--sample`` (which a functional test runs)
-it starts the API (noauth2, SQLite),
-the conductor and three guest-side agents, each running v1.0.0 of a sample
-guest agent from its own install root; builds a signed, encrypted v1.0.1, a
-broken v1.0.2 and a v1.0.3 that is tampered with after signing, with
-``trove-upgrade-package``;
-upgrades all three agents to v1.0.1; sends v1.0.2 to one (rolled back) and
-the tampered package to another (rejected); and shows the final tables with
-the ``openstack`` CLI. Each step prints what it does and what it saw. It
-stops everything it started and removes its files, also when a step fails.
+(``tools/demo_trove.py``). With ``--sample`` it starts the API (noauth2,
+SQLite), the conductor and three guest-side agents, each running v1.0.0 of
+a sample guest agent from its own install root; builds a signed, encrypted
+v1.0.1, a broken v1.0.2 and a v1.0.3 that is tampered with after signing,
+with ``trove-upgrade-package``; upgrades all three agents to v1.0.1; sends
+v1.0.2 to one (rolled back) and the tampered package to another
+(rejected); and shows the final tables with the ``openstack`` CLI.
+
+Each step prints what it does and what it saw. It stops everything it
+started and removes its files, also when a step fails, and fails when a
+process it started still runs. CI runs both stories through
+``tools/demo.sh`` (``.ci/run``).
 
 Every process listens on or connects to loopback only. RabbitMQ must answer
 on 127.0.0.1:5672 (``tools/start-services.sh rabbitmq`` sees to that).
 """
 
-# Importing trove_upgrade.cmd selects the threading backend of oslo.service,
-# as every entry point does.
-import trove_upgrade.cmd  # noqa: F401
+# The threading backend of oslo.service, as the services select it.
+from trove_upgrade.cmd import threading_backend  # noqa: F401
 
 import argparse
 import json
@@ -48,14 +49,22 @@ import uuid
 from trove_upgrade.agent import install
 from trove_upgrade.agent import journal
 from trove_upgrade import states
-from trove_upgrade.tests import conffile
-from trove_upgrade.tests import sample_guest
+
+# What the demo shares with the functional tests (tools/testbed), from the
+# repository's root.
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(
+    __file__))))
+from tools.testbed import conffile  # noqa: E402
+from tools.testbed import sample_guest  # noqa: E402
 
 BIN = os.path.dirname(sys.executable)
 RABBIT = 'rabbit://guest:guest@127.0.0.1:5672/'
 PROJECT = 'demo-project'
 AGENTS = 3
-WAIT = 180
+# Seconds a step waits for what it expects: long enough for a loaded
+# machine (verifying and installing Trove took minutes on a shared one);
+# only a broken run waits it out.
+WAIT = 600
 
 
 class DemoFailed(Exception):
@@ -196,13 +205,7 @@ class Demo:
                    os.path.getsize(path), _key_ids(info)))
         # v1.0.3 with one byte of its encrypted payload flipped on the way,
         # served with its genuine signed manifest.
-        tampered = os.path.join(self.repo, 'guest-v1.0.3.pkg')
-        offset = os.path.getsize(tampered) // 2
-        with open(tampered, 'r+b') as f:
-            f.seek(offset)
-            byte = f.read(1)
-            f.seek(offset)
-            f.write(bytes([byte[0] ^ 0x01]))
+        offset = flip_byte(os.path.join(self.repo, 'guest-v1.0.3.pkg'))
         say('   tampered with guest-v1.0.3.pkg: one byte flipped at offset '
             '%d' % offset)
 
@@ -418,6 +421,21 @@ class Demo:
         say('   exit %d: %s' % (errors.returncode, errors.stderr.strip()))
 
 
+def flip_byte(path):
+    """Flip one bit of the byte in the middle of ``path``; its offset.
+
+    In a package, that byte is in the encrypted payload: the signed
+    manifest stays genuine.
+    """
+    offset = os.path.getsize(path) // 2
+    with open(path, 'r+b') as f:
+        f.seek(offset)
+        byte = f.read(1)
+        f.seek(offset)
+        f.write(bytes([byte[0] ^ 0x01]))
+    return offset
+
+
 def _alive(pid):
     try:
         os.kill(pid, 0)
@@ -480,9 +498,7 @@ def main():
         demo.stop_all()
         if not args.keep:
             shutil.rmtree(workdir, ignore_errors=True)
-    say()
-    say('Demo complete: every process it started has stopped.')
-    return 0
+    return _complete(workdir)
 
 
 def _run_trove(workdir, keep):
@@ -497,9 +513,34 @@ def _run_trove(workdir, keep):
         return 1
     if not keep:
         shutil.rmtree(workdir, ignore_errors=True)
+    return _complete(workdir)
+
+
+def _complete(workdir):
+    """Say the demo is complete once nothing it started still runs."""
+    left = _processes_mentioning(workdir)
     say()
+    if left:
+        say('DEMO FAILED: processes left running:\n%s' % '\n'.join(left))
+        return 1
     say('Demo complete: every process it started has stopped.')
     return 0
+
+
+def _processes_mentioning(text):
+    """The command lines of the processes that name ``text``."""
+    found = []
+    for pid in os.listdir('/proc'):
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            with open('/proc/%s/cmdline' % pid, 'rb') as f:
+                cmdline = f.read().replace(b'\0', b' ').decode()
+        except OSError:
+            continue
+        if text in cmdline:
+            found.append(cmdline)
+    return found
 
 
 if __name__ == '__main__':

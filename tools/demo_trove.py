@@ -22,27 +22,29 @@ Trove 25.1.0 installed by pip, ``/etc/trove/conf.d``, the
 ``/usr/local/bin/guest-agent`` link) under a temporary directory, runs
 ``trove-guestagent`` under supervisord, adopts it with
 ``trove-upgrade-adopt`` without a restart, and upgrades it: first with a
-build whose guest agent exits at start (rolled back, 25.1.0 answers on its
-topic again), then with the real 26.0.0 (SUCCESS, 26.0.0 answers).
+tampered copy of the 26.0.0 package (refused before anything is installed,
+the running guest agent untouched), then with a build whose guest agent
+exits at start (rolled back, 25.1.0 answers on its topic again), then with
+the real 26.0.0 (SUCCESS, 26.0.0 answers).
 """
 
-# Importing trove_upgrade.cmd selects the threading backend of oslo.service,
-# as every entry point does.
-import trove_upgrade.cmd  # noqa: F401
+# The threading backend of oslo.service, as the services select it.
+from trove_upgrade.cmd import threading_backend  # noqa: F401
 
 import json
 import os
+import shutil
 import subprocess
 import time
 import uuid
 
 from trove_upgrade.agent import trove_guest
 from trove_upgrade import states
-from trove_upgrade.tests import conffile
-from trove_upgrade.tests.functional.trove import guest
-from trove_upgrade.tests.functional import trove_release
 
 import demo as demo_mod
+from tools.testbed import conffile
+from tools.testbed import guest
+from tools.testbed import trove_release
 
 FROM = '25.1.0'
 TO = '26.0.0'
@@ -199,8 +201,8 @@ class TroveDemo(demo_mod.Demo):
                                            '-f', 'json').stdout)
         return bool(agents)
 
-    def run_upgrade(self, number, package, what, expect):
-        step(number, what)
+    def upgrade_to(self, package):
+        """Upgrade the instance with ``package``; the final record."""
         say('$ openstack database upgrade create %s --instance-version %s '
             '--strategy local --location .../%s'
             % (self.instance, TO, package))
@@ -211,6 +213,41 @@ class TroveDemo(demo_mod.Demo):
             '-f', 'json').stdout)
         final = self.follow([created['id']])[created['id']]
         say('   result: %s: %s' % (final['status'], final['status_detail']))
+        return final
+
+    def refuse_tampered(self, number):
+        step(number, 'Send a tampered copy of the %s package: refused before '
+             'anything is installed, the guest agent untouched' % TO)
+        package = 'trove-26.0.0-tampered.pkg'
+        for suffix in ('', '.manifest'):
+            shutil.copyfile(
+                os.path.join(self.repo, 'trove-26.0.0.pkg' + suffix),
+                os.path.join(self.repo, package + suffix))
+        offset = demo_mod.flip_byte(os.path.join(self.repo, package))
+        say('   a copy of trove-26.0.0.pkg with one byte of its encrypted '
+            'payload flipped at offset %d, its signed manifest genuine'
+            % offset)
+        pid = self.supervisord.pid()
+        venv = guest.venv_of(pid)
+        link = os.readlink(self.link)
+        final = self.upgrade_to(package)
+        self.wait_pong()
+        after = self.supervisord.pid()
+        say('   guest agent pid %d (before: %d) runs from %s and answers on '
+            'its topic; %s -> %s (before: %s)'
+            % (after, pid, guest.venv_of(after), self.link,
+               os.readlink(self.link), link))
+        if final['status'] != states.FAILED or \
+                'package rejected' not in final['status_detail'] or \
+                after != pid or \
+                guest.venv_of(after) != venv or \
+                os.readlink(self.link) != link:
+            raise demo_mod.DemoFailed('the tampered package was not refused '
+                                      'cleanly: %s' % final)
+
+    def run_upgrade(self, number, package, what, expect):
+        step(number, what)
+        final = self.upgrade_to(package)
         self.wait_pong()
         pid = self.supervisord.pid()
         say('   guest agent pid %d runs from %s and answers on its topic'
@@ -226,13 +263,14 @@ def run(demo_dir):
         demo.start_control_plane()
         demo.start_guest()
         demo.adopt_and_start_agent()
-        demo.run_upgrade(5, 'trove-26.0.0-exits.pkg',
+        demo.refuse_tampered(5)
+        demo.run_upgrade(6, 'trove-26.0.0-exits.pkg',
                          'Upgrade to a build of %s whose guest agent exits '
                          'at start: rolled back' % TO, states.FAILED)
-        demo.run_upgrade(6, 'trove-26.0.0.pkg',
+        demo.run_upgrade(7, 'trove-26.0.0.pkg',
                          'Upgrade the real trove-guestagent %s -> %s'
                          % (FROM, TO), states.SUCCESS)
-        step(7, 'The records')
+        step(8, 'The records')
         say(demo.openstack('database', 'upgrade', 'list', '-c', 'ID',
                            '-c', 'Instance Version', '-c', 'Status'
                            ).stdout.rstrip())

@@ -54,9 +54,9 @@ costs before the conductor's own work. It prints:
 Nothing is asserted: it prints figures. All traffic stays on loopback.
 """
 
-# Importing trove_upgrade.cmd selects the threading backend of oslo.service;
-# it must come before oslo.messaging, which would otherwise pick eventlet.
-import trove_upgrade.cmd  # noqa: F401
+# The threading backend of oslo.service, selected as the services select
+# it: before oslo.messaging, which would otherwise pick eventlet.
+from trove_upgrade.cmd import threading_backend  # noqa: F401
 
 import argparse
 import collections
@@ -87,7 +87,12 @@ from trove_upgrade import rpc
 from trove_upgrade import rpc_interface
 from trove_upgrade import sealing_keys
 from trove_upgrade import states
-from trove_upgrade.tests.functional.rollouts import fleet as fleet_fixture
+
+# What the benchmarks share with the functional tests (tools/testbed), from
+# the repository's root.
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))))
+from tools.testbed import fleet as fleet_fixture  # noqa: E402
 
 CONF = conf.CONF
 RABBIT = rollout_scale.RABBIT

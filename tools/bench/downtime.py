@@ -54,7 +54,12 @@ from trove_upgrade import conf
 from trove_upgrade.packaging import build
 from trove_upgrade.packaging import keys
 from trove_upgrade.packaging import manifest as manifest_mod
-from trove_upgrade.tests import sample_guest
+
+# What the benchmarks share with the functional tests (tools/testbed), from
+# the repository's root.
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))))
+from tools.testbed import sample_guest  # noqa: E402
 
 STATE_DIR = '../../guest-run'
 MIB = 1024 * 1024

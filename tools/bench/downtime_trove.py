@@ -13,7 +13,7 @@
 """Downtime of the real Trove guest agent, 25.1.0 -> 26.0.0 (``--trove``).
 
 Run by ``tools/bench/downtime.py --trove``. ``trove-guestagent`` runs on
-Trove's guest layout (``tests/functional/trove/guest.py``) with RabbitMQ on
+Trove's guest layout (``tools/testbed/guest.py``) with RabbitMQ on
 loopback. A pinger sends oslo.messaging's ``oslo_rpc_server_ping`` to
 ``guestagent.<guest_id>`` without pause (several threads, each call waiting
 at most ``PING_TIMEOUT``), so downtime is the gap between the last answer
@@ -48,9 +48,10 @@ from trove_upgrade import conf
 from trove_upgrade.packaging import build
 from trove_upgrade.packaging import keys
 from trove_upgrade.packaging import manifest as manifest_mod
-from trove_upgrade.tests.functional.trove import guest
-from trove_upgrade.tests.functional import trove_release
 
+# The repository's root is on the path: downtime.py put it there.
+from tools.testbed import guest
+from tools.testbed import trove_release
 import trove_timeline
 
 RABBIT = 'rabbit://guest:guest@127.0.0.1:5672/'

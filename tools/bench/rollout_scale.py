@@ -14,7 +14,7 @@
 
 Registers simulated agents (a few processes, each consuming its agents'
 real topic queues on one AMQP connection, see
-``trove_upgrade/tests/functional/rollouts/simulated_agents.py``), runs
+``tools/testbed/simulated_agents.py``), runs
 one rollout over all of them with a real ``trove-upgrade-conductor`` on
 the real RabbitMQ and a real PostgreSQL, and prints first its main
 figure: the CPU time of the conductor's rollout reconciler (its own
@@ -74,9 +74,9 @@ reads it once.
 Nothing is asserted: it prints figures. All traffic stays on loopback.
 """
 
-# Importing trove_upgrade.cmd selects the threading backend of oslo.service;
-# it must come before oslo.messaging, which would otherwise pick eventlet.
-import trove_upgrade.cmd  # noqa: F401
+# The threading backend of oslo.service, selected as the services select
+# it: before oslo.messaging, which would otherwise pick eventlet.
+from trove_upgrade.cmd import threading_backend  # noqa: F401
 
 import argparse
 import collections
@@ -103,8 +103,13 @@ from trove_upgrade.db import rollouts as db_rollouts
 from trove_upgrade.db import trove as trove_db
 from trove_upgrade import rollout_states as rs
 from trove_upgrade import rollouts
-from trove_upgrade.tests import conffile
-from trove_upgrade.tests.functional.rollouts import fleet as fleet_fixture
+
+# What the benchmarks share with the functional tests (tools/testbed), from
+# the repository's root.
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))))
+from tools.testbed import conffile  # noqa: E402
+from tools.testbed import fleet as fleet_fixture  # noqa: E402
 
 CONF = conf.CONF
 BIN = os.path.dirname(sys.executable)

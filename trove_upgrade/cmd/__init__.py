@@ -10,27 +10,32 @@
 #    License for the specific language governing permissions and limitations
 #    under the License.
 
-"""Console and WSGI entry points: the threading backend, and no eventlet.
+"""Console and WSGI entry points, and the one place of warning filters.
 
-The threading backend of oslo.service is selected here, before any entry
-point imports oslo.service or oslo.messaging: this project never uses
-eventlet. ``trove_upgrade.wsgi`` imports this package for the same reason.
+The services, and the commands that load oslo.messaging, select
+oslo.service's threading backend by importing
+:mod:`trove_upgrade.cmd.threading_backend` first; the other commands start
+no backend.
 
 eventlet is still installed (oslo.service depends on it) and futurist,
 which oslo.messaging and oslo.service import, tries ``import eventlet`` to
-know whether it could use green threads. eventlet 0.39+ warns on import
-with a multi-line ``EventletDeprecationWarning`` that would start every
-service log. The filter below, installed before that import, drops that
-one warning, whoever imports eventlet, and nothing else.
+know whether it could use green threads. That import warns, about nothing
+the user did, before any output of ours: eventlet 0.39+ with a multi-line
+``EventletDeprecationWarning``, and the dnspython it loads, with
+cryptography 51, with a ``CryptographyDeprecationWarning`` ("DSA is
+deprecated") for each of its DSA names. The filters below, installed before
+any entry point's imports, drop exactly those warnings, whoever triggers
+them, and nothing else.
 """
 
 import warnings
+
+from cryptography import utils as crypto_utils
 
 # The warning's text starts with a newline; its category is eventlet's own
 # (a subclass of Warning), which cannot be named before eventlet is loaded.
 warnings.filterwarnings('ignore', message=r'\s*Eventlet is deprecated',
                         category=Warning)
-
-from oslo_service import backend  # noqa: E402
-
-backend.init_backend(backend.BackendType.THREADING)
+warnings.filterwarnings('ignore', message='DSA is deprecated',
+                        category=crypto_utils.CryptographyDeprecationWarning,
+                        module=r'dns\.')

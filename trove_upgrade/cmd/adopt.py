@@ -27,6 +27,10 @@ nothing changed), 2 the configuration cannot work or a step failed (named
 on one line, every change undone).
 """
 
+# First: oslo.messaging, which this command imports, initialises a backend
+# of oslo.service when it loads (eventlet by default); the threading one.
+from trove_upgrade.cmd import threading_backend  # noqa: F401
+
 import logging
 import os
 import sys

@@ -18,6 +18,9 @@ checks the guest agent, rolls back on failure, and reports to the
 conductor. Reads ``--config-file`` and ``--config-dir`` like every service.
 """
 
+# First, before oslo.service and oslo.messaging load: the threading backend.
+from trove_upgrade.cmd import threading_backend  # noqa: F401
+
 import sys
 
 from oslo_config import cfg

@@ -19,6 +19,9 @@ cannot read, an option value, the policy file, the database URL, an
 address it cannot bind) stops it at start with one line and status 2.
 """
 
+# First, before oslo.service and oslo.messaging load: the threading backend.
+from trove_upgrade.cmd import threading_backend  # noqa: F401
+
 import signal
 import sys
 

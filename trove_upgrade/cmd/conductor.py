@@ -17,6 +17,9 @@ service, logs through oslo.log and runs one conductor service under
 oslo.service's launcher, which stops it cleanly on SIGTERM.
 """
 
+# First, before oslo.service and oslo.messaging load: the threading backend.
+from trove_upgrade.cmd import threading_backend  # noqa: F401
+
 import gc
 import sys
 

@@ -12,8 +12,9 @@
 
 """Tests run on the threading backend of oslo.service, like the services.
 
-``trove_upgrade.cmd`` selects it, and silences the warning eventlet gives
-when futurist imports it, before anything else loads oslo.service.
+``trove_upgrade.cmd.threading_backend`` selects it before anything else
+loads oslo.service (and ``trove_upgrade.cmd`` silences the warnings
+eventlet's import gives when futurist imports it).
 """
 
-import trove_upgrade.cmd  # noqa: F401
+from trove_upgrade.cmd import threading_backend  # noqa: F401

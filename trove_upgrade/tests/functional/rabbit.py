@@ -31,9 +31,9 @@ import fixtures
 import kombu
 from oslo_messaging import conffixture
 
+from tools.testbed import conffile
 from trove_upgrade import conf
 from trove_upgrade import rpc
-from trove_upgrade.tests import conffile
 
 CONF = conf.CONF
 

@@ -26,10 +26,10 @@ import socket
 import subprocess
 import time
 
+from tools.testbed import conffile
 from trove_upgrade.agent import adopt
 from trove_upgrade.agent import install
 from trove_upgrade.agent import pause_hook
-from trove_upgrade.tests import conffile
 from trove_upgrade.tests.fixtures import trove_venv
 from trove_upgrade.tests.functional import commands
 from trove_upgrade.tests.functional import rabbit

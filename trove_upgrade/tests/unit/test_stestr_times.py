@@ -28,8 +28,8 @@ from stestr.commands import load as stestr_load
 from stestr.repository import util
 import subunit
 
+from tools.testbed import trove_release
 from trove_upgrade.tests import base
-from trove_upgrade.tests.functional import trove_release
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..',
                                     '..'))

@@ -42,6 +42,8 @@ import kombu
 from oslo_messaging import conffixture
 from oslo_utils import uuidutils
 
+from tools.testbed import conffile
+from tools.testbed import sample_guest
 from trove_upgrade.agent import install
 from trove_upgrade.agent import journal
 from trove_upgrade import context as tu_context
@@ -53,12 +55,10 @@ from trove_upgrade import rpc_interface
 from trove_upgrade import sealing
 from trove_upgrade import sealing_keys
 from trove_upgrade.tests import base
-from trove_upgrade.tests import conffile
 from trove_upgrade.tests.fixtures import database
 from trove_upgrade.tests.functional import https_server
 from trove_upgrade.tests.functional import rabbit
 from trove_upgrade.tests.functional import servers
-from trove_upgrade.tests import sample_guest
 from trove_upgrade import upgrades
 
 BIN = os.path.dirname(sys.executable)

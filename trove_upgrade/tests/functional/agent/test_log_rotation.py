@@ -25,8 +25,8 @@ import sys
 
 import fixtures
 
+from tools.testbed import conffile
 from trove_upgrade.tests import base
-from trove_upgrade.tests import conffile
 
 MIB = 1024 * 1024
 RECORD = 1000

@@ -16,11 +16,11 @@ import glob
 import os
 import signal
 
+from tools.testbed import sample_guest
 from trove_upgrade.agent import install
 from trove_upgrade.conductor import agent_rpcapi
 from trove_upgrade import states
 from trove_upgrade.tests.functional.agent import harness
-from trove_upgrade.tests import sample_guest
 from trove_upgrade import upgrades
 
 WITHOUT_SENT = frozenset([states.SENT])

@@ -24,7 +24,7 @@ import signal
 import subprocess
 import sys
 
-from trove_upgrade.tests import conffile
+from tools.testbed import conffile
 from trove_upgrade.tests.functional.conductor import test_conductor_process
 
 wait_until = test_conductor_process.wait_until

@@ -37,8 +37,8 @@ import fixtures
 import kombu
 from testtools import content
 
+from tools.testbed import conffile
 from trove_upgrade.tests import base
-from trove_upgrade.tests import conffile
 from trove_upgrade.tests.functional import rabbit
 from trove_upgrade.tests.functional import servers
 

@@ -27,8 +27,8 @@ import subprocess
 import fixtures
 import kombu
 
+from tools.testbed import conffile
 from trove_upgrade import states
-from trove_upgrade.tests import conffile
 from trove_upgrade.tests.functional.agent import harness
 from trove_upgrade.tests.functional import servers
 

@@ -30,6 +30,7 @@ from oslo_serialization import jsonutils
 from oslo_utils import uuidutils
 import webob
 
+from tools.testbed import sample_guest
 from trove_upgrade.api import deploy
 from trove_upgrade import context
 from trove_upgrade.db import agents as db_agents
@@ -44,7 +45,6 @@ from trove_upgrade.tests.fixtures import rpc as rpc_fixture
 from trove_upgrade.tests.functional.agent import harness
 from trove_upgrade.tests.functional import https_server
 from trove_upgrade.tests.functional import servers
-from trove_upgrade.tests import sample_guest
 
 
 def _build(workdir, version, signing_keys, name=None, extra=()):

@@ -25,15 +25,15 @@ import os
 
 from oslo_utils import uuidutils
 
+from tools.testbed import conffile
+from tools.testbed import fleet as fleet_fixture
 from trove_upgrade.db import agents as db_agents
 from trove_upgrade.db import rollouts as db_rollouts
 from trove_upgrade.db import upgrades as db_upgrades
 from trove_upgrade import rollout_states as rs
 from trove_upgrade import rollouts
 from trove_upgrade import states
-from trove_upgrade.tests import conffile
 from trove_upgrade.tests.functional.agent import harness
-from trove_upgrade.tests.functional.rollouts import fleet as fleet_fixture
 
 
 class TestRolloutWithRealAgents(harness.AgentTestCase):

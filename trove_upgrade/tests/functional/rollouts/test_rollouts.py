@@ -27,6 +27,7 @@ import time
 import fixtures
 from testtools import content
 
+from tools.testbed import fleet as fleet_fixture
 from trove_upgrade.conductor import agent_rpcapi
 from trove_upgrade import context
 from trove_upgrade.db import rollouts as db_rollouts
@@ -37,7 +38,6 @@ from trove_upgrade import states
 from trove_upgrade.tests import base
 from trove_upgrade.tests.fixtures import database
 from trove_upgrade.tests.functional import rabbit
-from trove_upgrade.tests.functional.rollouts import fleet as fleet_fixture
 
 WAIT_TIMEOUT = 150
 

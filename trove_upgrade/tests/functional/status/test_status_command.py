@@ -36,6 +36,7 @@ from oslo_utils import timeutils
 from oslo_utils import uuidutils
 import sqlalchemy as sa
 
+from tools.testbed import conffile
 from trove_upgrade import context
 from trove_upgrade.db import agents as db_agents
 from trove_upgrade.db import common as db_common
@@ -43,7 +44,6 @@ from trove_upgrade.db import models
 from trove_upgrade.db import upgrades as db_upgrades
 from trove_upgrade import states
 from trove_upgrade.tests import base
-from trove_upgrade.tests import conffile
 from trove_upgrade.tests.functional import rabbit
 
 BIN = os.path.dirname(sys.executable)

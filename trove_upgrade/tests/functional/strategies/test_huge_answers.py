@@ -28,10 +28,10 @@ import sys
 
 import fixtures
 
+from tools.testbed import conffile
 from trove_upgrade.agent import unprivileged
 from trove_upgrade.packaging import keys
 from trove_upgrade.tests import base
-from trove_upgrade.tests import conffile
 from trove_upgrade.tests.functional import hostile_http
 from trove_upgrade.tests.functional import servers
 

@@ -28,6 +28,9 @@ import time
 
 import fixtures
 
+from tools.testbed import conffile
+from tools.testbed import guest
+from tools.testbed import trove_release
 from trove_upgrade.agent import adopt
 from trove_upgrade.agent import install
 from trove_upgrade.agent import journal as journal_mod
@@ -36,9 +39,6 @@ from trove_upgrade.agent import supervisor as supervisor_mod
 from trove_upgrade.agent import trove_guest
 from trove_upgrade.agent import undo_log
 from trove_upgrade.tests import base
-from trove_upgrade.tests import conffile
-from trove_upgrade.tests.functional.trove import guest
-from trove_upgrade.tests.functional import trove_release
 
 VERSION = '25.1.0'
 # Bounds a broken test only.

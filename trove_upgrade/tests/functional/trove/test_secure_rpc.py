@@ -34,13 +34,13 @@ import kombu
 from oslo_messaging import conffixture
 from oslo_utils import uuidutils
 
+from tools.testbed import guest
+from tools.testbed import trove_release
 from trove_upgrade.agent import supervisor
 from trove_upgrade.agent import trove_guest
 from trove_upgrade.agent import trove_secure_rpc as srpc
 from trove_upgrade.tests import base
 from trove_upgrade.tests.functional import rabbit
-from trove_upgrade.tests.functional.trove import guest
-from trove_upgrade.tests.functional import trove_release
 
 # A cold start of Trove's guest agent on a loaded machine.
 PING_WAIT = 180

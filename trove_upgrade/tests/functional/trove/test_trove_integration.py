@@ -26,6 +26,7 @@ import os
 
 from oslo_utils import uuidutils
 
+from tools.testbed import conffile
 from trove_upgrade.conductor import agent_rpcapi
 from trove_upgrade.conductor import rpcapi as conductor_rpcapi
 from trove_upgrade.db import trove as trove_db_api
@@ -34,7 +35,6 @@ from trove_upgrade import exception
 from trove_upgrade import rpc_interface
 from trove_upgrade import sealing
 from trove_upgrade import states
-from trove_upgrade.tests import conffile
 from trove_upgrade.tests.functional.agent import harness
 from trove_upgrade.tests.functional.trove import trove_db
 from trove_upgrade import upgrades

@@ -27,16 +27,16 @@ import os
 import subprocess
 import uuid
 
+from tools.testbed import conffile
+from tools.testbed import guest
+from tools.testbed import trove_release
 from trove_upgrade.agent import install
 from trove_upgrade.agent import journal as journal_mod
 from trove_upgrade.agent import trove_guest
 from trove_upgrade.db import agents as db_agents
 from trove_upgrade import exception
 from trove_upgrade import states
-from trove_upgrade.tests import conffile
 from trove_upgrade.tests.functional.agent import harness
-from trove_upgrade.tests.functional.trove import guest
-from trove_upgrade.tests.functional import trove_release
 
 FROM = '25.1.0'
 TO = '26.0.0'

@@ -34,8 +34,8 @@ from oslo_utils import timeutils
 from oslo_utils import uuidutils
 import sqlalchemy as sa
 
-from trove_upgrade.tests import conffile
-from trove_upgrade.tests.functional import trove_release
+from tools.testbed import conffile
+from tools.testbed import trove_release
 
 RELEASE = '25.1.0'
 _CITEST = 'openstack_citest'

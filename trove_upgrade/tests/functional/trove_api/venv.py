@@ -28,7 +28,7 @@ import shutil
 import subprocess
 import sys
 
-from trove_upgrade.tests.functional import trove_release
+from tools.testbed import trove_release
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.dirname(os.path.abspath(__file__))))))

@@ -22,10 +22,10 @@ import zipfile
 import fixtures
 from oslo_log import log as logging
 
+from tools.testbed import sample_guest
 from trove_upgrade.agent import install
 from trove_upgrade.agent import journal
 from trove_upgrade.tests import base
-from trove_upgrade.tests import sample_guest
 
 
 class TestInstallRoot(base.TestCase):

@@ -18,9 +18,9 @@ import fixtures
 from oslo_config import cfg
 from oslo_log import log
 
+from tools.testbed import conffile
 from trove_upgrade.cmd import agent as agent_cmd
 from trove_upgrade.tests import base
-from trove_upgrade.tests import conffile
 
 
 class TestAgentLogDefaults(base.TestCase):

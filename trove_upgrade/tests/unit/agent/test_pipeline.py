@@ -23,6 +23,7 @@ from unittest import mock
 
 import fixtures
 
+from tools.testbed import sample_guest
 from trove_upgrade.agent import install
 from trove_upgrade.agent import journal as journal_mod
 from trove_upgrade.agent import pipeline
@@ -35,7 +36,6 @@ from trove_upgrade.packaging import keys
 from trove_upgrade.packaging import manifest as manifest_mod
 from trove_upgrade import states
 from trove_upgrade.tests import base
-from trove_upgrade.tests import sample_guest
 from trove_upgrade.tests.unit.agent import test_manager
 
 STATE_DIR = '../../guest-run'

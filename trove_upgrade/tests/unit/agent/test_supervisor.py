@@ -19,11 +19,11 @@ import threading
 
 import fixtures
 
+from tools.testbed import sample_guest
 from trove_upgrade.agent import install
 from trove_upgrade.agent import journal
 from trove_upgrade.agent import supervisor
 from trove_upgrade.tests import base
-from trove_upgrade.tests import sample_guest
 
 
 class TestGuestSupervisor(base.TestCase):

@@ -16,12 +16,12 @@ import os
 
 import fixtures
 
+from tools.testbed import conffile
 from trove_upgrade.agent import adopt
 from trove_upgrade.agent import install
 from trove_upgrade.agent import journal
 from trove_upgrade.agent import trove_guest
 from trove_upgrade.tests import base
-from trove_upgrade.tests import conffile
 from trove_upgrade.tests.fixtures import trove_venv
 
 

@@ -31,10 +31,10 @@ from oslo_middleware import request_id
 import routes
 import webob.exc
 
+from tools.testbed import conffile
 from trove_upgrade.api import handler
 from trove_upgrade import hosted_conf
 from trove_upgrade.tests import base
-from trove_upgrade.tests import conffile
 from trove_upgrade.tests.fixtures import database
 from trove_upgrade.trove_extension import app
 

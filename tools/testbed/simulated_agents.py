@@ -24,7 +24,7 @@ the real agent's runner and outbox do. Installing takes no time.
 The rollout functional tests and ``tools/bench/rollout_scale.py`` start it
 as a subprocess::
 
-    python -m trove_upgrade.tests.functional.rollouts.simulated_agents \\
+    python tools/testbed/simulated_agents.py \\
         --config-file rabbit.conf --instances ids.txt --claims claims.log \\
         [--fail-file failing.txt] [--labels group=blue,az=az1] \\
         [--guest-version v1.0.0] [--heartbeat-interval 2] [--multiplex]
@@ -55,7 +55,7 @@ import threading
 import time
 
 # Selects oslo.service's threading backend before oslo.messaging loads.
-import trove_upgrade.cmd  # noqa: F401
+from trove_upgrade.cmd import threading_backend  # noqa: F401
 
 import kombu
 import oslo_messaging as messaging

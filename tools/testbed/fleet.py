@@ -18,7 +18,7 @@ and on RabbitMQ names of the caller's own (``rabbit.RabbitMQ().options``).
 Queues are declared durable for the length of the test rather than
 auto-deleted: a conductor killed by SIGKILL must find on restart the
 reports its agents sent meanwhile, as it would in production. So the
-fixture deletes, on clean-up, every queue and exchange it made.
+resource deletes, on clean-up, every queue and exchange it made.
 
 Used by the rollout functional tests and by
 ``tools/bench/rollout_scale.py``.
@@ -35,16 +35,17 @@ import threading
 import time
 import uuid
 
-import fixtures
 import kombu
 
+from tools.testbed import conffile
+from tools.testbed import lifecycle
 from trove_upgrade import rpc
 from trove_upgrade import rpc_interface
-from trove_upgrade.tests import conffile
 
 CONDUCTOR = os.path.join(os.path.dirname(sys.executable),
                          'trove-upgrade-conductor')
-SIMULATOR = 'trove_upgrade.tests.functional.rollouts.simulated_agents'
+SIMULATOR = os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                         'simulated_agents.py')
 READY = 'listening on topic'
 # Long enough for a loaded machine; only a broken run waits it out.
 START_TIMEOUT = 120
@@ -65,7 +66,7 @@ def _stop(process, sig=signal.SIGTERM):
         process.wait()
 
 
-class Fleet(fixtures.Fixture):
+class Fleet(lifecycle.Resource):
     """Conductors and simulated agents sharing a database and RabbitMQ.
 
     :param rabbit_options: ``{section: {option: value}}`` from the RabbitMQ
@@ -157,7 +158,7 @@ class Fleet(fixtures.Fixture):
         # A call lost with a killed conductor is sent again this soon.
         options['DEFAULT']['rpc_response_timeout'] = AGENT_CALL_TIMEOUT
         conffile.write_conf(config, options)
-        command = [sys.executable, '-m', SIMULATOR, '--config-file', config,
+        command = [sys.executable, SIMULATOR, '--config-file', config,
                    '--instances', base + '.ids',
                    '--claims', base + '.claims', '--labels', labels,
                    '--guest-version', guest_version,

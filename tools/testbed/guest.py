@@ -35,10 +35,9 @@ import threading
 import time
 import zipfile
 
-import fixtures
-
+from tools.testbed import conffile
+from tools.testbed import lifecycle
 from trove_upgrade.packaging import wheels
-from trove_upgrade.tests import conffile
 
 BIN = os.path.dirname(sys.executable)
 PROGRAM = 'guest-agent'
@@ -121,7 +120,7 @@ def make_venv(path, version, cache_dir):
     return path
 
 
-class DockerVersionAPI(fixtures.Fixture):
+class DockerVersionAPI(lifecycle.Resource):
     """A loopback HTTP endpoint answering Docker's ``GET /version``."""
 
     def _setUp(self):
@@ -151,7 +150,7 @@ def new_instance_key():
     return ''.join(secrets.choice(chars) for _ in range(32))
 
 
-class TroveGuestLayout(fixtures.Fixture):
+class TroveGuestLayout(lifecycle.Resource):
     """Trove's guest configuration directory for one instance.
 
     With Trove's defaults: secure RPC on, the instance's key in
@@ -194,7 +193,7 @@ class TroveGuestLayout(fixtures.Fixture):
         return '%s --config-dir=%s' % (program, self.conf_dir)
 
 
-class Supervisord(fixtures.Fixture):
+class Supervisord(lifecycle.Resource):
     """supervisord running one program, the guest agent."""
 
     def __init__(self, root, command, environment):
