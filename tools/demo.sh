@@ -24,6 +24,8 @@ if ! .venv/bin/python -c 'import oslo_messaging, sqlalchemy, swiftclient' 2>/dev
     echo "Installing trove-upgrade, python-openstackclient and supervisor into .venv ..."
     python3 -m venv .venv
     .venv/bin/pip install -q -U pip
-    .venv/bin/pip install -q -e '.[server,agent]' python-openstackclient supervisor
+    # -qq: pip still prints errors; setuptools' notice that an editable
+    # install links this checkout is not news to whoever runs it.
+    .venv/bin/pip install -qq -e '.[server,agent]' python-openstackclient supervisor
 fi
 exec .venv/bin/python tools/demo.py "$@"
