@@ -134,15 +134,19 @@ class InProcessSteps:
             upgrade.get('expected_manifest'))
 
     def download(self, upgrade, work):
-        """Ask the location; fetch the manifest, then the payload."""
+        """Fetch and check the manifest; then ask for the payload.
+
+        Nothing about the payload is asked of the store before its signed
+        manifest is verified and found to be the one the upgrade expects.
+        """
         try:
             strategy = self.load_strategy(upgrade['strategy'])
-            strategy.check_location(upgrade['location'])
             payload = os.path.join(work, PAYLOAD)
             strategy.fetch(upgrade['location'] + manifest_mod.MANIFEST_SUFFIX,
                            payload + manifest_mod.MANIFEST_SUFFIX,
                            self.verifier.max_manifest_size)
             manifest = self._manifest(upgrade, work)
+            strategy.check_location(upgrade['location'])
             # The signed size bounds the download: a server sending more
             # is cut off after one byte too many.
             size = strategy.fetch(upgrade['location'], payload,
