@@ -54,7 +54,12 @@ class TestTopologyOrder(test_rollouts.RolloutTestCase):
         first, other = self.fleet.start_agents(2)
         self.stalled_process = self.fleet.agent_processes[-1]
         rest = self.fleet.start_agents(10)
-        add = self.trove.add_instance
+
+        def add(name, **kwargs):
+            # The simulated agents seal nothing: their instances are those
+            # of a Trove with enable_secure_rpc_messaging off, without keys.
+            return self.trove.add_instance(name, secure_rpc=False, **kwargs)
+
         fleet = {'a_primary': rest[0], 'a_first': first, 'a_other': other,
                  'b_primary': rest[1], 'b_replica': rest[2],
                  'cluster': rest[3:6], 'singles': rest[6:]}
