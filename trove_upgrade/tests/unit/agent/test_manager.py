@@ -161,8 +161,8 @@ class TestAgentManager(base.TestCase):
         # Its server may hang: the download step asks it, not the RPC call.
         self._upgrade()
         self.assertEqual([], self.strategy.checked)
-        self.assertEqual(['u1'], [u['id'] for u in
-                                  self.journal.read()['queue']])
+        self.assertEqual([U1], [u['id'] for u in
+                                self.journal.read()['queue']])
 
     def test_busy_guest_defers_once_and_runs_when_running(self):
         self.state.state = 'backup'

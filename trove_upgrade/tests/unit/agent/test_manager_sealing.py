@@ -143,10 +143,11 @@ class TestSealedUpgrade(test_manager.TestAgentManager):
 
     def test_a_malformed_expectation_fails_the_upgrade(self):
         for upgrade_id, expected in (
-                ('u1', {'sha256': 'AB' * 32, 'package': None}),
-                ('u2', {'sha256': None}),
-                ('u3', ['ab' * 32]),
-                ('u4', {'sha256': None, 'package': 'a b'})):
+                (U1, {'sha256': 'AB' * 32, 'package': None}),
+                (test_manager.upgrade_id(2), {'sha256': None}),
+                (test_manager.upgrade_id(3), ['ab' * 32]),
+                (test_manager.upgrade_id(4),
+                 {'sha256': None, 'package': 'a b'})):
             args = self._args(upgrade_id, expected_manifest=expected)
             self._sealed_at('1.2', args, args)
             data = self.journal.read()
