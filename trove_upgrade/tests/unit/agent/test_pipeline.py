@@ -56,6 +56,8 @@ class CopyStrategy:
                 location=location, strategy='copy', reason=self.missing)
 
     def fetch(self, location, dest_path, max_bytes):
+        # A missing location has no manifest either, as in a real store.
+        self.check_location(location)
         if self.fail:
             raise strategy_exc.LocationUnreachable(
                 location=location, strategy='copy', reason=self.fail)
