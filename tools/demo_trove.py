@@ -34,11 +34,15 @@ from trove_upgrade.cmd import threading_backend  # noqa: F401
 import json
 import os
 import shutil
+import socket
 import subprocess
 import time
 import uuid
 
+import kombu
+
 from trove_upgrade.agent import trove_guest
+from trove_upgrade import rpc_interface
 from trove_upgrade import states
 
 import demo as demo_mod
@@ -75,6 +79,31 @@ class TroveDemo(demo_mod.Demo):
         super().stop_all()
         for fixture in reversed(self.fixtures):
             fixture.cleanUp()
+        self.remove_broker_objects()
+
+    def remove_broker_objects(self):
+        """Delete the exchanges and queues this demo's processes declared.
+
+        Declared without auto-delete, as Trove declares them, they would
+        stay on the broker after the demo. Each topic has a queue of its
+        own and one per server: the host for ours, the guest id for
+        Trove's guest agent. Deleting a missing one is no error.
+        """
+        host = socket.gethostname()
+        agent_topic = '%s.%s.%s' % (self.exchange,
+                                    rpc_interface.AGENT_TOPIC_PREFIX,
+                                    self.instance)
+        trove_topic = trove_guest.TOPIC_PREFIX + self.instance
+        queues = [self.conductor_topic, '%s.%s' % (self.conductor_topic, host),
+                  agent_topic, '%s.%s' % (agent_topic, host),
+                  trove_topic, '%s.%s' % (trove_topic, self.instance)]
+        # kombu names oslo.messaging's rabbit:// transport amqp://.
+        url = 'amqp://' + demo_mod.RABBIT.split('://', 1)[1]
+        with kombu.Connection(url) as connection:
+            for name in queues:
+                connection.channel().queue_delete(name)
+            for name in (self.exchange, self.trove_exchange):
+                connection.channel().exchange_delete(name)
 
     def build_packages(self):
         step(1, 'Build packages of Trove %s from its requirement specifier'
