@@ -48,7 +48,7 @@ import uuid
 
 from trove_upgrade.agent import install
 from trove_upgrade.agent import journal
-from trove_upgrade import states
+from trove_upgrade.common import states
 
 # What the demo shares with the functional tests (tools/testbed), from the
 # repository's root.

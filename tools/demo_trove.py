@@ -42,8 +42,8 @@ import uuid
 import kombu
 
 from trove_upgrade.agent import trove_guest
-from trove_upgrade import rpc_interface
-from trove_upgrade import states
+from trove_upgrade.common import rpc_interface
+from trove_upgrade.common import states
 
 import demo as demo_mod
 from tools.testbed import conffile

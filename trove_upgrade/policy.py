@@ -18,7 +18,7 @@ from oslo_config import cfg
 from oslo_log import log as logging
 from oslo_policy import policy
 
-from trove_upgrade import exception
+from trove_upgrade.common import exception
 from trove_upgrade import policies
 
 LOG = logging.getLogger(__name__)

@@ -63,7 +63,7 @@ import oslo_messaging as messaging
 import pymysql
 import requests
 
-from trove_upgrade import context as tu_context
+from trove_upgrade.common import context as tu_context
 
 BIN = os.path.dirname(sys.executable)
 RABBIT = 'rabbit://guest:guest@127.0.0.1:5672/'

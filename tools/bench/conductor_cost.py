@@ -77,16 +77,16 @@ from oslo_utils import uuidutils
 import rollout_scale
 from trove_upgrade.agent import journal as journal_mod
 from trove_upgrade.agent import outbox as outbox_mod
+from trove_upgrade.common import context as tu_context
+from trove_upgrade.common import rpc
+from trove_upgrade.common import rpc_interface
+from trove_upgrade.common import states
 from trove_upgrade.conductor import heartbeats
 from trove_upgrade.conductor import rpcapi
 from trove_upgrade import conf
-from trove_upgrade import context as tu_context
 from trove_upgrade.db import common as db_common
 from trove_upgrade.db import upgrades as db_upgrades
-from trove_upgrade import rpc
-from trove_upgrade import rpc_interface
-from trove_upgrade import sealing_keys
-from trove_upgrade import states
+from trove_upgrade.services import sealing_keys
 
 # What the benchmarks share with the functional tests (tools/testbed), from
 # the repository's root.

@@ -51,9 +51,9 @@ from trove_upgrade.agent import pipeline
 from trove_upgrade.agent import supervisor
 from trove_upgrade.agent import verifier
 from trove_upgrade import conf
-from trove_upgrade.packaging import build
-from trove_upgrade.packaging import keys
-from trove_upgrade.packaging import manifest as manifest_mod
+from trove_upgrade.package_format import build
+from trove_upgrade.package_format import keys
+from trove_upgrade.package_format import manifest as manifest_mod
 
 # What the benchmarks share with the functional tests (tools/testbed), from
 # the repository's root.

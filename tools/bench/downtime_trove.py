@@ -45,9 +45,9 @@ from trove_upgrade.agent import supervisor
 from trove_upgrade.agent import trove_guest
 from trove_upgrade.agent import verifier
 from trove_upgrade import conf
-from trove_upgrade.packaging import build
-from trove_upgrade.packaging import keys
-from trove_upgrade.packaging import manifest as manifest_mod
+from trove_upgrade.package_format import build
+from trove_upgrade.package_format import keys
+from trove_upgrade.package_format import manifest as manifest_mod
 
 # The repository's root is on the path: downtime.py put it there.
 from tools.testbed import guest

@@ -53,10 +53,10 @@ sys.path.insert(0, REPO)
 
 from trove_upgrade.agent import install  # noqa: E402
 from trove_upgrade.agent import journal  # noqa: E402
-from trove_upgrade.packaging import build  # noqa: E402
-from trove_upgrade.packaging import keys  # noqa: E402
-from trove_upgrade.packaging import verify  # noqa: E402
-from trove_upgrade.packaging import wheels as wheels_mod  # noqa: E402
+from trove_upgrade.package_format import build  # noqa: E402
+from trove_upgrade.package_format import keys  # noqa: E402
+from trove_upgrade.package_format import verify  # noqa: E402
+from trove_upgrade.package_format import wheels as wheels_mod  # noqa: E402
 
 TARGET_RATIO = 0.1
 DEFAULT_CACHE = os.environ.get('TROVE_UPGRADE_TEST_CACHE') or os.path.join(

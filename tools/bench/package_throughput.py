@@ -66,8 +66,8 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
 sys.path.insert(0, REPO)
 
-from trove_upgrade.packaging import build  # noqa: E402
-from trove_upgrade.packaging import keys  # noqa: E402
+from trove_upgrade.package_format import build  # noqa: E402
+from trove_upgrade.package_format import keys  # noqa: E402
 
 MIB = 1024 * 1024
 WHEELS_PER_PACKAGE = 4
@@ -81,7 +81,7 @@ COMMAND = os.path.join(os.path.dirname(sys.executable),
 CHILD = '''
 import sys
 import time
-from trove_upgrade.packaging import keys, verify
+from trove_upgrade.package_format import keys, verify
 package, dest, public, secret = sys.argv[1:]
 started = time.perf_counter(), time.process_time()
 verify.verify_package(

@@ -96,13 +96,13 @@ import oslo_messaging as messaging
 import psycopg2
 import sqlalchemy as sa
 
+from trove_upgrade.common import context as tu_context
+from trove_upgrade.common import rollout_states as rs
 from trove_upgrade import conf
-from trove_upgrade import context as tu_context
 from trove_upgrade.db import common as db_common
 from trove_upgrade.db import rollouts as db_rollouts
 from trove_upgrade.db import trove as trove_db
-from trove_upgrade import rollout_states as rs
-from trove_upgrade import rollouts
+from trove_upgrade.services import rollouts
 
 # What the benchmarks share with the functional tests (tools/testbed), from
 # the repository's root.

@@ -39,8 +39,8 @@ import kombu
 
 from tools.testbed import conffile
 from tools.testbed import lifecycle
-from trove_upgrade import rpc
-from trove_upgrade import rpc_interface
+from trove_upgrade.common import rpc
+from trove_upgrade.common import rpc_interface
 
 CONDUCTOR = os.path.join(os.path.dirname(sys.executable),
                          'trove-upgrade-conductor')

@@ -37,7 +37,7 @@ import zipfile
 
 from tools.testbed import conffile
 from tools.testbed import lifecycle
-from trove_upgrade.packaging import wheels
+from trove_upgrade.package_format import wheels
 
 BIN = os.path.dirname(sys.executable)
 PROGRAM = 'guest-agent'

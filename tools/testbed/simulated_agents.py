@@ -63,12 +63,12 @@ import oslo_messaging as messaging
 # Declares the agent's endpoint, whose signature the RPC server checks
 # every message against (rpc.RefusingDispatcher).
 from trove_upgrade.agent import manager as agent_manager  # noqa: F401
+from trove_upgrade.common import context as tu_context
+from trove_upgrade.common import rpc
+from trove_upgrade.common import rpc_interface
+from trove_upgrade.common import states
 from trove_upgrade.conductor import rpcapi as conductor_rpcapi
 from trove_upgrade import conf
-from trove_upgrade import context as tu_context
-from trove_upgrade import rpc
-from trove_upgrade import rpc_interface
-from trove_upgrade import states
 
 CONF = conf.CONF
 AGENT_VERSION = 'simulated-1.0'

@@ -53,9 +53,9 @@ from trove_upgrade.agent import pause_hook
 from trove_upgrade.agent import service_manager
 from trove_upgrade.agent import trove_guest
 from trove_upgrade.agent import undo_log
-from trove_upgrade import exception
-from trove_upgrade.packaging import exceptions as package_exc
-from trove_upgrade.packaging import writeback
+from trove_upgrade.common import exception
+from trove_upgrade.common import package_exceptions as package_exc
+from trove_upgrade.package_format import writeback
 
 LOG = logging.getLogger(__name__)
 

@@ -46,7 +46,7 @@ import time
 
 from oslo_log import log as logging
 
-from trove_upgrade import exception
+from trove_upgrade.common import exception
 
 LOG = logging.getLogger(__name__)
 

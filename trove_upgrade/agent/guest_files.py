@@ -34,9 +34,9 @@ import contextlib
 import os
 import stat
 
-from trove_upgrade import exception
-from trove_upgrade.packaging import exceptions as package_exc
-from trove_upgrade.packaging import writeback
+from trove_upgrade.common import exception
+from trove_upgrade.common import package_exceptions as package_exc
+from trove_upgrade.package_format import writeback
 
 MAX_TEXT_FILE_SIZE = 1024 * 1024
 MAX_REASON_LENGTH = 500

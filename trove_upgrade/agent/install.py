@@ -75,10 +75,10 @@ except ImportError:
 
 from trove_upgrade.agent import child_process
 from trove_upgrade.agent import reasons
-from trove_upgrade import exception
-from trove_upgrade.packaging import exceptions as package_exc
-from trove_upgrade.packaging import wheels as wheels_mod
-from trove_upgrade.packaging import writeback
+from trove_upgrade.common import exception
+from trove_upgrade.common import package_exceptions as package_exc
+from trove_upgrade.package_format import wheels as wheels_mod
+from trove_upgrade.package_format import writeback
 
 LOG = logging.getLogger(__name__)
 

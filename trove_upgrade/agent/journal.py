@@ -34,9 +34,9 @@ import json
 import os
 import threading
 
-from trove_upgrade import exception
-from trove_upgrade.packaging import writeback
-from trove_upgrade import rpc_interface
+from trove_upgrade.common import exception
+from trove_upgrade.common import rpc_interface
+from trove_upgrade.package_format import writeback
 
 JOURNAL_NAME = 'journal.json'
 TMP_SUFFIX = '.tmp'

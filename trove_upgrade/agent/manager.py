@@ -32,7 +32,7 @@ no when the upgrade was cancelled meanwhile; a conductor that cannot be
 reached leaves the upgrade queued for the next try.
 
 An agent holding its instance's keys (``[agent] instance_key_file``)
-first opens the message's seal (RPC API 1.1, ``trove_upgrade.sealing``):
+first opens the message's seal (RPC API 1.1, ``trove_upgrade.common.sealing``):
 an unsealed, forged, modified, stale or replayed message is logged and
 dropped before anything else, and nothing is recorded or reported under
 its upgrade id, since nobody can tell whether that id is genuine. The ids
@@ -57,12 +57,12 @@ from trove_upgrade.agent import install
 from trove_upgrade.agent import journal as journal_mod
 from trove_upgrade.agent import strategies
 from trove_upgrade.agent.strategies import exceptions as strategy_exc
-from trove_upgrade import exception
-from trove_upgrade.packaging import exceptions as package_exc
-from trove_upgrade.packaging import manifest as manifest_mod
-from trove_upgrade import rpc_interface
-from trove_upgrade import sealing
-from trove_upgrade import states
+from trove_upgrade.common import exception
+from trove_upgrade.common import package_exceptions as package_exc
+from trove_upgrade.common import rpc_interface
+from trove_upgrade.common import sealing
+from trove_upgrade.common import states
+from trove_upgrade.package_format import manifest as manifest_mod
 
 LOG = logging.getLogger(__name__)
 
@@ -158,7 +158,7 @@ class JournalReplayCache(sealing.ReplayCache):
 
 
 class AgentManager:
-    """Server side of ``trove_upgrade.conductor.agent_rpcapi.AgentAPI``."""
+    """Server side of ``trove_upgrade.services.agent_rpcapi.AgentAPI``."""
 
     RPC_API_VERSION = RPC_API_VERSION
 

@@ -27,9 +27,9 @@ import re
 
 from oslo_log import log as logging
 
-from trove_upgrade.packaging import exceptions as package_exc
-from trove_upgrade import rpc_interface
-from trove_upgrade import sealing
+from trove_upgrade.common import package_exceptions as package_exc
+from trove_upgrade.common import rpc_interface
+from trove_upgrade.common import sealing
 
 LOG = logging.getLogger(__name__)
 

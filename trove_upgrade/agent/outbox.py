@@ -43,8 +43,8 @@ import time
 
 from oslo_log import log as logging
 
-from trove_upgrade import rpc_interface
-from trove_upgrade import states
+from trove_upgrade.common import rpc_interface
+from trove_upgrade.common import states
 
 LOG = logging.getLogger(__name__)
 

@@ -54,9 +54,9 @@ from trove_upgrade.agent import reasons
 from trove_upgrade.agent import strategies
 from trove_upgrade.agent import supervisor as supervisor_mod
 from trove_upgrade.agent import untrusted
-from trove_upgrade import exception
-from trove_upgrade.packaging import exceptions as package_exc
-from trove_upgrade import states
+from trove_upgrade.common import exception
+from trove_upgrade.common import package_exceptions as package_exc
+from trove_upgrade.common import states
 
 LOG = logging.getLogger(__name__)
 

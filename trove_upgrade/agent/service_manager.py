@@ -44,7 +44,7 @@ from oslo_log import log as logging
 from trove_upgrade.agent import child_process
 from trove_upgrade.agent import guest_files
 from trove_upgrade.agent import supervisor as supervisor_mod
-from trove_upgrade.packaging import exceptions as package_exc
+from trove_upgrade.common import package_exceptions as package_exc
 
 LOG = logging.getLogger(__name__)
 

@@ -37,7 +37,7 @@ from oslo_log import log as logging
 from trove_upgrade.agent import child_process
 from trove_upgrade.agent import guest_files
 from trove_upgrade.agent import install
-from trove_upgrade import exception
+from trove_upgrade.common import exception
 
 LOG = logging.getLogger(__name__)
 

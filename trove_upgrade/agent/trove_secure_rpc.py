@@ -24,7 +24,7 @@ Trove 25.1.0 and 26.0.0 alike (the modules are the same in both):
   context becomes ``{'context': encode(encrypt(json(context)))}``, each
   entity (an argument, the answer) ``encode(encrypt(json(entity)))``;
 - ``trove/common/crypto_utils.py``, ``encrypt_data`` / ``encode_data``,
-  with the instance key (:mod:`trove_upgrade.trove_crypto`);
+  with the instance key (:mod:`trove_upgrade.common.trove_crypto`);
 - ``trove/rpc.py``, ``get_client``, and ``trove/guestagent/api.py``,
   ``API.get_client``: Trove's client of a guest agent wraps its
   ``TroveRequestContextSerializer`` (the context as
@@ -33,7 +33,7 @@ Trove 25.1.0 and 26.0.0 alike (the modules are the same in both):
 
 The format encrypts but does not authenticate (CBC without a MAC): it keeps
 the traffic private, it does not prove who sent it; trove-upgrade's own
-messages are sealed (``trove_upgrade.sealing``). Trove's serializer
+messages are sealed (``trove_upgrade.common.sealing``). Trove's serializer
 passes through what does not decrypt; this one refuses it
 (:class:`UnreadableMessage`), so a guest agent running with another key is
 named as such rather than answering gibberish.
@@ -44,7 +44,7 @@ import json
 from oslo_context import context as oslo_context
 from oslo_messaging import serializer
 
-from trove_upgrade import trove_crypto
+from trove_upgrade.common import trove_crypto
 
 CONTEXT_FIELD = 'context'
 # TroveContext.to_dict() adds these to oslo.context's fields.

@@ -42,8 +42,8 @@ import shutil
 from oslo_log import log as logging
 
 from trove_upgrade.agent import guest_files
-from trove_upgrade import exception
-from trove_upgrade.packaging import writeback
+from trove_upgrade.common import exception
+from trove_upgrade.package_format import writeback
 
 LOG = logging.getLogger(__name__)
 

@@ -35,7 +35,7 @@ import os
 import pwd
 import stat
 
-from trove_upgrade import exception
+from trove_upgrade.common import exception
 
 _PR_SET_DUMPABLE = 4
 _COPY_SIZE = 1024 * 1024

@@ -20,8 +20,8 @@ then bounds the download.
 
 import shlex
 
-from trove_upgrade.packaging import keys
-from trove_upgrade.packaging import verify
+from trove_upgrade.package_format import keys
+from trove_upgrade.package_format import verify
 
 MAX_MANIFEST_SIZE = verify.DEFAULT_MAX_MANIFEST_SIZE
 

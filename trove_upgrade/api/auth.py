@@ -23,7 +23,7 @@ import webob.exc
 
 from trove_upgrade.api import handler
 from trove_upgrade.api import util
-from trove_upgrade import context
+from trove_upgrade.common import context
 
 PUBLIC_PATHS = frozenset(['', '/', '/v1.0', '/v1.0/',
                           handler.HEALTHCHECK])

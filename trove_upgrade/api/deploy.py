@@ -29,10 +29,10 @@ from trove_upgrade.api import handler
 from trove_upgrade.api import requestid
 from trove_upgrade.api import requestlog
 from trove_upgrade.api import sizelimit
+from trove_upgrade.common import release_mappings
+from trove_upgrade.common import rpc
 from trove_upgrade.db import common as db_common
 from trove_upgrade import policy
-from trove_upgrade import release_mappings
-from trove_upgrade import rpc
 
 LOG = logging.getLogger(__name__)
 

@@ -34,12 +34,12 @@ import webob.dec
 import webob.exc
 import webob.request
 
-from trove_upgrade import exception
+from trove_upgrade.common import exception
 
 LOG = logging.getLogger(__name__)
 
 JSON_TYPE = 'application/json'
-CONTEXT_KEY = 'trove_upgrade.context'
+CONTEXT_KEY = 'trove_upgrade.common.context'
 CONF_KEY = 'trove_upgrade.conf'
 HEALTHCHECK_KEY = 'trove_upgrade.healthcheck'
 

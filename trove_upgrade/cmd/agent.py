@@ -28,10 +28,10 @@ from oslo_log import log as logging
 from oslo_service import service
 
 from trove_upgrade.agent import service as agent_service
+from trove_upgrade.common import exception
+from trove_upgrade.common import rpc
 from trove_upgrade import conf
 from trove_upgrade.conf import agent as agent_conf
-from trove_upgrade import exception
-from trove_upgrade import rpc
 from trove_upgrade import version
 
 CONF = conf.CONF

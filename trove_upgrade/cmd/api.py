@@ -30,9 +30,9 @@ from oslo_log import log as logging
 
 from trove_upgrade.api import deploy
 from trove_upgrade.api import server as api_server
+from trove_upgrade.common import exception
 from trove_upgrade import conf as tu_conf
 from trove_upgrade.db import migration
-from trove_upgrade import exception
 from trove_upgrade import wsgi
 
 LOG = logging.getLogger(__name__)

@@ -27,12 +27,12 @@ from oslo_config import cfg
 from oslo_log import log as logging
 from oslo_service import service
 
+from trove_upgrade.common import exception
+from trove_upgrade.common import rpc
 from trove_upgrade.conductor import service as conductor_service
 from trove_upgrade import conf
 from trove_upgrade.db import common as db_common
 from trove_upgrade.db import migration
-from trove_upgrade import exception
-from trove_upgrade import rpc
 from trove_upgrade import version
 
 CONF = conf.CONF

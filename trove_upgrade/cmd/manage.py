@@ -42,14 +42,14 @@ from oslo_db import exception as db_exc
 from oslo_utils import uuidutils
 
 from trove_upgrade.cmd import short_lived
+from trove_upgrade.common import context as tu_context
+from trove_upgrade.common import exception
+from trove_upgrade.common import package_exceptions as package_exc
+from trove_upgrade.common import sealing
 from trove_upgrade import conf
-from trove_upgrade import context as tu_context
 from trove_upgrade.db import common as db_common
 from trove_upgrade.db import migration
-from trove_upgrade import exception
-from trove_upgrade.packaging import exceptions as package_exc
-from trove_upgrade import sealing
-from trove_upgrade import sealing_keys
+from trove_upgrade.services import sealing_keys
 from trove_upgrade import version
 
 CONF = conf.CONF

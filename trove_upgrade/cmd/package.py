@@ -36,11 +36,11 @@ import sys
 import tempfile
 
 from trove_upgrade.cmd import short_lived
-from trove_upgrade.packaging import chunked_aead
-from trove_upgrade.packaging import exceptions
-from trove_upgrade.packaging import keys
-from trove_upgrade.packaging import manifest as manifest_mod
-from trove_upgrade.packaging import verify
+from trove_upgrade.common import package_exceptions as exceptions
+from trove_upgrade.package_format import chunked_aead
+from trove_upgrade.package_format import keys
+from trove_upgrade.package_format import manifest as manifest_mod
+from trove_upgrade.package_format import verify
 
 PROG = 'trove-upgrade-package'
 EXIT_REFUSED = 1
@@ -123,8 +123,8 @@ def _progress(message):
 
 def _build_wheels(args):
     """The wheels to package: given ones, then resolved requirements'."""
-    from trove_upgrade.packaging import build
-    from trove_upgrade.packaging import wheels as wheels_mod
+    from trove_upgrade.package_format import build
+    from trove_upgrade.package_format import wheels as wheels_mod
     if not (args.inputs or args.requirement):
         raise exceptions.BuildError(
             'give wheels or directories, --requirement SPEC, or both')
@@ -171,7 +171,7 @@ def _health_check_command(text):
 
 
 def do_build(args):
-    from trove_upgrade.packaging import build
+    from trove_upgrade.package_format import build
     wheels, guest_agent = _build_wheels(args)
     signing_keys = [keys.load_signing_key(path) for path in args.signing_key]
     encryption_key = keys.load_encryption_key(args.encryption_key)
@@ -204,7 +204,7 @@ def do_build(args):
 
 
 def do_sign(args):
-    from trove_upgrade.packaging import build
+    from trove_upgrade.package_format import build
     path = _manifest_path(args.manifest)
     manifest = _read_manifest(path)
     for key_path in args.signing_key:

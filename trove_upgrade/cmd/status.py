@@ -47,16 +47,16 @@ from oslo_utils import timeutils
 import sqlalchemy as sa
 
 from trove_upgrade.cmd import short_lived
-from trove_upgrade.conductor import agent_rpcapi
+from trove_upgrade.common import context
+from trove_upgrade.common import exception
+from trove_upgrade.common import release_mappings
+from trove_upgrade.common import rpc
 from trove_upgrade import conf
-from trove_upgrade import context
 from trove_upgrade.db import agents as db_agents
 from trove_upgrade.db import migration
 from trove_upgrade.db import upgrades as db_upgrades
-from trove_upgrade import exception
 from trove_upgrade import policies
-from trove_upgrade import release_mappings
-from trove_upgrade import rpc
+from trove_upgrade.services import agent_rpcapi
 
 CONF = conf.CONF
 

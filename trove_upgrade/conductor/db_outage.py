@@ -21,9 +21,9 @@ import functools
 
 from oslo_log import log as logging
 
+from trove_upgrade.common import exception
+from trove_upgrade.common import package_exceptions as package_exc
 from trove_upgrade.db import errors as db_errors
-from trove_upgrade import exception
-from trove_upgrade.packaging import exceptions as package_exc
 
 LOG = logging.getLogger(__name__)
 

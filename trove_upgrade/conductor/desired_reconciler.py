@@ -27,15 +27,15 @@ import datetime
 from oslo_log import log as logging
 from oslo_utils import timeutils
 
+from trove_upgrade.common import exception
 from trove_upgrade.conductor import db_outage
 from trove_upgrade import conf
 from trove_upgrade.db import desired_versions as db
-from trove_upgrade import desired_versions
-from trove_upgrade import exception
-from trove_upgrade import notifications
-from trove_upgrade import resends
-from trove_upgrade import rollouts
-from trove_upgrade import upgrades
+from trove_upgrade.services import desired_versions
+from trove_upgrade.services import notifications
+from trove_upgrade.services import resends
+from trove_upgrade.services import rollouts
+from trove_upgrade.services import upgrades
 
 CONF = conf.CONF
 LOG = logging.getLogger(__name__)

@@ -13,10 +13,11 @@
 """The conductor's RPC endpoint: what the agents' messages do.
 
 Registrations and heartbeats go to the ``agents`` table; claims and state
-reports go through ``trove_upgrade.upgrades``, which holds the rules. The
-manager only checks what crosses the wire before handing it on.
+reports go through ``trove_upgrade.services.upgrades``, which holds the
+rules. The manager only checks what crosses the wire before handing it on.
 
-From version 1.1 every message may carry a seal (``trove_upgrade.sealing``).
+From version 1.1 every message may carry a seal
+(``trove_upgrade.common.sealing``).
 The messages of an instance that has a key must be sealed with it, and with
 ``[conductor] require_sealed`` those of every instance: anything else is
 refused and logged with the instance id (at most ``refusal_log``'s number
@@ -45,6 +46,10 @@ from oslo_log import log as logging
 import oslo_messaging as messaging
 from oslo_utils import uuidutils
 
+from trove_upgrade.common import exception
+from trove_upgrade.common import package_exceptions as package_exc
+from trove_upgrade.common import rpc_interface
+from trove_upgrade.common import sealing
 from trove_upgrade.conductor import db_outage
 from trove_upgrade.conductor import heartbeats
 from trove_upgrade.conductor import refusal_log
@@ -52,12 +57,8 @@ from trove_upgrade.conductor import report_writer
 from trove_upgrade import conf
 from trove_upgrade.db import agents as db_agents
 from trove_upgrade.db import upgrades as db_upgrades
-from trove_upgrade import exception
-from trove_upgrade.packaging import exceptions as package_exc
-from trove_upgrade import rpc_interface
-from trove_upgrade import sealing
-from trove_upgrade import sealing_keys
-from trove_upgrade import upgrades
+from trove_upgrade.services import sealing_keys
+from trove_upgrade.services import upgrades
 
 CONF = conf.CONF
 

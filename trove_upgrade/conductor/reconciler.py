@@ -40,21 +40,21 @@ import time
 from oslo_log import log as logging
 from oslo_utils import timeutils
 
-from trove_upgrade.conductor import agent_rpcapi
+from trove_upgrade.common import context as tu_context
+from trove_upgrade.common import rollout_states as rs
+from trove_upgrade.common import rpc
 from trove_upgrade.conductor import db_outage
 from trove_upgrade.conductor import desired_reconciler
 from trove_upgrade.conductor import parent_death
 from trove_upgrade import conf
-from trove_upgrade import context as tu_context
 from trove_upgrade.db import common as db_common
 from trove_upgrade.db import rollouts as db_rollouts
-from trove_upgrade import notifications
-from trove_upgrade import resends
-from trove_upgrade import rollout_states as rs
-from trove_upgrade import rollouts
-from trove_upgrade import rpc
-from trove_upgrade import topology as trove_topology
-from trove_upgrade import upgrades
+from trove_upgrade.services import agent_rpcapi
+from trove_upgrade.services import notifications
+from trove_upgrade.services import resends
+from trove_upgrade.services import rollouts
+from trove_upgrade.services import topology as trove_topology
+from trove_upgrade.services import upgrades
 
 CONF = conf.CONF
 LOG = logging.getLogger(__name__)

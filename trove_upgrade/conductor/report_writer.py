@@ -48,7 +48,7 @@ import threading
 
 from oslo_log import log as logging
 
-from trove_upgrade import context as tu_context
+from trove_upgrade.common import context as tu_context
 from trove_upgrade.db import common as db_common
 from trove_upgrade.db import errors as db_errors
 from trove_upgrade.db import upgrades as db_upgrades

@@ -18,7 +18,7 @@ reaches. All conductors listen on :func:`topic` and share its
 messages. ``[upgrade_levels] conductor`` caps the version the agents send
 while the conductors run an older release than the agents; the cap and
 ``can_send_version`` work as described in
-``trove_upgrade.conductor.agent_rpcapi``.
+``trove_upgrade.services.agent_rpcapi``.
 
 An agent that holds its instance's keys seals every message with them
 (version 1.1), so that nobody else on the bus can register, heartbeat,
@@ -30,12 +30,12 @@ answer that does not open raises ReplyNotAuthenticated.
 
 import oslo_messaging as messaging
 
+from trove_upgrade.common import exception
+from trove_upgrade.common import release_mappings
+from trove_upgrade.common import rpc
+from trove_upgrade.common import rpc_interface
+from trove_upgrade.common import sealing
 from trove_upgrade import conf
-from trove_upgrade import exception
-from trove_upgrade import release_mappings
-from trove_upgrade import rpc
-from trove_upgrade import rpc_interface
-from trove_upgrade import sealing
 
 CONF = conf.CONF
 
@@ -59,7 +59,7 @@ class ConductorAPI:
     | 1.0 - Initial version: register_agent(), heartbeat(), start_upgrade(),
     |       report_upgrade_state().
     | 1.1 - Every method takes ``sealed``, the seal of its arguments made
-    |       with the instance's key (``trove_upgrade.sealing``).
+    |       with the instance's key (``trove_upgrade.common.sealing``).
     | 1.2 - report_upgrade_states(): several reports of one instance in
     |       one call, recorded in order. Also sent by cast
     |       (cast_upgrade_states()), which the conductor of 1.2 takes as
@@ -147,7 +147,8 @@ class ConductorAPI:
 
         :returns: the conductor's RPC API version, the highest the agent may
             send to it.
-        :raises: trove_upgrade.exception.Invalid when a field is malformed.
+        :raises: trove_upgrade.common.exception.Invalid when a field is
+            malformed.
         """
         return self._send(context, 'register_agent', locals())
 

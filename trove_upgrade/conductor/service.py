@@ -23,16 +23,16 @@ from oslo_log import log as logging
 import oslo_messaging as messaging
 from oslo_service import service
 
+from trove_upgrade.common import context as tu_context
+from trove_upgrade.common import rpc
+from trove_upgrade.common import rpc_interface
 from trove_upgrade.conductor import db_outage
 from trove_upgrade.conductor import heartbeats
 from trove_upgrade.conductor import manager
 from trove_upgrade.conductor import reconciler
 from trove_upgrade.conductor import rpcapi as conductor_rpcapi
 from trove_upgrade import conf
-from trove_upgrade import context as tu_context
-from trove_upgrade import rpc
-from trove_upgrade import rpc_interface
-from trove_upgrade import upgrades
+from trove_upgrade.services import upgrades
 
 CONF = conf.CONF
 LOG = logging.getLogger(__name__)

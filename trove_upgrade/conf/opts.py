@@ -43,7 +43,7 @@ def set_defaults():
     # Imported here: the generator needs it, the services import it first
     # thing anyway, and importing it at the top would drag oslo.messaging
     # into every user of the options.
-    from trove_upgrade import rpc
+    from trove_upgrade.common import rpc
     rpc.set_defaults()
     database.register_opts(conf.CONF)
     policy_opts.set_defaults(conf.CONF, policy_file='policy.yaml')

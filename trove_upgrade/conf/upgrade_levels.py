@@ -19,8 +19,8 @@ upgrade_levels_group = cfg.OptGroup(
     help='Caps on the RPC versions this service sends, so that a fleet in '
          'which agents run different releases keeps working. Each value is '
          '"latest" (no cap), a release name from '
-         'trove_upgrade.release_mappings, an explicit "x.y" version, or '
-         '"auto".')
+         'trove_upgrade.common.release_mappings, an explicit "x.y" version, '
+         'or "auto".')
 
 upgrade_levels_opts = [
     cfg.StrOpt('agent',

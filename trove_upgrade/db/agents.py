@@ -24,12 +24,12 @@ from oslo_db.sqlalchemy import utils as sqlalchemyutils
 from oslo_utils import timeutils
 import sqlalchemy as sa
 
+from trove_upgrade.common import exception
+from trove_upgrade.common import package_exceptions as package_exc
+from trove_upgrade.common import rpc_interface
+from trove_upgrade.common import states
 from trove_upgrade.db import common
 from trove_upgrade.db import models
-from trove_upgrade import exception
-from trove_upgrade.packaging import exceptions as package_exc
-from trove_upgrade import rpc_interface
-from trove_upgrade import states
 
 
 _AGENT_VALUES = frozenset(['agent_version', 'guest_version',

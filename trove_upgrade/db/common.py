@@ -31,9 +31,9 @@ from oslo_db.sqlalchemy import utils as sqlalchemyutils
 from oslo_utils import timeutils
 import sqlalchemy as sa
 
+from trove_upgrade.common import exception
 from trove_upgrade import conf
 from trove_upgrade.conf import database as database_conf
-from trove_upgrade import exception
 
 database_conf.register_opts(conf.CONF)
 

@@ -21,10 +21,10 @@ sends it. Kept apart from ``db.upgrades``: nothing else touches the column.
 from oslo_utils import timeutils
 import sqlalchemy as sa
 
+from trove_upgrade.common import states
 from trove_upgrade.db import common
 from trove_upgrade.db import models
 from trove_upgrade.db import upgrades as db_upgrades
-from trove_upgrade import states
 
 _UPGRADE = models.Upgrade
 
@@ -60,9 +60,9 @@ def release_upgrade(context, upgrade_id, source, detail, resend_at):
 
     It counts as sent from here, and is cast again at ``resend_at`` unless
     its agent has it by then: a caller killed before its cast leaves it
-    to be sent again (``trove_upgrade.resends``). Returns the upgrade, or
-    None when another conductor released it or it was cancelled or timed
-    out meanwhile.
+    to be sent again (``trove_upgrade.services.resends``). Returns the
+    upgrade, or None when another conductor released it or it was
+    cancelled or timed out meanwhile.
     """
     return _move(context, upgrade_id, source, states.DEFERRED, True,
                  {'held': False, 'resend_at': resend_at, 'send_count': 1},

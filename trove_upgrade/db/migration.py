@@ -22,9 +22,9 @@ from alembic import util as alembic_util
 from oslo_log import log as logging
 import sqlalchemy as sa
 
+from trove_upgrade.common import exception
 from trove_upgrade.db import common
 from trove_upgrade.db import errors
-from trove_upgrade import exception
 
 LOG = logging.getLogger(__name__)
 

@@ -88,7 +88,7 @@ class Upgrade(Base):
         sa.Boolean, nullable=False, default=False,
         server_default=sa.false())
     # When the conductor casts the upgrade to its agent again unless the
-    # agent has claimed it by then (trove_upgrade.resends); NULL while
+    # agent has claimed it by then (trove_upgrade.services.resends); NULL while
     # there is nothing to send again: never sent, held, or in the agent's
     # hands. Read only while the upgrade is unclaimed.
     resend_at: orm.Mapped[datetime.datetime | None] = orm.mapped_column(

@@ -23,10 +23,10 @@ from oslo_utils import timeutils
 from oslo_utils import uuidutils
 import sqlalchemy as sa
 
+from trove_upgrade.common import exception
+from trove_upgrade.common import states
 from trove_upgrade.db import common
 from trove_upgrade.db import models
-from trove_upgrade import exception
-from trove_upgrade import states
 
 _REQUIRED = frozenset([
     'name', 'version', 'strategy', 'location', 'state', 'size', 'sha256',

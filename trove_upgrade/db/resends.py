@@ -23,10 +23,10 @@ conductors exactly one sends each again.
 
 import sqlalchemy as sa
 
+from trove_upgrade.common import states
 from trove_upgrade.db import common
 from trove_upgrade.db import models
 from trove_upgrade.db import upgrades as db_upgrades
-from trove_upgrade import states
 
 _UPGRADE = models.Upgrade
 

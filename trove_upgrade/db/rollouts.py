@@ -26,12 +26,12 @@ from oslo_utils import timeutils
 from oslo_utils import uuidutils
 import sqlalchemy as sa
 
+from trove_upgrade.common import exception
+from trove_upgrade.common import rollout_states
+from trove_upgrade.common import states
 from trove_upgrade.db import common
 from trove_upgrade.db import models
 from trove_upgrade.db import upgrades as db_upgrades
-from trove_upgrade import exception
-from trove_upgrade import rollout_states
-from trove_upgrade import states
 
 LOG = logging.getLogger(__name__)
 

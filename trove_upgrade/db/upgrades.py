@@ -30,12 +30,12 @@ from oslo_utils import timeutils
 from oslo_utils import uuidutils
 import sqlalchemy as sa
 
+from trove_upgrade.common import exception
+from trove_upgrade.common import states
 from trove_upgrade.db import common
 from trove_upgrade.db import driver_sql
 from trove_upgrade.db import instance_keys
 from trove_upgrade.db import models
-from trove_upgrade import exception
-from trove_upgrade import states
 
 LOG = logging.getLogger(__name__)
 
@@ -170,7 +170,7 @@ def create_sent_upgrade(context, values, resend_at):
     Its PENDING and SENT events are recorded with it, in one transaction:
     its first send is recorded before the cast, and the upgrade is cast
     again at ``resend_at`` until its agent claims it
-    (``trove_upgrade.resends``), so that a caller that dies before its
+    (``trove_upgrade.services.resends``), so that a caller that dies before its
     cast leaves nothing undelivered. The instance's unexpired keys, to
     seal that cast with, are read in the same transaction rather than in
     one of their own.
@@ -712,7 +712,7 @@ def mark_upgrades_sent(context, upgrade_ids, source, resend_at=None,
     """Move those of ``upgrade_ids`` still PENDING to SENT, with events.
 
     Each is cast again at ``resend_at`` unless its agent claims it first
-    (``trove_upgrade.resends``); ``detail`` is recorded with each.
+    (``trove_upgrade.services.resends``); ``detail`` is recorded with each.
 
     One transaction for a whole batch of casts. An upgrade its agent
     claimed (or anyone moved) meanwhile is left alone, and so is one whose

@@ -36,8 +36,8 @@ import webob.exc
 from trove_upgrade.api import fault_wrap
 from trove_upgrade.api import sizelimit
 from trove_upgrade.api import util
-from trove_upgrade import context
-from trove_upgrade import hosted_conf
+from trove_upgrade.common import context
+from trove_upgrade.common import hosted_conf
 from trove_upgrade import version
 
 LOG = logging.getLogger(__name__)
@@ -95,8 +95,8 @@ def load(config_files, config_dirs=()):
     conf = _parse(config_files, config_dirs)
     _configure_database(conf)
     from trove_upgrade.api import handler
+    from trove_upgrade.common import release_mappings
     from trove_upgrade import policy
-    from trove_upgrade import release_mappings
     release_mappings.resolve_version_cap(
         'agent', conf.upgrade_levels.agent, auto=lambda: None)
     policy.init(conf)

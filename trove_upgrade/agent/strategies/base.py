@@ -66,7 +66,7 @@ from oslo_log import log as logging
 import tenacity
 
 from trove_upgrade.agent.strategies import exceptions
-from trove_upgrade.packaging import exceptions as package_exc
+from trove_upgrade.common import package_exceptions as package_exc
 
 LOG = logging.getLogger(__name__)
 

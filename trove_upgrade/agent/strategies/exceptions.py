@@ -19,7 +19,7 @@ after the last attempt it becomes :class:`DownloadFailed` (``fetch``) or
 :class:`LocationUnreachable` (``check_location``) carrying its message.
 """
 
-from trove_upgrade import exception
+from trove_upgrade.common import exception
 
 
 class StrategyError(exception.TroveUpgradeException):

@@ -21,8 +21,8 @@ import webob
 from trove_upgrade.api.schemas import agents as schema
 from trove_upgrade.api import util
 from trove_upgrade.api import views
+from trove_upgrade.common import exception
 from trove_upgrade.db import agents as db_agents
-from trove_upgrade import exception
 from trove_upgrade.policies import agents as policies
 from trove_upgrade import policy
 

@@ -22,12 +22,12 @@ from trove_upgrade.api.handlers import rollouts as rollout_handlers
 from trove_upgrade.api.schemas import packages as schema
 from trove_upgrade.api import util
 from trove_upgrade.api import views
+from trove_upgrade.common import exception
 from trove_upgrade.db import agents as db_agents
 from trove_upgrade.db import desired_versions as db
-from trove_upgrade import desired_versions
-from trove_upgrade import exception
 from trove_upgrade.policies import packages as policies
 from trove_upgrade import policy
+from trove_upgrade.services import desired_versions
 
 # As a rollout's, but a standing declaration keeps its canary at 1 and
 # retries each agent once before counting it failed.

@@ -19,12 +19,12 @@ import webob.exc
 from trove_upgrade.api.schemas import packages as schema
 from trove_upgrade.api import util
 from trove_upgrade.api import views
+from trove_upgrade.common import exception
 from trove_upgrade.db import packages as db
-from trove_upgrade import exception
-from trove_upgrade import fleet
-from trove_upgrade import package_registry
 from trove_upgrade.policies import packages as policies
 from trove_upgrade import policy
+from trove_upgrade.services import fleet
+from trove_upgrade.services import packages as package_registry
 
 
 def _package_id(req):

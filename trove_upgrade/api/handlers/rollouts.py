@@ -22,11 +22,11 @@ from trove_upgrade.api.handlers import upgrades as upgrade_handlers
 from trove_upgrade.api.schemas import rollouts as schema
 from trove_upgrade.api import util
 from trove_upgrade.api import views
+from trove_upgrade.common import exception
 from trove_upgrade.db import rollouts as db_rollouts
-from trove_upgrade import exception
 from trove_upgrade.policies import rollouts as policies
 from trove_upgrade import policy
-from trove_upgrade import rollouts
+from trove_upgrade.services import rollouts
 
 # Defaults of the optional fields: one canary, one agent at a time, stop
 # at the first failure, no retry, an hour per agent; Trove's replication

@@ -25,13 +25,13 @@ from trove_upgrade.api.handlers import packages as package_handlers
 from trove_upgrade.api.schemas import upgrades as schema
 from trove_upgrade.api import util
 from trove_upgrade.api import views
+from trove_upgrade.common import exception
 from trove_upgrade.db import agents as db_agents
 from trove_upgrade.db import upgrades as db_upgrades
-from trove_upgrade import exception
 from trove_upgrade.policies import upgrades as policies
 from trove_upgrade import policy
-from trove_upgrade import trove_instances
-from trove_upgrade import upgrades
+from trove_upgrade.services import trove_instances
+from trove_upgrade.services import upgrades
 
 
 def _check_version(value):

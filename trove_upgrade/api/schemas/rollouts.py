@@ -13,7 +13,7 @@
 """Schemas of /v1.0/{tenant_id}/mgmt/rollouts."""
 
 from trove_upgrade.api.schemas import upgrades
-from trove_upgrade import rollout_states
+from trove_upgrade.common import rollout_states
 
 # A count, or a percent written "10%".
 _PERCENT = {'type': 'string', 'pattern': '^(100|[1-9]?[0-9])%$'}

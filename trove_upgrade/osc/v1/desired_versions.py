@@ -13,9 +13,9 @@
 """``openstack database desired version ...`` and ``database target list``.
 
 A desired version is a standing declaration (see
-``trove_upgrade.desired_versions``); the targets are what each instance
-is headed for, by which owner and why. The calls go through the plugin's
-client (``client_manager.guest_upgrade``), which knows every URL.
+``trove_upgrade.services.desired_versions``); the targets are what each
+instance is headed for, by which owner and why. The calls go through the
+plugin's client (``client_manager.guest_upgrade``), which knows every URL.
 """
 
 from osc_lib.cli import format_columns

@@ -32,8 +32,8 @@ import kombu
 from oslo_messaging import conffixture
 
 from tools.testbed import conffile
+from trove_upgrade.common import rpc
 from trove_upgrade import conf
-from trove_upgrade import rpc
 
 CONF = conf.CONF
 

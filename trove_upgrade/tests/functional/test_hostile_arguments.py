@@ -26,10 +26,10 @@ import signal
 import subprocess
 import time
 
-from trove_upgrade import context
-from trove_upgrade.packaging import build
-from trove_upgrade.packaging import keys
-from trove_upgrade import sealing_keys
+from trove_upgrade.common import context
+from trove_upgrade.package_format import build
+from trove_upgrade.package_format import keys
+from trove_upgrade.services import sealing_keys
 from trove_upgrade.tests.fixtures import database
 from trove_upgrade.tests.functional import commands
 

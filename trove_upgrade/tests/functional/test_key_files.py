@@ -24,10 +24,10 @@ import pwd
 import stat
 import unittest
 
-from trove_upgrade import context
-from trove_upgrade.packaging import keys
-from trove_upgrade import sealing
-from trove_upgrade import sealing_keys
+from trove_upgrade.common import context
+from trove_upgrade.common import sealing
+from trove_upgrade.package_format import keys
+from trove_upgrade.services import sealing_keys
 from trove_upgrade.tests.fixtures import database
 from trove_upgrade.tests.functional import test_hostile_arguments as hostile
 

@@ -14,9 +14,9 @@
 
 from oslo_messaging import opts as messaging_opts
 
+from trove_upgrade.common import exception
 from trove_upgrade import conf
 from trove_upgrade.db import common as db_common
-from trove_upgrade import exception
 from trove_upgrade.tests import base
 
 

@@ -76,12 +76,13 @@ class TestImportBoundaries(base.TestCase):
         self.assertEqual([], sorted(
             name for name in loaded
             if name.split('.')[0] == 'oslo_messaging'
-            or name in ('trove_upgrade.rpc', 'trove_upgrade.rpc_interface',
+            or name in ('trove_upgrade.common.rpc',
+                        'trove_upgrade.common.rpc_interface',
                         'trove_upgrade.agent.journal')))
 
     def test_probe_sees_the_control_planes_client_load_the_database(self):
         # The agent's RPC client reads the database: were the probe blind
         # to it, the tests above would pass whatever the agent imports.
-        found = _server_only(_loaded('trove_upgrade.conductor.agent_rpcapi'))
+        found = _server_only(_loaded('trove_upgrade.services.agent_rpcapi'))
         self.assertIn('trove_upgrade.db', found)
         self.assertIn('sqlalchemy', found)

@@ -14,10 +14,10 @@
 
 import datetime
 
-from trove_upgrade import desired_versions
-from trove_upgrade import exception
-from trove_upgrade import package_registry
-from trove_upgrade import states
+from trove_upgrade.common import exception
+from trove_upgrade.common import states
+from trove_upgrade.services import desired_versions
+from trove_upgrade.services import packages as package_registry
 from trove_upgrade.tests import base
 
 T0 = datetime.datetime(2026, 12, 1, 12, 0, 0)

@@ -18,8 +18,8 @@ import fixtures
 from oslo_config import cfg
 from oslo_policy import opts as policy_opts
 
-from trove_upgrade import context
-from trove_upgrade import exception
+from trove_upgrade.common import context
+from trove_upgrade.common import exception
 from trove_upgrade import policies
 from trove_upgrade.policies import upgrades as upgrade_policies
 from trove_upgrade import policy

@@ -15,7 +15,7 @@
 import os
 import re
 
-from trove_upgrade import states
+from trove_upgrade.common import states
 from trove_upgrade.tests import base
 
 DOC = os.path.join(os.path.dirname(__file__), '..', '..', '..', 'doc',

@@ -16,8 +16,8 @@ Each test gets its own RabbitMQ exchange, its own SQLite control-plane
 database, a real ``trove-upgrade-conductor`` process on them and a real
 ``trove-upgrade-agent`` process serving a fresh instance id and install
 root. The test process plays the control plane: it records upgrades and
-casts them with ``trove_upgrade.upgrades``, and reads what the conductor
-recorded from the database. Each instance gets a sealing key, in the
+casts them with ``trove_upgrade.services.upgrades``, and reads what the
+conductor recorded from the database. Each instance gets a sealing key, in the
 database and in the agent's key file, and the agent requires it, so every
 message both ways is sealed as in production.
 
@@ -46,20 +46,20 @@ from tools.testbed import conffile
 from tools.testbed import sample_guest
 from trove_upgrade.agent import install
 from trove_upgrade.agent import journal
-from trove_upgrade import context as tu_context
+from trove_upgrade.common import context as tu_context
+from trove_upgrade.common import exception
+from trove_upgrade.common import rpc
+from trove_upgrade.common import rpc_interface
+from trove_upgrade.common import sealing
 from trove_upgrade.db import agents as db_agents
 from trove_upgrade.db import upgrades as db_upgrades
-from trove_upgrade import exception
-from trove_upgrade import rpc
-from trove_upgrade import rpc_interface
-from trove_upgrade import sealing
-from trove_upgrade import sealing_keys
+from trove_upgrade.services import sealing_keys
+from trove_upgrade.services import upgrades
 from trove_upgrade.tests import base
 from trove_upgrade.tests.fixtures import database
 from trove_upgrade.tests.functional import https_server
 from trove_upgrade.tests.functional import rabbit
 from trove_upgrade.tests.functional import servers
-from trove_upgrade import upgrades
 
 BIN = os.path.dirname(sys.executable)
 RABBIT_URL = 'rabbit://guest:guest@127.0.0.1:5672/'

@@ -31,7 +31,7 @@ import os
 import signal
 import time
 
-from trove_upgrade import states
+from trove_upgrade.common import states
 from trove_upgrade.tests.functional.agent import harness
 
 

@@ -29,8 +29,8 @@ import signal
 from oslo_utils import timeutils
 from testtools import content
 
-from trove_upgrade import resends
-from trove_upgrade import states
+from trove_upgrade.common import states
+from trove_upgrade.services import resends
 from trove_upgrade.tests.functional.agent import harness
 from trove_upgrade.tests.functional import rabbit_node
 

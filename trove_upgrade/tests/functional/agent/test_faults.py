@@ -29,7 +29,7 @@ import time
 import fixtures
 
 from trove_upgrade.agent import journal
-from trove_upgrade import states
+from trove_upgrade.common import states
 from trove_upgrade.tests.functional.agent import harness
 
 MIB = 1024 * 1024

@@ -16,7 +16,7 @@ The transfer of the payload is broken once halfway: the ``http`` strategy
 resumes it with ``Range`` and the agent installs what it verified.
 """
 
-from trove_upgrade import states
+from trove_upgrade.common import states
 from trove_upgrade.tests.functional.agent import harness
 
 

@@ -28,12 +28,12 @@ import os
 import oslo_messaging as messaging
 
 
-from trove_upgrade.conductor import agent_rpcapi
+from trove_upgrade.common import exception
+from trove_upgrade.common import states
 from trove_upgrade.conductor import rpcapi as conductor_rpcapi
 from trove_upgrade.db import upgrades as db_upgrades
-from trove_upgrade import exception
-from trove_upgrade import sealing_keys
-from trove_upgrade import states
+from trove_upgrade.services import agent_rpcapi
+from trove_upgrade.services import sealing_keys
 from trove_upgrade.tests.functional.agent import harness
 from trove_upgrade.tests.functional import previous_release
 

@@ -23,7 +23,7 @@ import time
 
 from testtools import content
 
-from trove_upgrade import states
+from trove_upgrade.common import states
 from trove_upgrade.tests.fixtures import relay
 from trove_upgrade.tests.functional.agent import harness
 from trove_upgrade.tests.functional import rabbit_node

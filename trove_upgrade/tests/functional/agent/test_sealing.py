@@ -22,14 +22,14 @@ import os
 
 import oslo_messaging as messaging
 
+from trove_upgrade.common import exception
+from trove_upgrade.common import rpc_interface
+from trove_upgrade.common import sealing
+from trove_upgrade.common import states
 from trove_upgrade.conductor import rpcapi as conductor_rpcapi
 from trove_upgrade.db import agents as db_agents
 from trove_upgrade.db import upgrades as db_upgrades
-from trove_upgrade import exception
-from trove_upgrade import rpc_interface
-from trove_upgrade import sealing
-from trove_upgrade import sealing_keys
-from trove_upgrade import states
+from trove_upgrade.services import sealing_keys
 from trove_upgrade.tests.fixtures import rpc as rpc_fixture
 from trove_upgrade.tests.functional.agent import harness
 

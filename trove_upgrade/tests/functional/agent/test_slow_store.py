@@ -20,7 +20,7 @@ upgrade's store still hangs, and runs once the hung one fails.
 
 import threading
 
-from trove_upgrade import states
+from trove_upgrade.common import states
 from trove_upgrade.tests.functional.agent import harness
 from trove_upgrade.tests.functional import hostile_http
 from trove_upgrade.tests.functional import servers

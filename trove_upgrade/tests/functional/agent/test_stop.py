@@ -22,7 +22,7 @@ The next agent takes the upgrade up from its journal and finishes it.
 import signal
 import subprocess
 
-from trove_upgrade import states
+from trove_upgrade.common import states
 from trove_upgrade.tests.functional.agent import harness
 
 # Seconds each timeout allows: a stop that waited for one fails the test.

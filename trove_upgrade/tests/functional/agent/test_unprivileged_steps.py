@@ -24,7 +24,7 @@ import os
 import pwd
 import threading
 
-from trove_upgrade import states
+from trove_upgrade.common import states
 from trove_upgrade.tests.functional.agent import harness
 from trove_upgrade.tests.functional import hostile_http
 from trove_upgrade.tests.functional import servers

@@ -18,10 +18,10 @@ import signal
 
 from tools.testbed import sample_guest
 from trove_upgrade.agent import install
-from trove_upgrade.conductor import agent_rpcapi
-from trove_upgrade import states
+from trove_upgrade.common import states
+from trove_upgrade.services import agent_rpcapi
+from trove_upgrade.services import upgrades
 from trove_upgrade.tests.functional.agent import harness
-from trove_upgrade import upgrades
 
 WITHOUT_SENT = frozenset([states.SENT])
 # The agent's peak resident memory while a health command floods its
@@ -103,8 +103,8 @@ class TestUpgrade(harness.AgentTestCase):
         self.assertEqual('1.0.0', self.running_guest_version())
 
     def _agent_row(self, **expected):
+        from trove_upgrade.common import exception
         from trove_upgrade.db import agents as db_agents
-        from trove_upgrade import exception
         try:
             agent = db_agents.get_agent(self.context, self.instance_id)
         except exception.AgentNotFound:

@@ -28,9 +28,9 @@ import webob
 
 from trove_upgrade.api import deploy
 from trove_upgrade.api import server as api_server
+from trove_upgrade.common import rpc
 from trove_upgrade import conf
 from trove_upgrade.db import models
-from trove_upgrade import rpc
 from trove_upgrade.tests import base
 from trove_upgrade.tests.fixtures import authtoken
 from trove_upgrade.tests.fixtures import database

@@ -29,17 +29,17 @@ from oslo_utils import uuidutils
 from testtools import content
 
 from tools.testbed import conffile
+from trove_upgrade.common import context
+from trove_upgrade.common import exception
+from trove_upgrade.common import states
 from trove_upgrade.conductor import rpcapi
-from trove_upgrade import context
 from trove_upgrade.db import agents as db_agents
 from trove_upgrade.db import upgrades as db_upgrades
-from trove_upgrade import exception
-from trove_upgrade import states
+from trove_upgrade.services import upgrades
 from trove_upgrade.tests import base
 from trove_upgrade.tests.fixtures import database
 from trove_upgrade.tests.fixtures import rpc as rpc_fixture
 from trove_upgrade.tests.functional import rabbit
-from trove_upgrade import upgrades
 
 CONDUCTOR = os.path.join(os.path.dirname(sys.executable),
                          'trove-upgrade-conductor')

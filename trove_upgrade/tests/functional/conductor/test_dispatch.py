@@ -18,19 +18,19 @@ import oslo_messaging as messaging
 from oslo_messaging import conffixture
 from oslo_utils import uuidutils
 
+from trove_upgrade.common import context
+from trove_upgrade.common import exception
+from trove_upgrade.common import rpc
+from trove_upgrade.common import rpc_interface
+from trove_upgrade.common import states
 from trove_upgrade.conductor import rpcapi as conductor_rpcapi
-from trove_upgrade import context
 from trove_upgrade.db import agents as db_agents
 from trove_upgrade.db import upgrades as db_upgrades
-from trove_upgrade import exception
-from trove_upgrade import rpc
-from trove_upgrade import rpc_interface
-from trove_upgrade import states
+from trove_upgrade.services import upgrades
 from trove_upgrade.tests import base
 from trove_upgrade.tests.fixtures import database
 from trove_upgrade.tests.fixtures import rpc as rpc_fixture
 from trove_upgrade.tests.functional import rabbit
-from trove_upgrade import upgrades
 
 
 class TestDispatch(base.TestCase):

@@ -27,13 +27,13 @@ from oslo_messaging.rpc import dispatcher
 from oslo_utils import uuidutils
 import sqlalchemy as sa
 
+from trove_upgrade.common import context
+from trove_upgrade.common import exception
+from trove_upgrade.common import sealing
 from trove_upgrade.conductor import manager
 from trove_upgrade.conductor import refusal_log
-from trove_upgrade import context
 from trove_upgrade.db import common as db_common
-from trove_upgrade import exception
-from trove_upgrade import sealing
-from trove_upgrade import sealing_keys
+from trove_upgrade.services import sealing_keys
 from trove_upgrade.tests import base
 from trove_upgrade.tests.fixtures import database
 from trove_upgrade.tests.fixtures import rpc as rpc_fixture

@@ -22,7 +22,9 @@ import fixtures
 from oslo_utils import timeutils
 import sqlalchemy as sa
 
-from trove_upgrade import context
+from trove_upgrade.common import context
+from trove_upgrade.common import rollout_states
+from trove_upgrade.common import states
 from trove_upgrade.db import agents as db_agents
 from trove_upgrade.db import common as db_common
 from trove_upgrade.db import desired_versions as db_desired
@@ -31,8 +33,6 @@ from trove_upgrade.db import migration
 from trove_upgrade.db import resends as db_resends
 from trove_upgrade.db import rollouts as db_rollouts
 from trove_upgrade.db import upgrades as db_upgrades
-from trove_upgrade import rollout_states
-from trove_upgrade import states
 from trove_upgrade.tests import base
 from trove_upgrade.tests.fixtures import database
 

@@ -28,16 +28,16 @@ from unittest import mock
 from oslo_utils import timeutils
 import sqlalchemy as sa
 
+from trove_upgrade.common import context
+from trove_upgrade.common import exception
+from trove_upgrade.common import states
 from trove_upgrade.conductor import report_writer
-from trove_upgrade import context
 from trove_upgrade.db import agents as db_agents
 from trove_upgrade.db import common as db_common
 from trove_upgrade.db import migration
 from trove_upgrade.db import models
 from trove_upgrade.db import resends as db_resends
 from trove_upgrade.db import upgrades as db_upgrades
-from trove_upgrade import exception
-from trove_upgrade import states
 from trove_upgrade.tests import base
 from trove_upgrade.tests.fixtures import database
 from trove_upgrade.tests.fixtures import report_batches

@@ -39,12 +39,12 @@ from oslo_utils import uuidutils
 from testtools import content
 
 from tools.testbed import conffile
-from trove_upgrade import context as tu_context
+from trove_upgrade.common import context as tu_context
+from trove_upgrade.common import exception
 from trove_upgrade.db import agents as db_agents
 from trove_upgrade.db import common as db_common
 from trove_upgrade.db import desired_versions as dv_db
 from trove_upgrade.db import upgrades as db_upgrades
-from trove_upgrade import exception
 from trove_upgrade.tests import base
 from trove_upgrade.tests.fixtures import packages
 from trove_upgrade.tests.functional import keystone

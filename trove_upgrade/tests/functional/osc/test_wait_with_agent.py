@@ -28,7 +28,7 @@ import fixtures
 import kombu
 
 from tools.testbed import conffile
-from trove_upgrade import states
+from trove_upgrade.common import states
 from trove_upgrade.tests.functional.agent import harness
 from trove_upgrade.tests.functional import servers
 

@@ -26,13 +26,13 @@ import os
 from oslo_utils import uuidutils
 
 from tools.testbed import conffile
+from trove_upgrade.common import states
 from trove_upgrade.db import agents as db_agents
 from trove_upgrade.db import desired_versions as dv_db
 from trove_upgrade.db import upgrades as db_upgrades
-from trove_upgrade import desired_versions
-from trove_upgrade import package_registry
-from trove_upgrade import rollouts
-from trove_upgrade import states
+from trove_upgrade.services import desired_versions
+from trove_upgrade.services import packages as package_registry
+from trove_upgrade.services import rollouts
 from trove_upgrade.tests.functional.agent import harness
 
 

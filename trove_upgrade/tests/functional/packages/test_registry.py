@@ -32,13 +32,13 @@ import webob
 
 from tools.testbed import sample_guest
 from trove_upgrade.api import deploy
-from trove_upgrade import context
+from trove_upgrade.common import context
+from trove_upgrade.common import states
 from trove_upgrade.db import agents as db_agents
 from trove_upgrade.db import common
 from trove_upgrade.db import migration
 from trove_upgrade.db import upgrades as db_upgrades
-from trove_upgrade.packaging import manifest as manifest_mod
-from trove_upgrade import states
+from trove_upgrade.package_format import manifest as manifest_mod
 from trove_upgrade.tests import base
 from trove_upgrade.tests.fixtures import database
 from trove_upgrade.tests.fixtures import rpc as rpc_fixture

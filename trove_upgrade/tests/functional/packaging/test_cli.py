@@ -27,8 +27,8 @@ import time
 import fixtures
 
 from trove_upgrade.cmd import package as package_cmd
-from trove_upgrade.packaging import chunked_aead
-from trove_upgrade.packaging import keys
+from trove_upgrade.package_format import chunked_aead
+from trove_upgrade.package_format import keys
 from trove_upgrade.tests import base
 
 PREFIX = 'trove-upgrade-package: error: '

@@ -28,13 +28,13 @@ import fixtures
 from testtools import content
 
 from tools.testbed import fleet as fleet_fixture
-from trove_upgrade.conductor import agent_rpcapi
-from trove_upgrade import context
+from trove_upgrade.common import context
+from trove_upgrade.common import rollout_states as rs
+from trove_upgrade.common import states
 from trove_upgrade.db import rollouts as db_rollouts
 from trove_upgrade.db import upgrades as db_upgrades
-from trove_upgrade import rollout_states as rs
-from trove_upgrade import rollouts
-from trove_upgrade import states
+from trove_upgrade.services import agent_rpcapi
+from trove_upgrade.services import rollouts
 from trove_upgrade.tests import base
 from trove_upgrade.tests.fixtures import database
 from trove_upgrade.tests.functional import rabbit

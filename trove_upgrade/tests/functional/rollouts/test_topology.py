@@ -26,12 +26,12 @@ import signal
 
 from oslo_utils import timeutils
 
+from trove_upgrade.common import rollout_states as rs
 from trove_upgrade.db import trove as trove_db_api
-from trove_upgrade import rollout_states as rs
-from trove_upgrade import rollouts
+from trove_upgrade.services import rollouts
+from trove_upgrade.services import topology
 from trove_upgrade.tests.functional.rollouts import test_rollouts
 from trove_upgrade.tests.functional.trove import trove_db
-from trove_upgrade import topology
 
 
 class TestTopologyOrder(test_rollouts.RolloutTestCase):

@@ -29,8 +29,8 @@ import fixtures
 from trove_upgrade.agent import strategies
 from trove_upgrade.agent import untrusted
 from trove_upgrade.agent import verifier as verifier_mod
-from trove_upgrade.packaging import build
-from trove_upgrade.packaging import keys
+from trove_upgrade.package_format import build
+from trove_upgrade.package_format import keys
 from trove_upgrade.tests.functional import https_server
 from trove_upgrade.tests.functional import servers
 from trove_upgrade.tests.functional.strategies import base

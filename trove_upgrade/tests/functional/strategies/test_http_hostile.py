@@ -22,7 +22,7 @@ import os
 import time
 
 from trove_upgrade.agent.strategies import exceptions
-from trove_upgrade import package_registry
+from trove_upgrade.services import packages as package_registry
 from trove_upgrade.tests.functional import hostile_http
 from trove_upgrade.tests.functional.strategies import base
 

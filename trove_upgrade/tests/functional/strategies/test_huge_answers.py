@@ -30,7 +30,7 @@ import fixtures
 
 from tools.testbed import conffile
 from trove_upgrade.agent import unprivileged
-from trove_upgrade.packaging import keys
+from trove_upgrade.package_format import keys
 from trove_upgrade.tests import base
 from trove_upgrade.tests.functional import hostile_http
 from trove_upgrade.tests.functional import servers
@@ -44,7 +44,7 @@ _BLOCK = b'x' * MIB
 REGISTRY_FETCH = '''
 import sys
 from trove_upgrade import conf
-from trove_upgrade import package_registry
+from trove_upgrade.services import packages as package_registry
 conf.CONF(['--config-file', sys.argv[1]], project='trove-upgrade')
 try:
     package_registry.fetch_manifest('swift', sys.argv[2])

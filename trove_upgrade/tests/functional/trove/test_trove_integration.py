@@ -27,17 +27,17 @@ import os
 from oslo_utils import uuidutils
 
 from tools.testbed import conffile
-from trove_upgrade.conductor import agent_rpcapi
+from trove_upgrade.common import exception
+from trove_upgrade.common import rpc_interface
+from trove_upgrade.common import sealing
+from trove_upgrade.common import states
 from trove_upgrade.conductor import rpcapi as conductor_rpcapi
 from trove_upgrade.db import trove as trove_db_api
 from trove_upgrade.db import upgrades as db_upgrades
-from trove_upgrade import exception
-from trove_upgrade import rpc_interface
-from trove_upgrade import sealing
-from trove_upgrade import states
+from trove_upgrade.services import agent_rpcapi
+from trove_upgrade.services import upgrades
 from trove_upgrade.tests.functional.agent import harness
 from trove_upgrade.tests.functional.trove import trove_db
-from trove_upgrade import upgrades
 
 AGENT = dict(agent_version='9.9.9', guest_version='1.0.0',
              rpc_api_version='1.1', state='running', labels={},

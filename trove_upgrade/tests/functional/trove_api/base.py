@@ -41,8 +41,8 @@ from oslo_utils import uuidutils
 from testtools import content
 
 from tools.testbed import conffile
+from trove_upgrade.common import rpc_interface
 from trove_upgrade.db import common as db_common
-from trove_upgrade import rpc_interface
 from trove_upgrade.tests.functional.agent import harness
 from trove_upgrade.tests.functional import keystone
 from trove_upgrade.tests.functional import servers

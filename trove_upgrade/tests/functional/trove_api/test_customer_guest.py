@@ -37,10 +37,10 @@ from tools.testbed import trove_release
 from trove_upgrade.agent import install
 from trove_upgrade.agent import journal as journal_mod
 from trove_upgrade.agent import trove_guest
+from trove_upgrade.common import exception
+from trove_upgrade.common import states
 from trove_upgrade.db import agents as db_agents
 from trove_upgrade.db import upgrades as db_upgrades
-from trove_upgrade import exception
-from trove_upgrade import states
 from trove_upgrade.tests.functional.agent import harness
 from trove_upgrade.tests.functional.trove_api import base
 

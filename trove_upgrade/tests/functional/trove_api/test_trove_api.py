@@ -32,9 +32,9 @@ import webob
 from tools.testbed import conffile
 from trove_upgrade.api import deploy
 from trove_upgrade.api import handler
+from trove_upgrade.common import states
 from trove_upgrade.db import agents as db_agents
 from trove_upgrade.db import upgrades as db_upgrades
-from trove_upgrade import states
 from trove_upgrade.tests.functional.agent import harness
 from trove_upgrade.tests.functional import keystone
 from trove_upgrade.tests.functional.trove import trove_db

@@ -22,7 +22,7 @@ import fixtures
 
 from trove_upgrade.agent import journal as journal_mod
 from trove_upgrade.agent import manager
-from trove_upgrade import states
+from trove_upgrade.common import states
 from trove_upgrade.tests import base
 from trove_upgrade.tests.unit.agent import test_manager
 

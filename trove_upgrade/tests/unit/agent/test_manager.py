@@ -19,7 +19,7 @@ import fixtures
 from trove_upgrade.agent import journal as journal_mod
 from trove_upgrade.agent import manager
 from trove_upgrade.agent.strategies import exceptions as strategy_exc
-from trove_upgrade import states
+from trove_upgrade.common import states
 from trove_upgrade.tests import base
 
 INSTANCE = '2b7f9a4e-8c1d-4e3f-9a0b-1c2d3e4f5a6b'

@@ -17,7 +17,7 @@ import time
 import fixtures
 
 from trove_upgrade.agent import manager
-from trove_upgrade import sealing
+from trove_upgrade.common import sealing
 from trove_upgrade.tests.unit.agent import test_manager
 
 INSTANCE = test_manager.INSTANCE

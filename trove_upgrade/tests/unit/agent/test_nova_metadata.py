@@ -18,7 +18,7 @@ import os
 import fixtures
 
 from trove_upgrade.agent import nova_metadata
-from trove_upgrade import rpc_interface
+from trove_upgrade.common import rpc_interface
 from trove_upgrade.tests import base
 
 ZONE = rpc_interface.AVAILABILITY_ZONE_LABEL

@@ -16,7 +16,7 @@ import fixtures
 
 from trove_upgrade.agent import journal as journal_mod
 from trove_upgrade.agent import outbox
-from trove_upgrade import rpc_interface
+from trove_upgrade.common import rpc_interface
 from trove_upgrade.tests import base
 
 CONFIRM_INTERVAL = 30.0

@@ -31,10 +31,10 @@ from trove_upgrade.agent.strategies import exceptions as strategy_exc
 from trove_upgrade.agent import supervisor
 from trove_upgrade.agent import untrusted
 from trove_upgrade.agent import verifier
-from trove_upgrade.packaging import build
-from trove_upgrade.packaging import keys
-from trove_upgrade.packaging import manifest as manifest_mod
-from trove_upgrade import states
+from trove_upgrade.common import states
+from trove_upgrade.package_format import build
+from trove_upgrade.package_format import keys
+from trove_upgrade.package_format import manifest as manifest_mod
 from trove_upgrade.tests import base
 from trove_upgrade.tests.unit.agent import test_manager
 

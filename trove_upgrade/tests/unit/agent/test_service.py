@@ -24,7 +24,7 @@ import oslo_messaging as messaging
 
 from trove_upgrade.agent import adopt
 from trove_upgrade.agent import service
-from trove_upgrade import exception
+from trove_upgrade.common import exception
 from trove_upgrade.tests import base
 
 AGENT = os.path.join(os.path.dirname(sys.executable), 'trove-upgrade-agent')

@@ -17,7 +17,7 @@ import os
 import fixtures
 
 from trove_upgrade.agent import service
-from trove_upgrade import sealing
+from trove_upgrade.common import sealing
 from trove_upgrade.tests import base
 
 INSTANCE = '7a6b5c4d-3e2f-4a1b-9c8d-7e6f5a4b3c2d'

@@ -32,9 +32,9 @@ from oslo_messaging import conffixture
 from trove_upgrade.agent import supervisor
 from trove_upgrade.agent import trove_guest
 from trove_upgrade.agent import trove_secure_rpc as srpc
+from trove_upgrade.common import trove_crypto
 from trove_upgrade.tests import base
 from trove_upgrade.tests.unit.agent import test_reasons
-from trove_upgrade import trove_crypto
 
 # (key, text, what Trove's encode_data(encrypt_data(text, key)) gave).
 TROVE_VECTORS = [

@@ -22,7 +22,7 @@ import sys
 import fixtures
 
 from trove_upgrade.agent import unprivileged
-from trove_upgrade.packaging import manifest
+from trove_upgrade.package_format import manifest
 from trove_upgrade.tests import base
 
 DROP = '''

@@ -26,7 +26,7 @@ import fixtures
 
 from trove_upgrade.agent.strategies import exceptions as strategy_exc
 from trove_upgrade.agent import untrusted
-from trove_upgrade.packaging import exceptions as package_exc
+from trove_upgrade.common import package_exceptions as package_exc
 from trove_upgrade.tests import base
 
 

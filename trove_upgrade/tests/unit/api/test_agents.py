@@ -17,11 +17,11 @@ import datetime
 from oslo_utils import timeutils
 from oslo_utils import uuidutils
 
+from trove_upgrade.common import context
+from trove_upgrade.common import states
 from trove_upgrade.conductor import manager
-from trove_upgrade import context
 from trove_upgrade.db import agents as db_agents
 from trove_upgrade.db import upgrades as db_upgrades
-from trove_upgrade import states
 from trove_upgrade.tests.unit.api import base
 
 

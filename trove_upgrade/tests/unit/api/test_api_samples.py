@@ -30,13 +30,13 @@ import re
 import fixtures
 from oslo_utils import timeutils
 
-from trove_upgrade import context
+from trove_upgrade.common import context
+from trove_upgrade.common import states
 from trove_upgrade.db import agents as db_agents
 from trove_upgrade.db import packages as package_db
-from trove_upgrade import states
+from trove_upgrade.services import topology
+from trove_upgrade.services import upgrades
 from trove_upgrade.tests.unit.api import base
-from trove_upgrade import topology
-from trove_upgrade import upgrades
 
 SAMPLES = os.path.join(os.path.dirname(__file__), '..', '..', '..', '..',
                        'api-ref', 'source', 'samples')
@@ -203,7 +203,7 @@ class TestAPISamples(base.APITestCase):
         # Trove's database records the last two instances as a replication
         # set: the third the primary, the second its replica.
         self.useFixture(fixtures.MockPatch(
-            'trove_upgrade.topology.read',
+            'trove_upgrade.services.topology.read',
             return_value=topology.Topology(
                 [(INSTANCES[1], INSTANCES[2], None)])))
         for number, instance_id in enumerate(INSTANCES):

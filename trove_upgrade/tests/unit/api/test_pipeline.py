@@ -24,9 +24,9 @@ import webob
 
 from trove_upgrade.api import deploy
 from trove_upgrade.api import handler
+from trove_upgrade.common import exception
+from trove_upgrade.common import rpc
 from trove_upgrade.db import upgrades as db_upgrades
-from trove_upgrade import exception
-from trove_upgrade import rpc
 from trove_upgrade.tests.unit.api import base
 
 # Every route and method of the management API.

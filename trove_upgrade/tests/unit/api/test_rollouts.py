@@ -14,14 +14,14 @@
 
 from oslo_utils import uuidutils
 
-from trove_upgrade import context
+from trove_upgrade.common import context
+from trove_upgrade.common import rollout_states as rs
+from trove_upgrade.common import rpc_interface
+from trove_upgrade.common import states
 from trove_upgrade.db import agents as db_agents
 from trove_upgrade.db import rollouts as db_rollouts
 from trove_upgrade.db import upgrades as db_upgrades
-from trove_upgrade import rollout_states as rs
-from trove_upgrade import rollouts
-from trove_upgrade import rpc_interface
-from trove_upgrade import states
+from trove_upgrade.services import rollouts
 from trove_upgrade.tests.unit.api import base
 
 

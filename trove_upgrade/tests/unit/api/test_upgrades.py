@@ -21,11 +21,11 @@ from oslo_utils import uuidutils
 import webob
 
 from trove_upgrade.api import deploy
-from trove_upgrade.conductor import agent_rpcapi
-from trove_upgrade import context
+from trove_upgrade.common import context
+from trove_upgrade.common import states
 from trove_upgrade.db import models
 from trove_upgrade.db import upgrades as db_upgrades
-from trove_upgrade import states
+from trove_upgrade.services import agent_rpcapi
 from trove_upgrade.tests.unit.api import base
 
 

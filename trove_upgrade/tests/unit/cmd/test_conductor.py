@@ -17,8 +17,8 @@ from unittest import mock
 import fixtures
 
 from trove_upgrade.cmd import conductor
+from trove_upgrade.common import exception
 from trove_upgrade.db import migration
-from trove_upgrade import exception
 from trove_upgrade.tests import base
 
 

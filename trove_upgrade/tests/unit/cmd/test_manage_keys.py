@@ -19,9 +19,9 @@ import stat
 import fixtures
 
 from trove_upgrade.cmd import manage
-from trove_upgrade import context
-from trove_upgrade import sealing
-from trove_upgrade import sealing_keys
+from trove_upgrade.common import context
+from trove_upgrade.common import sealing
+from trove_upgrade.services import sealing_keys
 from trove_upgrade.tests import base
 from trove_upgrade.tests.fixtures import database
 

@@ -28,13 +28,14 @@ import sys
 import fixtures
 
 from trove_upgrade.agent import untrusted
-from trove_upgrade.packaging import keys
+from trove_upgrade.package_format import keys
 from trove_upgrade.tests.unit.packaging import base
 
 # Top-level names, and trove-upgrade modules, verifying never needs.
 SERVICE_STACK = ('eventlet', 'futurist', 'oslo_service', 'oslo_messaging',
                  'sqlalchemy', 'oslo_db', 'kombu')
-BUILDING = ('trove_upgrade.packaging.build', 'trove_upgrade.packaging.wheels',
+BUILDING = ('trove_upgrade.package_format.build',
+            'trove_upgrade.package_format.wheels',
             # Key files hold raw keys: no PEM, DER or SSH support.
             'cryptography.hazmat.primitives.serialization')
 # (stevedore is no sign of fetching: oslo.config loads it.)
@@ -118,5 +119,5 @@ class TestStartUp(base.PackagingTestCase):
              'to_version': '2.0.0', 'from_version': '1.0.0'}, work, 120)
         with open(listing) as f:
             loaded = json.load(f)
-        self.assertIn('trove_upgrade.packaging.verify', loaded)
+        self.assertIn('trove_upgrade.package_format.verify', loaded)
         self.assertEqual([], _needless(loaded, *SERVICE_STACK + FETCHING))

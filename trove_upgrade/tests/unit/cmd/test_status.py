@@ -28,12 +28,12 @@ from oslo_utils import uuidutils
 import sqlalchemy as sa
 
 from trove_upgrade.cmd import status
-from trove_upgrade import context
+from trove_upgrade.common import context
+from trove_upgrade.common import states
 from trove_upgrade.db import agents as db_agents
 from trove_upgrade.db import common as db_common
 from trove_upgrade.db import migration
 from trove_upgrade.db import upgrades as db_upgrades
-from trove_upgrade import states
 from trove_upgrade.tests import base
 from trove_upgrade.tests.fixtures import database
 from trove_upgrade.tests.fixtures import rpc as rpc_fixtures

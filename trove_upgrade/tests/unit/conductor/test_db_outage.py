@@ -17,11 +17,11 @@ from oslo_db import exception as db_exc
 from oslo_messaging.rpc import dispatcher
 from sqlalchemy import exc as sa_exc
 
+from trove_upgrade.common import context
+from trove_upgrade.common import exception
+from trove_upgrade.common import rpc_interface
 from trove_upgrade.conductor import db_outage
 from trove_upgrade.conductor import manager
-from trove_upgrade import context
-from trove_upgrade import exception
-from trove_upgrade import rpc_interface
 from trove_upgrade.tests import base
 from trove_upgrade.tests.fixtures import database
 from trove_upgrade.tests.fixtures import rpc as rpc_fixture

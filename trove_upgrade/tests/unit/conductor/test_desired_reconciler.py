@@ -18,15 +18,15 @@ from unittest import mock
 from oslo_utils import timeutils
 from oslo_utils import uuidutils
 
+from trove_upgrade.common import context
+from trove_upgrade.common import states
 from trove_upgrade.conductor import desired_reconciler
-from trove_upgrade import context
 from trove_upgrade.db import agents as db_agents
 from trove_upgrade.db import desired_versions as dv_db
 from trove_upgrade.db import upgrades as db_upgrades
-from trove_upgrade import desired_versions
-from trove_upgrade import package_registry
-from trove_upgrade import resends
-from trove_upgrade import states
+from trove_upgrade.services import desired_versions
+from trove_upgrade.services import packages as package_registry
+from trove_upgrade.services import resends
 from trove_upgrade.tests import base
 from trove_upgrade.tests.fixtures import database
 from trove_upgrade.tests.fixtures import packages

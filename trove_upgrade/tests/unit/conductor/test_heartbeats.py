@@ -18,9 +18,9 @@ from unittest import mock
 from oslo_utils import fixture as utils_fixture
 from oslo_utils import timeutils
 
+from trove_upgrade.common import context
 from trove_upgrade.conductor import heartbeats
 from trove_upgrade.conductor import manager
-from trove_upgrade import context
 from trove_upgrade.db import agents as db_agents
 from trove_upgrade.tests import base
 from trove_upgrade.tests.fixtures import database

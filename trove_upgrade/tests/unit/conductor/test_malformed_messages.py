@@ -18,13 +18,13 @@ and escaped the endpoint as an unexpected exception.
 
 import fixtures
 
+from trove_upgrade.common import exception
+from trove_upgrade.common import sealing
+from trove_upgrade.common import states
 from trove_upgrade.db import agents as db_agents
-from trove_upgrade import exception
-from trove_upgrade import sealing
-from trove_upgrade import states
+from trove_upgrade.services import upgrades
 from trove_upgrade.tests.unit.conductor import test_manager
 from trove_upgrade.tests.unit.conductor import test_manager_sealing
-from trove_upgrade import upgrades
 
 INSTANCE = test_manager.INSTANCE
 AGENT = dict(test_manager.AGENT, instance_id=INSTANCE)

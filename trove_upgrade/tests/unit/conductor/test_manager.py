@@ -18,16 +18,16 @@ from unittest import mock
 from oslo_messaging.rpc import dispatcher
 from oslo_utils import fixture as utils_fixture
 
+from trove_upgrade.common import context
+from trove_upgrade.common import exception
+from trove_upgrade.common import states
 from trove_upgrade.conductor import manager
-from trove_upgrade import context
 from trove_upgrade.db import agents as db_agents
 from trove_upgrade.db import upgrades as db_upgrades
-from trove_upgrade import exception
-from trove_upgrade import states
+from trove_upgrade.services import upgrades
 from trove_upgrade.tests import base
 from trove_upgrade.tests.fixtures import database
 from trove_upgrade.tests.fixtures import rpc as rpc_fixture
-from trove_upgrade import upgrades
 
 INSTANCE = '5b4a3c2d-1e0f-4a9b-8c7d-6e5f4a3b2c1d'
 OTHER_INSTANCE = '0a1b2c3d-4e5f-4a6b-8c7d-8e9f0a1b2c3d'

@@ -22,16 +22,16 @@ from oslo_utils import uuidutils
 import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
 
+from trove_upgrade.common import context
+from trove_upgrade.common import rollout_states as rs
+from trove_upgrade.common import states
 from trove_upgrade.conductor import reconciler
-from trove_upgrade import context
 from trove_upgrade.db import agents as db_agents
 from trove_upgrade.db import common as db_common
 from trove_upgrade.db import rollouts as db_rollouts
 from trove_upgrade.db import upgrades as db_upgrades
-from trove_upgrade import resends
-from trove_upgrade import rollout_states as rs
-from trove_upgrade import rollouts
-from trove_upgrade import states
+from trove_upgrade.services import resends
+from trove_upgrade.services import rollouts
 from trove_upgrade.tests import base
 from trove_upgrade.tests.fixtures import database
 from trove_upgrade.tests.fixtures import rpc as rpc_fixture

@@ -20,11 +20,11 @@ import os
 import signal
 from unittest import mock
 
+from trove_upgrade.common import rpc
 from trove_upgrade.conductor import reconciler
-from trove_upgrade import resends
-from trove_upgrade import rpc
+from trove_upgrade.services import resends
+from trove_upgrade.services import upgrades
 from trove_upgrade.tests import base
-from trove_upgrade import upgrades
 
 # A hang detector, not a timing: a process that ends does so at once.
 HANG_TIMEOUT = 60

@@ -16,10 +16,10 @@ from unittest import mock
 from oslo_db import exception as db_exc
 from oslo_utils import uuidutils
 
+from trove_upgrade.common import exception
+from trove_upgrade.common import states
 from trove_upgrade.conductor import report_writer
 from trove_upgrade.db import upgrades as db_upgrades
-from trove_upgrade import exception
-from trove_upgrade import states
 from trove_upgrade.tests.fixtures import report_batches
 from trove_upgrade.tests.unit.db import base as db_base
 

@@ -18,18 +18,18 @@ import fixtures
 import oslo_messaging as messaging
 from oslo_utils import fixture as utils_fixture
 
-from trove_upgrade.conductor import agent_rpcapi
-from trove_upgrade import context
+from trove_upgrade.common import context
+from trove_upgrade.common import states
 from trove_upgrade.db import agents as db_agents
 from trove_upgrade.db import held as db_held
 from trove_upgrade.db import resends as db_resends
 from trove_upgrade.db import upgrades as db_upgrades
-from trove_upgrade import resends
-from trove_upgrade import states
+from trove_upgrade.services import agent_rpcapi
+from trove_upgrade.services import resends
+from trove_upgrade.services import upgrades
 from trove_upgrade.tests import base
 from trove_upgrade.tests.fixtures import database
 from trove_upgrade.tests.fixtures import rpc as rpc_fixture
-from trove_upgrade import upgrades
 
 INSTANCE = '7d3c2b1a-0f9e-4d8c-b7a6-5f4e3d2c1b0a'
 START = datetime.datetime(2026, 12, 1, 12, 0, 0)

@@ -21,16 +21,16 @@ from unittest import mock
 import fixtures
 from oslo_utils import fixture as utils_fixture
 
+from trove_upgrade.common import context
+from trove_upgrade.common import states
 from trove_upgrade.conductor import rpcapi
 from trove_upgrade.conductor import service
-from trove_upgrade import context
 from trove_upgrade.db import agents as db_agents
 from trove_upgrade.db import upgrades as db_upgrades
-from trove_upgrade import states
+from trove_upgrade.services import upgrades
 from trove_upgrade.tests import base
 from trove_upgrade.tests.fixtures import database
 from trove_upgrade.tests.fixtures import rpc as rpc_fixture
-from trove_upgrade import upgrades
 
 INSTANCE = '1f2e3d4c-5b6a-4978-8695-a4b3c2d1e0f9'
 

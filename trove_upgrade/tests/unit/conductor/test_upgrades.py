@@ -19,17 +19,17 @@ import fixtures
 import oslo_messaging as messaging
 from oslo_utils import fixture as utils_fixture
 
-from trove_upgrade import context
+from trove_upgrade.common import context
+from trove_upgrade.common import exception
+from trove_upgrade.common import rpc_interface
+from trove_upgrade.common import sealing
+from trove_upgrade.common import states
 from trove_upgrade.db import upgrades as db_upgrades
-from trove_upgrade import exception
-from trove_upgrade import rpc_interface
-from trove_upgrade import sealing
-from trove_upgrade import sealing_keys
-from trove_upgrade import states
+from trove_upgrade.services import sealing_keys
+from trove_upgrade.services import upgrades
 from trove_upgrade.tests import base
 from trove_upgrade.tests.fixtures import database
 from trove_upgrade.tests.fixtures import rpc as rpc_fixture
-from trove_upgrade import upgrades
 
 INSTANCE = '7d3c2b1a-0f9e-4d8c-b7a6-5f4e3d2c1b0a'
 

@@ -17,7 +17,7 @@ import datetime
 import fixtures
 from oslo_utils import timeutils
 
-from trove_upgrade import context
+from trove_upgrade.common import context
 from trove_upgrade.db import upgrades as db_upgrades
 from trove_upgrade.tests import base
 from trove_upgrade.tests.fixtures import database

@@ -14,10 +14,10 @@
 
 import datetime
 
+from trove_upgrade.common import exception
+from trove_upgrade.common import states
 from trove_upgrade.db import agents as db_agents
 from trove_upgrade.db import upgrades as db_upgrades
-from trove_upgrade import exception
-from trove_upgrade import states
 from trove_upgrade.tests.fixtures import database
 from trove_upgrade.tests.unit.db import base as db_base
 

@@ -19,7 +19,7 @@ from unittest import mock
 from oslo_db import exception as db_exception
 import sqlalchemy as sa
 
-from trove_upgrade import context
+from trove_upgrade.common import context
 from trove_upgrade.db import common as db_common
 from trove_upgrade.db import models
 from trove_upgrade.db import upgrades as db_upgrades

@@ -14,8 +14,8 @@
 
 from oslo_utils import uuidutils
 
+from trove_upgrade.common import exception
 from trove_upgrade.db import desired_versions as db_desired
-from trove_upgrade import exception
 from trove_upgrade.tests.fixtures import database
 from trove_upgrade.tests.unit.db import base as db_base
 

@@ -21,9 +21,9 @@ from oslo_db.sqlalchemy import enginefacade
 import sqlalchemy as sa
 
 from trove_upgrade.cmd import manage
+from trove_upgrade.common import exception
 from trove_upgrade.db import common as db_common
 from trove_upgrade.db import migration
-from trove_upgrade import exception
 from trove_upgrade.tests import base
 from trove_upgrade.tests.fixtures import database
 

@@ -12,9 +12,9 @@
 
 """Package rows on a real SQLite file, with a second writer at work."""
 
-from trove_upgrade import context
+from trove_upgrade.common import context
+from trove_upgrade.common import exception
 from trove_upgrade.db import packages as db_packages
-from trove_upgrade import exception
 from trove_upgrade.tests import base
 from trove_upgrade.tests.fixtures import database
 from trove_upgrade.tests.fixtures import packages

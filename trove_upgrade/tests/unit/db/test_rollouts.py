@@ -18,14 +18,14 @@ import fixtures
 from oslo_utils import uuidutils
 import sqlalchemy as sa
 
+from trove_upgrade.common import exception
+from trove_upgrade.common import rollout_states as rs
+from trove_upgrade.common import rpc_interface
+from trove_upgrade.common import states
 from trove_upgrade.db import agents as db_agents
 from trove_upgrade.db import common as db_common
 from trove_upgrade.db import rollouts as db_rollouts
 from trove_upgrade.db import upgrades as db_upgrades
-from trove_upgrade import exception
-from trove_upgrade import rollout_states as rs
-from trove_upgrade import rpc_interface
-from trove_upgrade import states
 from trove_upgrade.tests.fixtures import database
 from trove_upgrade.tests.unit.db import base as db_base
 

@@ -16,11 +16,11 @@ import datetime
 
 import sqlalchemy as sa
 
+from trove_upgrade.common import states
 from trove_upgrade.db import agents as db_agents
 from trove_upgrade.db import common as db_common
 from trove_upgrade.db import models
 from trove_upgrade.db import upgrades as db_upgrades
-from trove_upgrade import states
 from trove_upgrade.tests.unit.db import base as db_base
 
 T0 = db_base.T0

@@ -16,11 +16,11 @@ import datetime
 
 from oslo_utils import uuidutils
 
+from trove_upgrade.common import exception
+from trove_upgrade.common import states
 from trove_upgrade.db import common as db_common
 from trove_upgrade.db import instance_keys as db_keys
 from trove_upgrade.db import upgrades as db_upgrades
-from trove_upgrade import exception
-from trove_upgrade import states
 from trove_upgrade.tests.unit.db import base as db_base
 
 T0 = db_base.T0

@@ -17,10 +17,10 @@ import datetime
 from oslo_utils import timeutils
 from oslo_utils import uuidutils
 
+from trove_upgrade.common import exception
+from trove_upgrade.common import states
 from trove_upgrade.db import resends as db_resends
 from trove_upgrade.db import upgrades as db_upgrades
-from trove_upgrade import exception
-from trove_upgrade import states
 from trove_upgrade.tests.fixtures import database
 from trove_upgrade.tests.unit.db import base as db_base
 

@@ -17,9 +17,9 @@ from unittest import mock
 import fixtures
 from oslo_utils import fixture as utils_fixture
 
-from trove_upgrade import context
+from trove_upgrade.common import context
 from trove_upgrade.db import instance_keys as db_keys
-from trove_upgrade import sealing_keys
+from trove_upgrade.services import sealing_keys
 from trove_upgrade.tests import base
 from trove_upgrade.tests.fixtures import database
 

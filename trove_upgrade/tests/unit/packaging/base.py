@@ -23,11 +23,11 @@ import os
 from cryptography.hazmat.primitives.asymmetric import ed25519
 import fixtures
 
-from trove_upgrade.packaging import build
-from trove_upgrade.packaging import chunked_aead
-from trove_upgrade.packaging import keys
-from trove_upgrade.packaging import manifest as manifest_mod
-from trove_upgrade.packaging import verify
+from trove_upgrade.package_format import build
+from trove_upgrade.package_format import chunked_aead
+from trove_upgrade.package_format import keys
+from trove_upgrade.package_format import manifest as manifest_mod
+from trove_upgrade.package_format import verify
 from trove_upgrade.tests import base
 
 NOW = datetime.datetime(2026, 6, 1, 12, 0, 0, tzinfo=datetime.timezone.utc)

@@ -15,9 +15,9 @@
 import datetime
 import os
 
-from trove_upgrade.packaging import build
-from trove_upgrade.packaging import exceptions as exc
-from trove_upgrade.packaging import keys
+from trove_upgrade.common import package_exceptions as exc
+from trove_upgrade.package_format import build
+from trove_upgrade.package_format import keys
 from trove_upgrade.tests.unit.packaging import base
 
 

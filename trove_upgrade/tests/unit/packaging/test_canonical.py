@@ -12,8 +12,8 @@
 
 """Canonical JSON: one spelling per document, nothing else accepted."""
 
-from trove_upgrade.packaging import canonical
-from trove_upgrade.packaging import exceptions as exc
+from trove_upgrade.common import canonical
+from trove_upgrade.common import package_exceptions as exc
 from trove_upgrade.tests import base
 
 

@@ -14,8 +14,8 @@
 
 import hashlib
 
-from trove_upgrade.packaging import exceptions as exc
-from trove_upgrade.packaging import manifest as manifest_mod
+from trove_upgrade.common import package_exceptions as exc
+from trove_upgrade.package_format import manifest as manifest_mod
 from trove_upgrade.tests.unit.packaging import base
 
 

@@ -37,11 +37,11 @@ import os
 import subprocess
 import sys
 
-from trove_upgrade.packaging import canonical
-from trove_upgrade.packaging import chunked_aead
-from trove_upgrade.packaging import exceptions as exc
-from trove_upgrade.packaging import manifest as manifest_mod
-from trove_upgrade.packaging import verify
+from trove_upgrade.common import canonical
+from trove_upgrade.common import package_exceptions as exc
+from trove_upgrade.package_format import chunked_aead
+from trove_upgrade.package_format import manifest as manifest_mod
+from trove_upgrade.package_format import verify
 from trove_upgrade.tests.unit.packaging import base
 
 MAX_MESSAGE = exc.MAX_MESSAGE_LENGTH

@@ -21,10 +21,10 @@ from unittest import mock
 
 import fixtures
 
-from trove_upgrade.packaging import chunked_aead
-from trove_upgrade.packaging import exceptions as exc
-from trove_upgrade.packaging import safe_unpack
-from trove_upgrade.packaging import writeback
+from trove_upgrade.common import package_exceptions as exc
+from trove_upgrade.package_format import chunked_aead
+from trove_upgrade.package_format import safe_unpack
+from trove_upgrade.package_format import writeback
 from trove_upgrade.tests.unit.packaging import base
 
 # Several writes per file, a partial last block, and an empty file.
@@ -37,7 +37,7 @@ class WriterTestCase(base.PackagingTestCase):
     def setUp(self):
         super().setUp()
         self.useFixture(fixtures.MonkeyPatch(
-            'trove_upgrade.packaging.safe_unpack.WRITE_SIZE', WRITE_SIZE))
+            'trove_upgrade.package_format.safe_unpack.WRITE_SIZE', WRITE_SIZE))
         self.path, self.manifest = self.build(sizes=SIZES)
         self.opened = {}
         self.opens = []
@@ -56,9 +56,10 @@ class WriterTestCase(base.PackagingTestCase):
             real_start(fd, offset, length)
 
         self.useFixture(fixtures.MonkeyPatch(
-            'trove_upgrade.packaging.safe_unpack.os.open', recording_open))
+            'trove_upgrade.package_format.safe_unpack.os.open',
+            recording_open))
         self.useFixture(fixtures.MonkeyPatch(
-            'trove_upgrade.packaging.writeback.start', recording_start))
+            'trove_upgrade.package_format.writeback.start', recording_start))
 
     def open_fds(self):
         return set(os.listdir('/proc/self/fd'))

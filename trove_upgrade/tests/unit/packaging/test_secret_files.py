@@ -19,8 +19,8 @@ import unittest
 
 import fixtures
 
-from trove_upgrade.packaging import exceptions
-from trove_upgrade.packaging import secret_files
+from trove_upgrade.common import package_exceptions as exceptions
+from trove_upgrade.common import secret_files
 from trove_upgrade.tests import base
 
 

@@ -22,11 +22,11 @@ import hashlib
 import io
 import os
 
-from trove_upgrade.packaging import chunked_aead
-from trove_upgrade.packaging import exceptions as exc
-from trove_upgrade.packaging import keys
-from trove_upgrade.packaging import manifest as manifest_mod
-from trove_upgrade.packaging import verify
+from trove_upgrade.common import package_exceptions as exc
+from trove_upgrade.package_format import chunked_aead
+from trove_upgrade.package_format import keys
+from trove_upgrade.package_format import manifest as manifest_mod
+from trove_upgrade.package_format import verify
 from trove_upgrade.tests.unit.packaging import base
 
 HEADER = chunked_aead.HEADER_SIZE

@@ -15,10 +15,10 @@
 import dataclasses
 import datetime
 
-from trove_upgrade.packaging import canonical
-from trove_upgrade.packaging import exceptions as exc
-from trove_upgrade.packaging import keys
-from trove_upgrade.packaging import verify
+from trove_upgrade.common import canonical
+from trove_upgrade.common import package_exceptions as exc
+from trove_upgrade.package_format import keys
+from trove_upgrade.package_format import verify
 from trove_upgrade.tests.unit.packaging import base
 
 

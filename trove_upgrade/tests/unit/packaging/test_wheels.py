@@ -20,10 +20,10 @@ import os
 import zipfile
 
 from trove_upgrade.cmd import package as package_cmd
-from trove_upgrade.packaging import canonical
-from trove_upgrade.packaging import exceptions as exc
-from trove_upgrade.packaging import manifest as manifest_mod
-from trove_upgrade.packaging import wheels
+from trove_upgrade.common import canonical
+from trove_upgrade.common import package_exceptions as exc
+from trove_upgrade.package_format import manifest as manifest_mod
+from trove_upgrade.package_format import wheels
 from trove_upgrade.tests.unit.packaging import base
 
 ENTRY_POINTS = ('[console_scripts]\n'

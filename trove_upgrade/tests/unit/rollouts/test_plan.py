@@ -14,9 +14,9 @@
 
 import datetime
 
-from trove_upgrade import rollout_states as rs
-from trove_upgrade import rollouts
-from trove_upgrade import states
+from trove_upgrade.common import rollout_states as rs
+from trove_upgrade.common import states
+from trove_upgrade.services import rollouts
 from trove_upgrade.tests import base
 
 IDS = ['%08d-0000-0000-0000-000000000000' % n for n in range(10)]

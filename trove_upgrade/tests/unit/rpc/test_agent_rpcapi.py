@@ -15,12 +15,12 @@
 import oslo_messaging as messaging
 from oslo_utils import uuidutils
 
-from trove_upgrade.conductor import agent_rpcapi as rpcapi
-from trove_upgrade import context
+from trove_upgrade.common import context
+from trove_upgrade.common import exception
+from trove_upgrade.common import rpc
+from trove_upgrade.common import rpc_interface
 from trove_upgrade.db import agents as db_agents
-from trove_upgrade import exception
-from trove_upgrade import rpc
-from trove_upgrade import rpc_interface
+from trove_upgrade.services import agent_rpcapi as rpcapi
 from trove_upgrade.tests import base
 from trove_upgrade.tests.fixtures import database
 from trove_upgrade.tests.fixtures import rpc as rpc_fixture

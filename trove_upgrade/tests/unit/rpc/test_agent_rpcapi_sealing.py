@@ -19,12 +19,12 @@ from unittest import mock
 
 import oslo_messaging as messaging
 
-from trove_upgrade.conductor import agent_rpcapi as rpcapi
-from trove_upgrade import context
-from trove_upgrade import exception
-from trove_upgrade import rpc_interface
-from trove_upgrade import sealing
-from trove_upgrade import sealing_keys
+from trove_upgrade.common import context
+from trove_upgrade.common import exception
+from trove_upgrade.common import rpc_interface
+from trove_upgrade.common import sealing
+from trove_upgrade.services import agent_rpcapi as rpcapi
+from trove_upgrade.services import sealing_keys
 from trove_upgrade.tests import base
 from trove_upgrade.tests.fixtures import database
 from trove_upgrade.tests.fixtures import rpc as rpc_fixture

@@ -18,11 +18,11 @@ import fixtures
 import oslo_messaging as messaging
 from oslo_messaging._drivers import amqpdriver
 
-from trove_upgrade import context
-from trove_upgrade import exception
-from trove_upgrade import notifications
-from trove_upgrade import rpc
-from trove_upgrade import rpc_interface
+from trove_upgrade.common import context
+from trove_upgrade.common import exception
+from trove_upgrade.common import rpc
+from trove_upgrade.common import rpc_interface
+from trove_upgrade.services import notifications
 from trove_upgrade.tests import base
 from trove_upgrade.tests.fixtures import rpc as rpc_fixture
 

@@ -14,7 +14,7 @@
 
 import json
 
-from trove_upgrade import sealing
+from trove_upgrade.common import sealing
 from trove_upgrade.tests import base
 from trove_upgrade.tests.unit.sealing import test_sealing
 

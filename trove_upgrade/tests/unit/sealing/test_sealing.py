@@ -17,8 +17,8 @@ import stat
 import fixtures
 import testtools
 
-from trove_upgrade.packaging import exceptions as package_exc
-from trove_upgrade import sealing
+from trove_upgrade.common import package_exceptions as package_exc
+from trove_upgrade.common import sealing
 from trove_upgrade.tests import base
 
 INSTANCE = '5d3c7e4a-2f1b-4a57-9b0c-0a6f1e2d3c4b'

@@ -14,10 +14,10 @@
 
 from unittest import mock
 
-from trove_upgrade import context
-from trove_upgrade import exception
+from trove_upgrade.common import context
+from trove_upgrade.common import exception
+from trove_upgrade.services import trove_instances
 from trove_upgrade.tests import base
-from trove_upgrade import trove_instances
 
 A = '8a1f0c2e-3b4d-4e5f-9a6b-7c8d9e0f1a2b'
 B = '1b2c3d4e-5f6a-4b7c-8d9e-0f1a2b3c4d5e'

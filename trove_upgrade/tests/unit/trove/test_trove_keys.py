@@ -17,9 +17,9 @@ import base64
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.kdf import hkdf
 
-from trove_upgrade import sealing
+from trove_upgrade.common import sealing
+from trove_upgrade.common import trove_keys
 from trove_upgrade.tests import base
-from trove_upgrade import trove_keys
 
 INSTANCE = '8a1f0c2e-3b4d-4e5f-9a6b-7c8d9e0f1a2b'
 OTHER = '1b2c3d4e-5f6a-4b7c-8d9e-0f1a2b3c4d5e'

@@ -42,7 +42,7 @@ from cryptography.hazmat.primitives.ciphers import aead
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.kdf import hkdf
 
-from trove_upgrade.packaging import exceptions
+from trove_upgrade.common import package_exceptions as exceptions
 
 MAGIC = b'TROVEUPG'
 VERSION = 1

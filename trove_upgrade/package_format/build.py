@@ -27,10 +27,10 @@ import hashlib
 import os
 import tempfile
 
-from trove_upgrade.packaging import chunked_aead
-from trove_upgrade.packaging import exceptions
-from trove_upgrade.packaging import keys
-from trove_upgrade.packaging import manifest as manifest_mod
+from trove_upgrade.common import package_exceptions as exceptions
+from trove_upgrade.package_format import chunked_aead
+from trove_upgrade.package_format import keys
+from trove_upgrade.package_format import manifest as manifest_mod
 
 WHEEL_SUFFIX = '.whl'
 _COPY_SIZE = 1024 * 1024

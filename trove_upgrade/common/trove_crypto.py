@@ -35,7 +35,7 @@ from cryptography.hazmat.primitives.ciphers import Cipher
 from cryptography.hazmat.primitives.ciphers import modes
 from cryptography.hazmat.primitives import padding
 
-from trove_upgrade import exception
+from trove_upgrade.common import exception
 
 IV_SIZE = 16
 _BLOCK_BITS = 128

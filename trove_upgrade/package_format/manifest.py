@@ -17,7 +17,7 @@ agent can fetch and verify it (a few kilobytes) before it downloads a byte of
 the payload, and so learn the payload's signed size, hash and encryption
 parameters first, as TUF clients fetch metadata before targets. Parsing here
 checks the form only (strict canonical JSON and the schema); whether the
-manifest is *trusted* is :mod:`trove_upgrade.packaging.verify`'s business.
+manifest is *trusted* is :mod:`trove_upgrade.package_format.verify`'s business.
 """
 
 import dataclasses
@@ -26,9 +26,9 @@ import re
 
 from packaging import version as pkg_version
 
-from trove_upgrade.packaging import canonical
-from trove_upgrade.packaging import chunked_aead
-from trove_upgrade.packaging import exceptions
+from trove_upgrade.common import canonical
+from trove_upgrade.common import package_exceptions as exceptions
+from trove_upgrade.package_format import chunked_aead
 
 FORMAT_VERSION = 2
 # Format 1 carried a tar archive, parsed by tarfile: no longer read.

@@ -38,8 +38,8 @@ import secrets
 from cryptography import exceptions as crypto_exceptions
 from cryptography.hazmat.primitives.asymmetric import ed25519
 
-from trove_upgrade.packaging import exceptions
-from trove_upgrade.packaging import secret_files
+from trove_upgrade.common import package_exceptions as exceptions
+from trove_upgrade.common import secret_files
 
 SIGNING_KEY_TYPE = 'ed25519'
 ENCRYPTION_KEY_TYPE = 'aes-256-gcm'

@@ -55,10 +55,10 @@ import uuid
 
 from cryptography.hazmat.primitives.ciphers import aead
 
-from trove_upgrade import exception
-from trove_upgrade.packaging import canonical
-from trove_upgrade.packaging import exceptions as package_exc
-from trove_upgrade.packaging import secret_files
+from trove_upgrade.common import canonical
+from trove_upgrade.common import exception
+from trove_upgrade.common import package_exceptions as package_exc
+from trove_upgrade.common import secret_files
 
 FORMAT = 1
 KEY_SIZE = 32

@@ -23,7 +23,7 @@ and another to a different parser, so :func:`loads` accepts only bytes that
 
 import json
 
-from trove_upgrade.packaging import exceptions
+from trove_upgrade.common import package_exceptions as exceptions
 
 # Sizes fit in 20 digits; longer numbers are refused before int() sees them.
 MAX_INT_DIGITS = 20
@@ -56,8 +56,8 @@ def dumps(value, floats=False):
     """Encode ``value`` as canonical JSON bytes.
 
     ``floats`` admits finite floats, in Python's shortest spelling: for the
-    seals of RPC messages (``trove_upgrade.sealing``), whose timestamps and
-    arguments may hold them. Signed documents never do.
+    seals of RPC messages (``trove_upgrade.common.sealing``), whose
+    timestamps and arguments may hold them. Signed documents never do.
     """
     _check(value, floats)
     return json.dumps(value, sort_keys=True, separators=(',', ':'),

@@ -14,7 +14,7 @@
 
 It lives on the control plane's side, since it reads the agents' versions
 and the instances' keys from the database; what the agent shares with it
-(its topic) is in ``trove_upgrade.rpc_interface``.
+(its topic) is in ``trove_upgrade.common.rpc_interface``.
 
 The control plane (the API and anything else that starts an upgrade) uses
 :class:`AgentAPI` to send work to the upgrade agent of one instance. Each
@@ -41,14 +41,14 @@ import threading
 
 import oslo_messaging as messaging
 
+from trove_upgrade.common import exception
+from trove_upgrade.common import release_mappings
+from trove_upgrade.common import rpc
+from trove_upgrade.common import rpc_interface
+from trove_upgrade.common import sealing
 from trove_upgrade import conf
 from trove_upgrade.db import agents as db_agents
-from trove_upgrade import exception
-from trove_upgrade import release_mappings
-from trove_upgrade import rpc
-from trove_upgrade import rpc_interface
-from trove_upgrade import sealing
-from trove_upgrade import sealing_keys
+from trove_upgrade.services import sealing_keys
 
 CONF = conf.CONF
 
@@ -101,7 +101,7 @@ class AgentAPI:
 
     | 1.0 - Initial version: upgrade().
     | 1.1 - upgrade() takes ``sealed``, the seal of its arguments made
-    |       with the instance's key (``trove_upgrade.sealing``).
+    |       with the instance's key (``trove_upgrade.common.sealing``).
     | 1.2 - upgrade() takes ``expected_manifest``, the SHA-256 of the
     |       manifest and the package name the agent must get, or null;
     |       binding: not sent to 1.1 agents, which cannot check it.
@@ -116,7 +116,7 @@ class AgentAPI:
         self.transport = rpc.get_transport()
         self.retries = CONF.rpc_send_retries
         # Mandatory: a cast that no queue takes comes back at once
-        # (trove_upgrade.resends) instead of vanishing.
+        # (trove_upgrade.services.resends) instead of vanishing.
         self.client = rpc.get_rpc_client(target, mandatory=True)
         self._senders = None
         self._senders_lock = threading.Lock()

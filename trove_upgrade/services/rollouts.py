@@ -50,17 +50,17 @@ import collections
 from oslo_log import log as logging
 from oslo_utils import timeutils
 
+from trove_upgrade.common import exception
+from trove_upgrade.common import rollout_states as rs
+from trove_upgrade.common import states
 from trove_upgrade import conf
 from trove_upgrade.db import agents as db_agents
 from trove_upgrade.db import common as db_common
 from trove_upgrade.db import rollouts as db_rollouts
 from trove_upgrade.db import upgrades as db_upgrades
-from trove_upgrade import exception
-from trove_upgrade import rollout_states as rs
-from trove_upgrade import states
-from trove_upgrade import topology as trove_topology
-from trove_upgrade import trove_instances
-from trove_upgrade import upgrades
+from trove_upgrade.services import topology as trove_topology
+from trove_upgrade.services import trove_instances
+from trove_upgrade.services import upgrades
 
 CONF = conf.CONF
 LOG = logging.getLogger(__name__)

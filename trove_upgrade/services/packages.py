@@ -14,8 +14,9 @@
 
 A package is registered only after the control plane fetched its signed
 manifest (``<location>.manifest``) with the agents' own download strategy
-and verified it with :func:`trove_upgrade.packaging.verify.verify_manifest`
-against the control plane's trusted keys (``[packages]``): signatures and
+and verified it with
+:func:`trove_upgrade.package_format.verify.verify_manifest` against the
+control plane's trusted keys (``[packages]``): signatures and
 threshold, expiry, the declared version, the format and the announced
 size. A typo, a tampered or expired manifest, a wrong version or an
 unreachable location is refused at publication, with the reason, instead
@@ -39,15 +40,15 @@ from packaging import version as pep440
 
 from trove_upgrade.agent import strategies
 from trove_upgrade.agent.strategies import exceptions as strategy_exc
+from trove_upgrade.common import exception
+from trove_upgrade.common import package_exceptions as package_exc
+from trove_upgrade.common import rollout_states
 from trove_upgrade import conf
 from trove_upgrade.db import desired_versions as dv_db
 from trove_upgrade.db import packages as db
-from trove_upgrade import exception
-from trove_upgrade.packaging import exceptions as package_exc
-from trove_upgrade.packaging import keys
-from trove_upgrade.packaging import manifest as manifest_mod
-from trove_upgrade.packaging import verify
-from trove_upgrade import rollout_states
+from trove_upgrade.package_format import keys
+from trove_upgrade.package_format import manifest as manifest_mod
+from trove_upgrade.package_format import verify
 
 CONF = conf.CONF
 LOG = logging.getLogger(__name__)

@@ -31,9 +31,9 @@ Without the option none of this happens, as before the integration.
 
 import re
 
+from trove_upgrade.common import exception
 from trove_upgrade.db import agents as db_agents
 from trove_upgrade.db import trove as trove_db
-from trove_upgrade import exception
 
 # Trove's InstanceTasks codes (trove/instance/tasks.py) during which Trove
 # is not working on the instance: NONE, and RESTART_REQUIRED (a

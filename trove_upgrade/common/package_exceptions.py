@@ -12,9 +12,9 @@
 
 """Every way a package can be refused, one class per failure.
 
-The verifier (:mod:`trove_upgrade.packaging.verify`) runs a fixed sequence of
-small checks; each raises exactly one of these classes, so a caller (and a
-test) can tell *which* defence fired. They all derive from
+The verifier (:mod:`trove_upgrade.package_format.verify`) runs a fixed
+sequence of small checks; each raises exactly one of these classes, so a
+caller (and a test) can tell *which* defence fired. They all derive from
 :class:`PackageError`, so the agent can catch one class and record the
 message. The attacks of The Update Framework's threat model, and the classes
 that stop them:
@@ -49,7 +49,7 @@ that stop them:
 Every message is cut to :data:`MAX_MESSAGE_LENGTH` characters.
 """
 
-from trove_upgrade import exception
+from trove_upgrade.common import exception
 
 
 MAX_MESSAGE_LENGTH = 1024

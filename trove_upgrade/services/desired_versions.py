@@ -18,7 +18,7 @@ agents again, so an agent that registers later, or comes back from a
 rebuild on an older version, is upgraded too. It dispatches under the
 rollout rules (canary, ``max_in_flight``, ``max_failures`` and pause,
 ``per_agent_retries``, ``agent_deadline``), decided by the same
-:func:`trove_upgrade.rollouts.plan`.
+:func:`trove_upgrade.services.rollouts.plan`.
 
 Owners and precedence (the service-tagging rule: every target carries
 its owner's tag, and goes away only when no owner references it):
@@ -46,14 +46,14 @@ import collections
 from oslo_log import log as logging
 from oslo_serialization import jsonutils
 
+from trove_upgrade.common import exception
+from trove_upgrade.common import rollout_states as rs
+from trove_upgrade.common import states
 from trove_upgrade.db import desired_versions as db
 from trove_upgrade.db import rollouts as db_rollouts
 from trove_upgrade.db import upgrades as db_upgrades
-from trove_upgrade import exception
-from trove_upgrade import package_registry
-from trove_upgrade import rollout_states as rs
-from trove_upgrade import rollouts
-from trove_upgrade import states
+from trove_upgrade.services import packages as package_registry
+from trove_upgrade.services import rollouts
 
 LOG = logging.getLogger(__name__)
 

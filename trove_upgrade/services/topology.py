@@ -36,8 +36,8 @@ Without Trove, or for an instance in no set, nothing changes.
 
 import collections
 
+from trove_upgrade.common import rollout_states as rs
 from trove_upgrade.db import trove as trove_db
-from trove_upgrade import rollout_states as rs
 
 REPLICATION = 'replication'
 CLUSTER = 'cluster'

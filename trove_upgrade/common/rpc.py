@@ -31,11 +31,11 @@ import oslo_messaging as messaging
 from oslo_messaging.rpc import dispatcher
 from oslo_messaging.rpc import server as rpc_server
 
+from trove_upgrade.common import context as tu_context
+from trove_upgrade.common import exception
+from trove_upgrade.common import hosted_conf
+from trove_upgrade.common import package_exceptions as package_exc
 from trove_upgrade import conf
-from trove_upgrade import context as tu_context
-from trove_upgrade import exception
-from trove_upgrade import hosted_conf
-from trove_upgrade.packaging import exceptions as package_exc
 
 CONF = conf.CONF
 LOG = logging.getLogger(__name__)

@@ -18,7 +18,7 @@ version it sends, the servers' endpoints must take every argument of the
 newest version (checked when their module is imported, those added after
 the method's first version with a default, which older clients leave in
 place) and both sides seal and open exactly the arguments of the version
-sent (``trove_upgrade.sealing``). Adding an argument is an edit of
+sent (``trove_upgrade.common.sealing``). Adding an argument is an edit of
 :data:`AGENT` or :data:`CONDUCTOR` here (a :class:`Method`'s ``added``),
 of the endpoint's signature, which the check then demands, and of the
 client's version (doc/source/contributor/rpc-changes.rst).
@@ -29,9 +29,9 @@ control-plane code (the database layer, the key store).
 
 import inspect
 
-from trove_upgrade import exception
-from trove_upgrade import release_mappings
-from trove_upgrade import rpc
+from trove_upgrade.common import exception
+from trove_upgrade.common import release_mappings
+from trove_upgrade.common import rpc
 
 AGENT_TOPIC_PREFIX = 'guestagent_upgrade'
 

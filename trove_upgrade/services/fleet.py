@@ -19,11 +19,11 @@ package of a version is listed in its row.
 
 import collections
 
+from trove_upgrade.common import exception
+from trove_upgrade.common import states
 from trove_upgrade.db import packages as db
-from trove_upgrade import desired_versions
-from trove_upgrade import exception
-from trove_upgrade import package_registry
-from trove_upgrade import states
+from trove_upgrade.services import desired_versions
+from trove_upgrade.services import packages as package_registry
 
 
 def _key(version):

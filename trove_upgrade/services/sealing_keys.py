@@ -38,14 +38,14 @@ import cachetools
 from oslo_utils import timeutils
 from oslo_utils import uuidutils
 
+from trove_upgrade.common import exception
+from trove_upgrade.common import package_exceptions as package_exc
+from trove_upgrade.common import sealing
+from trove_upgrade.common import secret_files
+from trove_upgrade.common import trove_keys
 from trove_upgrade import conf
 from trove_upgrade.db import instance_keys as db_keys
 from trove_upgrade.db import trove as trove_db
-from trove_upgrade import exception
-from trove_upgrade.packaging import exceptions as package_exc
-from trove_upgrade.packaging import secret_files
-from trove_upgrade import sealing
-from trove_upgrade import trove_keys
 
 CONF = conf.CONF
 

@@ -30,9 +30,9 @@ import hashlib
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.kdf import hkdf
 
-from trove_upgrade import exception
-from trove_upgrade import sealing
-from trove_upgrade import trove_crypto
+from trove_upgrade.common import exception
+from trove_upgrade.common import sealing
+from trove_upgrade.common import trove_crypto
 
 INFO = b'trove-upgrade sealing v1 instance '
 KEY_ID_PREFIX = 'trove-v1-'
@@ -75,7 +75,7 @@ def decrypt_trove_key(encrypted_key, inst_rpc_key_encr_key):
     """Trove's plain instance key from its ``instances.encrypted_key``.
 
     What Trove's ``DBInstance.key`` does: ``trove.common.crypto_utils``
-    with ``inst_rpc_key_encr_key`` (:mod:`trove_upgrade.trove_crypto`).
+    with ``inst_rpc_key_encr_key`` (:mod:`trove_upgrade.common.trove_crypto`).
 
     :raises: TroveKeyError when it is not such a ciphertext of that key.
     """

@@ -51,9 +51,9 @@ import shutil
 import tempfile
 import threading
 
-from trove_upgrade.packaging import chunked_aead
-from trove_upgrade.packaging import exceptions
-from trove_upgrade.packaging import writeback
+from trove_upgrade.common import package_exceptions as exceptions
+from trove_upgrade.package_format import chunked_aead
+from trove_upgrade.package_format import writeback
 
 # Ciphertext buffers in flight: four at the default chunk size, two (the
 # least that overlaps) for chunks over 2 MiB.

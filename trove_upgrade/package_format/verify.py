@@ -32,8 +32,8 @@ gives the size and SHA-256).
 
 Like python-tuf's trusted metadata set, verification is a fixed sequence of
 small named checks, each raising its own exception from
-:mod:`trove_upgrade.packaging.exceptions` (whose docstring maps them to the
-attacks they defeat):
+:mod:`trove_upgrade.common.package_exceptions` (whose docstring maps them
+to the attacks they defeat):
 
 manifest (:func:`verify_manifest`), before any payload byte:
   1. ``check_manifest_size``   ManifestTooLargeError     endless data
@@ -83,10 +83,10 @@ import hashlib
 import os
 import struct
 
-from trove_upgrade.packaging import chunked_aead
-from trove_upgrade.packaging import exceptions
-from trove_upgrade.packaging import manifest as manifest_mod
-from trove_upgrade.packaging import safe_unpack
+from trove_upgrade.common import package_exceptions as exceptions
+from trove_upgrade.package_format import chunked_aead
+from trove_upgrade.package_format import manifest as manifest_mod
+from trove_upgrade.package_format import safe_unpack
 
 DEFAULT_MAX_PAYLOAD_SIZE = 2 * 1024 ** 3
 DEFAULT_MAX_MANIFEST_SIZE = 1024 ** 2

@@ -28,8 +28,8 @@ default). A notification that cannot be delivered is logged by
 oslo.messaging and never fails the operation it describes.
 """
 
-from trove_upgrade import rpc
-from trove_upgrade import states
+from trove_upgrade.common import rpc
+from trove_upgrade.common import states
 
 EVENT_PREFIX = 'trove_upgrade.upgrade'
 CREATE = 'create'

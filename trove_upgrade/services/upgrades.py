@@ -36,18 +36,18 @@ from oslo_log import log as logging
 from oslo_utils import timeutils
 from oslo_utils import uuidutils
 
-from trove_upgrade.conductor import agent_rpcapi
+from trove_upgrade.common import exception
+from trove_upgrade.common import package_exceptions as package_exc
+from trove_upgrade.common import states
 from trove_upgrade import conf
 from trove_upgrade.db import held as db_held
 from trove_upgrade.db import resends as db_resends
 from trove_upgrade.db import upgrades as db_upgrades
-from trove_upgrade import exception
-from trove_upgrade import notifications
-from trove_upgrade.packaging import exceptions as package_exc
-from trove_upgrade import resends
-from trove_upgrade import sealing_keys
-from trove_upgrade import states
-from trove_upgrade import trove_instances
+from trove_upgrade.services import agent_rpcapi
+from trove_upgrade.services import notifications
+from trove_upgrade.services import resends
+from trove_upgrade.services import sealing_keys
+from trove_upgrade.services import trove_instances
 
 CONF = conf.CONF
 LOG = logging.getLogger(__name__)
@@ -78,7 +78,7 @@ def create_upgrade(context, values):
     ``values`` are those of ``db.upgrades.create_upgrade``. The upgrade,
     its event and its first send (SENT) are recorded in one transaction,
     which reads the instance's keys too, then it is cast; until its agent
-    claims it, it is cast again (``trove_upgrade.resends``), so that a
+    claims it, it is cast again (``trove_upgrade.services.resends``), so that a
     cast lost on the way, or never made because this process died first,
     still reaches the agent. When the message cannot be sent (the
     messaging server stays unreachable through ``[DEFAULT]
@@ -160,8 +160,8 @@ def send_held_upgrades(context, agent_api):
     before its cast, so that of two conductors only one sends it; the
     release counts as its first send, so a conductor killed between the
     two leaves it to be sent again ``[conductor] resend_interval`` seconds
-    later (``trove_upgrade.resends``), as does a cast RabbitMQ returned or
-    could not take.
+    later (``trove_upgrade.services.resends``), as does a cast RabbitMQ
+    returned or could not take.
     ``[conductor] upgrade_timeout`` counts from creation, held time
     included.
     """
