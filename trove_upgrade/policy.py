@@ -34,7 +34,7 @@ class Enforcer(policy.Enforcer):
 
     oslo.policy looks for the policy file and ``policy_dirs`` on every
     check: without a policy file it searches every configuration directory
-    for one each time, a tenth of the API's CPU per request. Here it looks
+    for one each time, a file system search per request. Here it looks
     at most once every ``LOOK_INTERVAL`` seconds, so that a policy file
     created, changed or removed takes effect within a second, as an
     operator expects, without a search per request.

@@ -22,7 +22,7 @@ accepted POST, next to the CPU time per cast of the same message cast with
 plain oslo.messaging from as many threads on the same RabbitMQ in the same
 run, with issue 16's target (at most 5 ms). The rates follow the cores'
 load and the database's commit latency; they are printed as context.
-A shared machine's speed drifts by a third within minutes, so the
+A shared machine's speed drifts within minutes, so the
 measures run in ``--rounds`` rounds, interleaved (each database, then the
 raw casts), and each figure is the median of its rounds, every round
 printed beside it.

@@ -23,8 +23,8 @@ included, next to the CPU time of one raw
 oslo.messaging cast of the same message on the same RabbitMQ in the same
 run, with their ratio and issue 16's target (at most twice). It moves
 far less than the rates with whatever else the machine's cores are
-doing, but it moves: a raw cast's CPU went from 0.25 to 0.42 ms between
-runs on a loaded two-core machine. Then, as context:
+doing, but it moves between runs on a loaded machine: compare the two
+figures of one run, never figures of two runs. Then, as context:
 
 * the rate at which one thread casts the same message with plain
   oslo.messaging to a queue on the same RabbitMQ, measured while the

@@ -67,8 +67,8 @@ def main(argv=None):
         return 2
     # What the process holds by now (its modules, the configuration) lives
     # as long as it and the processes it forks: out of the collector's
-    # sight, a full collection no longer walks it. Those walks took the
-    # serving process 80 ms each, every thread stopped meanwhile.
+    # sight, a full collection no longer walks it: such a walk stops
+    # every thread of the serving process while it runs.
     gc.freeze()
     launcher = service.launch(CONF, conductor_service.ConductorService())
     return launcher.wait()

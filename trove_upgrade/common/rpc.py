@@ -272,8 +272,8 @@ class RefusingDispatcher(dispatcher.RPCDispatcher):
 # wake-ups run the acknowledgements and requeues that notification
 # listeners' threads asked for; an RPC server's messages are acknowledged
 # as they arrive, so for it they do nothing. A conductor whose messages
-# come a few milliseconds apart (a fleet's heartbeats and reports) spent a
-# quarter of its CPU on them (doc/source/contributor/benchmarks.rst). Only
+# come a few milliseconds apart (a fleet's heartbeats and reports) pays
+# for several of them per message, for nothing. Only
 # the conductor and the agent serve RPC, and neither listens for
 # notifications: their first wake-up comes this many seconds on, which
 # still ends a stopping server's last poll within it.

@@ -28,8 +28,8 @@ finds nobody writing writes it, and with it whatever chains queued
 meanwhile, until its own is written; then it hands the writing over to
 the thread of the oldest chain still queued. A lone message is written
 by the thread that received it, as with no writer at all, and each
-hand-over wakes one thread, where a writer thread cost every message
-two (doc/source/contributor/benchmarks.rst).
+hand-over wakes one thread, where a writer thread of its own would wake
+two for every message.
 
 The thread that received a message waits for its chain to be written, as
 it waited for its own transaction before: the answer of a call still

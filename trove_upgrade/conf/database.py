@@ -15,9 +15,9 @@
 The connection defaults to SQLite under ``state_path``. The pool keeps as
 many connections as a conductor has RPC threads (oslo.messaging's
 ``executor_thread_pool_size``, 64), since each message it serves holds
-one: with oslo.db's 5, every message beyond the fifth at once opened and
-closed a connection of its own, 2,076 PostgreSQL sessions for the 2,000
-upgrades of ``tools/bench/rollout_scale.py``. Connections are still
+one: with oslo.db's 5, every message beyond the fifth at once opens and
+closes a connection of its own, about one database session per upgrade
+of a rollout. Connections are still
 opened only when needed, so an idle service holds few.
 
 oslo.db lists the options under its own namespace for the sample config.

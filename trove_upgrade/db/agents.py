@@ -404,8 +404,7 @@ def _rows_matching(context, query, wanted, after, limit):
     while True:
         rows = _agent_rows(context, query, after, chunk)
         # The agents of a fleet share a few label sets: each text is
-        # decoded and matched once, not once per agent, which halved the
-        # CPU of a selection of 2,000 agents.
+        # decoded and matched once, not once per agent.
         for row in rows:
             if row['labels'] not in decided:
                 decided[row['labels']] = _labels_match(
@@ -423,8 +422,8 @@ def _agent_rows(context, query, after, limit):
         query = query.where(agent.instance_id > after)
     if limit is not None:
         query = query.limit(limit)
-    # On a connection, not a session: the ORM's loading of the result
-    # rows cost a reconcile pass a third of its selection.
+    # On a connection, not a session: every reconcile pass reads the
+    # whole selection, and ORM objects of its rows are thrown away.
     with common.context_manager.reader.connection.using(
             context) as connection:
         rows = connection.execute(query).all()

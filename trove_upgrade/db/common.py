@@ -88,8 +88,8 @@ def _sqlite_begin_on_the_driver(engine):
 
     oslo.db turns pysqlite's own BEGIN off and emits one as each
     transaction begins, as a statement through the whole of SQLAlchemy's
-    execution (its compiled cache, events and result), which cost an
-    accepted POST a twentieth of its CPU. The same BEGIN, with oslo.db's
+    execution (its compiled cache, events and result), far more work
+    than the BEGIN itself. The same BEGIN, with oslo.db's
     mark of a transaction begun, goes to the driver here; one the driver
     refuses is sent again through SQLAlchemy, which raises its error as
     for any statement. An oslo.db without that listener keeps its own
@@ -225,8 +225,8 @@ class KeptConnection:
 
     Each transaction checked out of the pool pays the checkout, oslo.db's
     ping of the connection (``pool_pre_ping``: a round trip) and the
-    checkin, which cost the conductor's report writer a third of its
-    transaction's CPU. A writer that writes transaction after transaction
+    checkin, a large part of a short transaction such as the conductor's
+    report writer's. A writer that writes transaction after transaction
     keeps its connection instead and begins each transaction on it, as
     long as they follow within ``idle`` seconds of each other and for
     ``lifetime`` seconds at most. After a pause, after the lifetime, or

@@ -13,10 +13,9 @@
 """Hot write statements run as their compiled text.
 
 ``Connection.execute`` of a Core statement looks its compiled form up in
-the cache and builds an execution context around it at every call: on
-PostgreSQL here that cost about as much CPU again as the UPDATE and INSERT
-of a state report through psycopg2 alone (``doc/source/contributor/
-benchmarks.rst``). The conductor's report writer runs such statements for
+the cache and builds an execution context around it at every call, work
+of the same order as the driver's own for a short UPDATE or INSERT such
+as a state report's. The conductor's report writer runs such statements for
 every report. A :class:`DriverStatement` compiles its statement once per
 dialect and runs the text with ``exec_driver_sql``, so that the
 transaction, the engine's events and oslo.db's translation of errors

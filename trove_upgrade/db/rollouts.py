@@ -350,8 +350,8 @@ def _insert_batch(size, shared):
     Only ids and instances (``i0``, ``n0``, ...) are bound per row, in a
     UNION ALL of one-row SELECTs (which every supported database takes;
     a VALUES list MySQL does not); the ``shared`` columns (``b_<name>``)
-    are bound once. Binding and adapting every column of every row cost a
-    reconciler pass a third of its CPU. Building and compiling a statement
+    are bound once: binding and adapting every column of every row would
+    be most of a reconciler pass's work. Building and compiling a statement
     of hundreds of rows costs about as much as binding them: sizes are
     powers of two (or ``_MAX_BATCH_INSERT``), padded with NULL rows the
     WHERE leaves out, so that a handful of statements is ever built.

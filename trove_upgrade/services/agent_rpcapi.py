@@ -72,8 +72,8 @@ def shared():
 
     Building a client registers oslo.messaging's client options, which
     empties oslo.config's cache of every option's value: an AgentAPI per
-    API request cost it a client and a cache of two dozen option reads,
-    a tenth of its CPU per upgrade. It is built again when the transport
+    API request would cost it a client and, after it, every option read
+    afresh. It is built again when the transport
     or ``[DEFAULT] rpc_send_retries`` changed, and the version cap is
     checked on every call, as a new AgentAPI would.
     """
@@ -125,8 +125,8 @@ class AgentAPI:
         """This client's ``threads`` send threads, kept between batches.
 
         Starting a batch's threads anew for each batch, as a pass of the
-        reconciler sends one, cost it half as much CPU again as its casts
-        (doc/source/contributor/benchmarks.rst). The threads end once
+        reconciler sends one, would cost it more than the casts: the
+        threads are kept instead. The threads end once
         the client is gone; a process forked since they started (whose
         copy of the pool has no threads) starts its own.
         """
@@ -254,8 +254,8 @@ class AgentAPI:
 
         Its arguments are those of that version (``rpc_interface``).
         """
-        # One prepared context per cast: a second prepare() cost the
-        # reconciler a tenth of a cast's CPU.
+        # One prepared context per cast: each prepare() builds a new one,
+        # and the reconciler casts whole batches.
         instance_id = values['instance_id']
         if not keys and CONF.conductor.require_sealed:
             raise exception.SealingUnavailable(
