@@ -144,7 +144,7 @@ class Fleet(lifecycle.Resource):
 
     def start_agents(self, count, labels='group=blue',
                      guest_version='v1.0.0', fail_file=None,
-                     multiplex=False):
+                     multiplex=False, install_seconds=0):
         """Start ``count`` simulated agents in one process; their ids.
 
         Ids are sorted, so the first ones are the first in instance order.
@@ -162,7 +162,9 @@ class Fleet(lifecycle.Resource):
                    '--instances', base + '.ids',
                    '--claims', base + '.claims', '--labels', labels,
                    '--guest-version', guest_version,
-                   '--heartbeat-interval', str(self.heartbeat_interval)]
+                   '--heartbeat-interval', str(self.heartbeat_interval),
+                   '--install-seconds', str(install_seconds),
+                   '--sends', base + '.sends']
         if fail_file:
             command += ['--fail-file', fail_file]
         if multiplex:
@@ -197,6 +199,21 @@ class Fleet(lifecycle.Resource):
                     if proceed == 'True':
                         granted[instance_id] += 1
         return granted
+
+    def sends(self):
+        """``(unix time, instance id, upgrade id, what)`` of every agent.
+
+        ``what`` is ``received`` for an ``upgrade`` message, else the claim
+        (``start_upgrade``) or the state reported, first sent then.
+        """
+        found = []
+        for path in glob.glob(os.path.join(self.workdir, '*.sends')):
+            with open(path) as f:
+                for line in f:
+                    when, instance_id, upgrade_id, what = line.split()
+                    found.append((float(when), instance_id, upgrade_id,
+                                  what))
+        return sorted(found)
 
     def claim_lines(self):
         """Every simulator's claim log, for a failing test's details."""
@@ -241,7 +258,7 @@ class Fleet(lifecycle.Resource):
                 prefix, rpc_interface.AGENT_TOPIC_PREFIX, instance_id)
             names += [agent_topic, '%s.simulated' % agent_topic]
         url = self.rabbit_options['DEFAULT']['transport_url']
-        with kombu.Connection(url.replace('rabbit://', 'amqp://')) as conn:
+        with kombu.Connection(conffile.kombu_url(url)) as conn:
             channel = conn.channel()
             for name in names:
                 channel.queue_delete(name)
