@@ -28,7 +28,7 @@ Given the URL of another broker (a cluster of the test's own, see
 declares every queue of the services as oslo.messaging's
 ``rabbit_quorum_queue`` does: durable quorum queues, which RabbitMQ
 refuses to make auto-delete, so the test deletes them (``fleet.Fleet``
-does).
+does, on the shared broker).
 """
 
 import socket
@@ -75,7 +75,9 @@ class RabbitMQ(fixtures.Fixture):
         self.quorum_queues = quorum_queues
 
     def _setUp(self):
-        if self.url == TRANSPORT_URL:
+        # A broker of the test's own goes with everything on it.
+        self.shared = self.url == TRANSPORT_URL
+        if self.shared:
             check_reachable()
         auto_delete = not self.quorum_queues
         suffix = uuid.uuid4().hex[:12]
@@ -93,7 +95,8 @@ class RabbitMQ(fixtures.Fixture):
                           TRANSIENT_QUEUES_TTL,
                           group='oslo_messaging_rabbit')
         # Runs after rpc.cleanup, once nothing of this process uses it.
-        self.addCleanup(self._delete_exchange)
+        if self.shared:
+            self.addCleanup(self._delete_exchange)
         rpc.cleanup()
         self.addCleanup(rpc.cleanup)
         self.options = {

@@ -65,7 +65,8 @@ class RolloutTestCase(base.TestCase):
         self.rabbit = self.useFixture(self.rabbit_fixture())
         self.fleet = self.useFixture(fleet_fixture.Fleet(
             self.tmp, self.rabbit.options, self.database.url,
-            self.conductor_options, heartbeat_interval=2))
+            self.conductor_options, heartbeat_interval=2,
+            delete_queues=self.rabbit.shared))
         self.addCleanup(lambda: self.addDetail(
             'conductor-logs', content.text_content(self.fleet.logs())))
         self.admin = context.get_admin_context()
