@@ -142,6 +142,10 @@ class TestNodeLoss(test_rollouts.RolloutTestCase):
         node = self.cluster.leader_of(self.rabbit.conductor_topic)
         killed_at = self.kill(node)
         self.check_nothing_lost(rollout, killed_at)
+        # The queue lived on: another node leads it.
+        self.assertNotEqual(
+            node.name,
+            self.cluster.leader_of(self.rabbit.conductor_topic).name)
 
     @testtools.skipUnless(SLOW, 'set TROVE_UPGRADE_TEST_SLOW_CLUSTER=1')
     def test_agents_queues_leader_killed(self):
