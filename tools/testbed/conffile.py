@@ -21,6 +21,18 @@ import os
 TRANSIENT_QUEUES_TTL = 60
 
 
+def kombu_url(transport_url):
+    """oslo.messaging's ``rabbit://`` URL as kombu takes it.
+
+    Several hosts (``rabbit://u:p@h1:p1,u:p@h2:p2/vhost``) become kombu's
+    failover list (``amqp://u:p@h1:p1/vhost;amqp://u:p@h2:p2/vhost``),
+    so a clean-up reaches whichever node of a cluster is still up.
+    """
+    hosts, slash, vhost = transport_url.split('://', 1)[1].partition('/')
+    return ';'.join('amqp://%s%s%s' % (host, slash, vhost)
+                    for host in hosts.split(','))
+
+
 def _with_short_lived_queues(sections):
     """``sections``, with short-lived reply and fanout queues by default."""
     if 'transport_url' not in sections.get('DEFAULT', {}) and \

@@ -27,6 +27,7 @@ Used by the rollout functional tests and by
 import collections
 import glob
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -44,6 +45,8 @@ from trove_upgrade.common import rpc_interface
 
 CONDUCTOR = os.path.join(os.path.dirname(sys.executable),
                          'trove-upgrade-conductor')
+API = os.path.join(os.path.dirname(sys.executable), 'trove-upgrade-api')
+API_LISTENING = re.compile(r'trove-upgrade-api serving on (http://\S+:\d+)')
 SIMULATOR = os.path.join(os.path.dirname(os.path.abspath(__file__)),
                          'simulated_agents.py')
 READY = 'listening on topic'
@@ -74,12 +77,16 @@ class Fleet(lifecycle.Resource):
     :param database_url: the SQLite (or other) database they share.
     :param conductor_options: ``[conductor]`` settings, e.g. short
         intervals.
+    :param delete_queues: False on a broker that goes with the test (a
+        cluster of its own), where deleting quorum queues that had a
+        member on a killed node takes seconds each.
     """
 
     def __init__(self, workdir, rabbit_options, database_url,
                  conductor_options=None, heartbeat_interval=0,
-                 conductor_defaults=None):
+                 conductor_defaults=None, delete_queues=True):
         super().__init__()
+        self.delete_queues = delete_queues
         self.conductor_defaults = conductor_defaults or {}
         self.heartbeat_interval = heartbeat_interval
         self.workdir = workdir
@@ -92,7 +99,8 @@ class Fleet(lifecycle.Resource):
         self.agent_processes = []
         self.instance_ids = []
         self._counter = 0
-        self.addCleanup(self._delete_queues)
+        if self.delete_queues:
+            self.addCleanup(self._delete_queues)
         self.addCleanup(self._stop_all)
 
     def _next(self, prefix):
@@ -138,13 +146,46 @@ class Fleet(lifecycle.Resource):
                                        % f.read())
             time.sleep(0.1)
 
+    def start_api(self):
+        """Start one more API process (noauth2); it has ``url`` once up.
+
+        It shares the conductors' database and bus and, like them, is
+        stopped with the fleet.
+        """
+        base = self._next('api')
+        config = base + '.conf'
+        options = self._options()
+        options['api'] = {'auth_strategy': 'noauth2',
+                          'bind_host': '127.0.0.1', 'bind_port': '0'}
+        conffile.write_conf(config, options)
+        log_path = base + '.log'
+        with open(log_path, 'wb') as log:
+            process = subprocess.Popen(
+                [API, '--config-file', config], stdout=log,
+                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                start_new_session=True)
+        process.log_path = log_path
+        self.conductors.append(process)
+        deadline = time.monotonic() + START_TIMEOUT
+        while True:
+            with open(log_path) as f:
+                found = API_LISTENING.search(f.read())
+            if found:
+                process.url = found.group(1)
+                return process
+            if process.poll() is not None or time.monotonic() > deadline:
+                with open(log_path) as f:
+                    raise RuntimeError('the API did not start:\n%s'
+                                       % f.read())
+            time.sleep(0.1)
+
     def kill_conductor(self, process):
-        """SIGKILL a conductor and the service process it forked."""
+        """SIGKILL a conductor or an API, and the processes it forked."""
         _stop(process, signal.SIGKILL)
 
     def start_agents(self, count, labels='group=blue',
                      guest_version='v1.0.0', fail_file=None,
-                     multiplex=False):
+                     multiplex=False, install_seconds=0):
         """Start ``count`` simulated agents in one process; their ids.
 
         Ids are sorted, so the first ones are the first in instance order.
@@ -162,7 +203,9 @@ class Fleet(lifecycle.Resource):
                    '--instances', base + '.ids',
                    '--claims', base + '.claims', '--labels', labels,
                    '--guest-version', guest_version,
-                   '--heartbeat-interval', str(self.heartbeat_interval)]
+                   '--heartbeat-interval', str(self.heartbeat_interval),
+                   '--install-seconds', str(install_seconds),
+                   '--sends', base + '.sends']
         if fail_file:
             command += ['--fail-file', fail_file]
         if multiplex:
@@ -197,6 +240,21 @@ class Fleet(lifecycle.Resource):
                     if proceed == 'True':
                         granted[instance_id] += 1
         return granted
+
+    def sends(self):
+        """``(unix time, instance id, upgrade id, what)`` of every agent.
+
+        ``what`` is ``received`` for an ``upgrade`` message, else the claim
+        (``start_upgrade``) or the state reported, first sent then.
+        """
+        found = []
+        for path in glob.glob(os.path.join(self.workdir, '*.sends')):
+            with open(path) as f:
+                for line in f:
+                    when, instance_id, upgrade_id, what = line.split()
+                    found.append((float(when), instance_id, upgrade_id,
+                                  what))
+        return sorted(found)
 
     def claim_lines(self):
         """Every simulator's claim log, for a failing test's details."""
@@ -241,7 +299,7 @@ class Fleet(lifecycle.Resource):
                 prefix, rpc_interface.AGENT_TOPIC_PREFIX, instance_id)
             names += [agent_topic, '%s.simulated' % agent_topic]
         url = self.rabbit_options['DEFAULT']['transport_url']
-        with kombu.Connection(url.replace('rabbit://', 'amqp://')) as conn:
+        with kombu.Connection(conffile.kombu_url(url)) as conn:
             channel = conn.channel()
             for name in names:
                 channel.queue_delete(name)

@@ -19,7 +19,8 @@ cast as the real agent does on the wire: it claims the upgrade
 (``start_upgrade``), reports INSTALLING, then SUCCESS or FAILED, and on
 success heartbeats its new version; a claim or report that fails (no
 answer, the conductor's database or the broker away) is sent again, as
-the real agent's runner and outbox do. Installing takes no time.
+the real agent's runner and outbox do. Installing takes no time, or
+``--install-seconds``.
 
 The rollout functional tests and ``tools/bench/rollout_scale.py`` start it
 as a subprocess::
@@ -27,7 +28,8 @@ as a subprocess::
     python tools/testbed/simulated_agents.py \\
         --config-file rabbit.conf --instances ids.txt --claims claims.log \\
         [--fail-file failing.txt] [--labels group=blue,az=az1] \\
-        [--guest-version v1.0.0] [--heartbeat-interval 2] [--multiplex]
+        [--guest-version v1.0.0] [--heartbeat-interval 2] [--multiplex] \\
+        [--install-seconds 1] [--sends sends.log]
 
 With ``--multiplex`` the process instead consumes every agent's topic
 queue (declared as oslo.messaging declares it) on one AMQP connection and
@@ -40,7 +42,11 @@ same.
 ``--instances`` lists one instance id a line; ``--fail-file`` lists those
 whose install fails, read again at every upgrade so a test can change it;
 every claim answer is appended to ``--claims`` as ``<instance id>
-<upgrade id> <proceed>`` so that a test counts them. "READY <n>" on stdout
+<upgrade id> <proceed>`` so that a test counts them. With ``--sends``,
+every ``upgrade`` message received and every claim or report first sent
+is appended there as ``<unix time> <instance id> <upgrade id> <what>``
+(``received``, ``start_upgrade`` or the reported state), so that a test
+compares them with what the database recorded and when. "READY <n>" on stdout
 says every agent registered and listens. SIGTERM ends the process.
 """
 
@@ -106,6 +112,9 @@ class SimulatedAgent:
         conductor's queue yet). Giving up on the first of these left the
         upgrade unfinished, and the rollout sent the agent a second one.
         """
+        self.fleet.record_send(self.instance_id, args[0],
+                               args[1] if method == 'report_upgrade_state'
+                               else method)
         deadline = time.monotonic() + CALL_PATIENCE
         while True:
             try:
@@ -121,6 +130,7 @@ class SimulatedAgent:
 
     def upgrade(self, context, upgrade_id, instance_id, instance_version,
                 strategy, location, metadata=None, allow_downgrade=False):
+        self.fleet.record_send(self.instance_id, upgrade_id, 'received')
         if self.guest_version == instance_version:
             # As the real agent: already there, SUCCESS without a claim.
             self._call('report_upgrade_state', upgrade_id, states.SUCCESS,
@@ -134,6 +144,7 @@ class SimulatedAgent:
             return
         self._call('report_upgrade_state', upgrade_id, states.INSTALLING,
                    None, self.guest_version, instance_version)
+        time.sleep(self.fleet.install_seconds)
         if self.instance_id in self.fleet.failing():
             self._call('report_upgrade_state', upgrade_id, states.FAILED,
                        'simulated install failure', self.guest_version,
@@ -153,13 +164,15 @@ class Fleet:
     """Every simulated agent of this process."""
 
     def __init__(self, instance_ids, labels, guest_version, fail_file,
-                 claims_path):
+                 claims_path, sends_path=None, install_seconds=0):
         self.context = tu_context.RequestContext(request_id='req-simulated')
         self.conductor = conductor_rpcapi.ConductorAPI()
         self.labels = labels
         self.guest_version = guest_version
         self.fail_file = fail_file
         self.claims = open(claims_path, 'a', buffering=1)
+        self.sends = sends_path and open(sends_path, 'a', buffering=1)
+        self.install_seconds = install_seconds
         self.lock = threading.Lock()
         self.agents = [SimulatedAgent(self, i) for i in instance_ids]
         self.servers = []
@@ -174,6 +187,13 @@ class Fleet:
         with self.lock:
             self.claims.write('%s %s %s\n' % (instance_id, upgrade_id,
                                               proceed))
+
+    def record_send(self, instance_id, upgrade_id, what):
+        if not self.sends:
+            return
+        with self.lock:
+            self.sends.write('%.6f %s %s %s\n' % (time.time(), instance_id,
+                                                  upgrade_id, what))
 
     def heartbeat_forever(self, interval, stopping):
         """Every agent heartbeats its version, as real agents do.
@@ -254,6 +274,8 @@ class Fleet:
         """
         with self.lock:
             self.claims.close()
+            if self.sends:
+                self.sends.close()
 
 
 def _labels(text):
@@ -271,12 +293,17 @@ def main():
                         help='one AMQP connection for every agent')
     parser.add_argument('--heartbeat-interval', type=float, default=0,
                         help='seconds between heartbeats; 0: none')
+    parser.add_argument('--install-seconds', type=float, default=0,
+                        help='seconds each install takes')
+    parser.add_argument('--sends',
+                        help='log of messages received and sent, timed')
     args, rest = parser.parse_known_args()
     CONF(rest, project='trove-upgrade')
     with open(args.instances) as f:
         instance_ids = [line.strip() for line in f if line.strip()]
     fleet = Fleet(instance_ids, _labels(args.labels), args.guest_version,
-                  args.fail_file, args.claims)
+                  args.fail_file, args.claims, args.sends,
+                  args.install_seconds)
     stopping = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stopping.set())
     if args.multiplex:

@@ -22,6 +22,13 @@ consumer is gone, and the reply and fanout queues of processes a test
 killed expire a minute after their last use. An auto-delete exchange goes
 only once its last binding does, and one that was published to but never
 bound stays: the fixture deletes the test's exchange at the end.
+
+Given the URL of another broker (a cluster of the test's own, see
+``rabbit_cluster``) and ``quorum_queues``, it points there instead and
+declares every queue of the services as oslo.messaging's
+``rabbit_quorum_queue`` does: durable quorum queues, which RabbitMQ
+refuses to make auto-delete, so the test deletes them (``fleet.Fleet``
+does, on the shared broker).
 """
 
 import socket
@@ -62,36 +69,48 @@ class RabbitMQ(fixtures.Fixture):
     configuration file of a service the test starts.
     """
 
+    def __init__(self, url=None, quorum_queues=False):
+        super().__init__()
+        self.url = url or TRANSPORT_URL
+        self.quorum_queues = quorum_queues
+
     def _setUp(self):
-        check_reachable()
+        # A broker of the test's own goes with everything on it.
+        self.shared = self.url == TRANSPORT_URL
+        if self.shared:
+            check_reachable()
+        auto_delete = not self.quorum_queues
         suffix = uuid.uuid4().hex[:12]
         self.exchange = 'trove_upgrade_test_%s' % suffix
         self.conductor_topic = 'trove_upgrade_conductor_test_%s' % suffix
         messaging_conf = self.useFixture(conffixture.ConfFixture(CONF))
-        messaging_conf.transport_url = TRANSPORT_URL
+        messaging_conf.transport_url = self.url
         CONF.set_override('control_exchange', self.exchange)
         CONF.set_override('topic', self.conductor_topic, group='conductor')
-        CONF.set_override('amqp_auto_delete', True,
+        CONF.set_override('amqp_auto_delete', auto_delete,
+                          group='oslo_messaging_rabbit')
+        CONF.set_override('rabbit_quorum_queue', self.quorum_queues,
                           group='oslo_messaging_rabbit')
         CONF.set_override('rabbit_transient_queues_ttl',
                           TRANSIENT_QUEUES_TTL,
                           group='oslo_messaging_rabbit')
         # Runs after rpc.cleanup, once nothing of this process uses it.
-        self.addCleanup(self._delete_exchange)
+        if self.shared:
+            self.addCleanup(self._delete_exchange)
         rpc.cleanup()
         self.addCleanup(rpc.cleanup)
         self.options = {
-            'DEFAULT': {'transport_url': TRANSPORT_URL,
+            'DEFAULT': {'transport_url': self.url,
                         'control_exchange': self.exchange},
             # Tests of sealing start their services with keys and say so.
             'conductor': {'topic': self.conductor_topic,
                           'require_sealed': 'false'},
             'oslo_messaging_rabbit': {
-                'amqp_auto_delete': 'true',
+                'amqp_auto_delete': str(auto_delete).lower(),
+                'rabbit_quorum_queue': str(self.quorum_queues).lower(),
                 'rabbit_transient_queues_ttl': TRANSIENT_QUEUES_TTL},
         }
 
     def _delete_exchange(self):
-        url = TRANSPORT_URL.replace('rabbit://', 'amqp://')
-        with kombu.Connection(url) as connection:
+        with kombu.Connection(conffile.kombu_url(self.url)) as connection:
             connection.channel().exchange_delete(self.exchange)

@@ -16,7 +16,8 @@ Tests of broker restarts cannot restart the RabbitMQ on 5672 that every
 other test shares. This fixture starts another node of the installed
 ``rabbitmq-server``: its own node name, AMQP port and distribution port
 (both free ports on loopback), its own database and log directories and
-its own ``HOME``, so its Erlang cookie is its own too. Restarting it keeps
+its own ``HOME``, so its Erlang cookie is its own too (nodes of one
+cluster share a ``home``, and with it their cookie). Restarting it keeps
 its database, as restarting a real broker does: durable queues and their
 persistent messages survive, the rest is lost.
 """
@@ -38,7 +39,18 @@ STARTED = 'Server startup complete'
 
 
 class RabbitMQNode(fixtures.Fixture):
-    """``url`` reaches the node; ``stop``, ``start`` and ``restart`` it."""
+    """``url`` reaches the node; ``stop``, ``start`` and ``restart`` it.
+
+    :param home: the ``HOME`` holding its Erlang cookie; a directory of
+        its own when not given.
+    :param start: False leaves the node to the caller's ``start`` (or
+        ``launch`` then ``wait_started``).
+    """
+
+    def __init__(self, home=None, start=True):
+        super().__init__()
+        self.home = home
+        self.start_now = start
 
     def _setUp(self):
         if not os.access(RABBITMQ_SERVER, os.X_OK):
@@ -48,8 +60,10 @@ class RabbitMQNode(fixtures.Fixture):
         self.name = 'trove-upgrade-test-%s@localhost' % uuid.uuid4().hex[:8]
         self.url = 'rabbit://guest:guest@%s:%d/' % (servers.LOOPBACK,
                                                     self.port)
-        home = os.path.join(self.dir, 'home')
-        os.mkdir(home)
+        home = self.home
+        if home is None:
+            home = os.path.join(self.dir, 'home')
+            os.mkdir(home)
         config = os.path.join(self.dir, 'rabbitmq.conf')
         with open(config, 'w') as f:
             f.write('listeners.tcp.1 = %s:%d\n' % (servers.LOOPBACK,
@@ -69,7 +83,8 @@ class RabbitMQNode(fixtures.Fixture):
         self.process = None
         self.starts = 0
         self.addCleanup(self.stop)
-        self.start()
+        if self.start_now:
+            self.start()
 
     def _log(self):
         try:
@@ -80,6 +95,10 @@ class RabbitMQNode(fixtures.Fixture):
 
     def start(self):
         """Start the node; return once it accepts AMQP connections."""
+        self.wait_started(self.launch())
+
+    def launch(self):
+        """Start the node; what ``wait_started`` waits for."""
         before = self._log().count(STARTED)
         self.starts += 1
         out = open(os.path.join(self.dir, 'server-%d.out' % self.starts),
@@ -88,6 +107,10 @@ class RabbitMQNode(fixtures.Fixture):
         self.process = subprocess.Popen(
             [RABBITMQ_SERVER], env=self.env, stdin=subprocess.DEVNULL,
             stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        return before
+
+    def wait_started(self, before):
+        """Return once the launched node accepts AMQP connections."""
         deadline = time.monotonic() + START_TIMEOUT
         while self._log().count(STARTED) <= before:
             if self.process.poll() is not None:
@@ -110,6 +133,13 @@ class RabbitMQNode(fixtures.Fixture):
         except subprocess.TimeoutExpired:
             os.killpg(self.process.pid, signal.SIGKILL)
             self.process.wait()
+
+    def kill(self):
+        """SIGKILL the node, as a crash or the OOM killer would."""
+        if self.process is None or self.process.poll() is not None:
+            return
+        os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait()
 
     def restart(self):
         self.stop()

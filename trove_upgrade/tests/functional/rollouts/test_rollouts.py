@@ -62,14 +62,19 @@ class RolloutTestCase(base.TestCase):
         super().setUp()
         self.tmp = self.useFixture(fixtures.TempDir()).path
         self.database = self.useFixture(database.PostgresqlDatabase())
-        self.rabbit = self.useFixture(rabbit.RabbitMQ())
+        self.rabbit = self.useFixture(self.rabbit_fixture())
         self.fleet = self.useFixture(fleet_fixture.Fleet(
             self.tmp, self.rabbit.options, self.database.url,
-            self.conductor_options, heartbeat_interval=2))
+            self.conductor_options, heartbeat_interval=2,
+            delete_queues=self.rabbit.shared))
         self.addCleanup(lambda: self.addDetail(
             'conductor-logs', content.text_content(self.fleet.logs())))
         self.admin = context.get_admin_context()
         self.fail_file = os.path.join(self.tmp, 'failing.txt')
+
+    def rabbit_fixture(self):
+        """The broker the fleet talks to: the shared RabbitMQ here."""
+        return rabbit.RabbitMQ()
 
     def fail(self, instance_ids):
         with open(self.fail_file, 'w') as f:
