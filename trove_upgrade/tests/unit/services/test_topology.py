@@ -19,7 +19,7 @@ from trove_upgrade.common import states
 from trove_upgrade.services import rollouts
 from trove_upgrade.services import topology
 from trove_upgrade.tests import base
-from trove_upgrade.tests.unit.rollouts import test_plan
+from trove_upgrade.tests.unit.services import test_rollouts as test_plan
 
 # The documented example fleet: set A (primary A0, replicas A1 and A2, and
 # A3 a replica of A2), set B (primary B0, replica B1), cluster C (C0-C2),
