@@ -119,7 +119,7 @@ def _agent_values(agent_version, guest_version, rpc_api_version, state,
 
 
 class ConductorManager:
-    """Server side of ``trove_upgrade.conductor.rpcapi.ConductorAPI``."""
+    """Server side of ``common.conductor_rpcapi.ConductorAPI``."""
 
     RPC_API_VERSION = RPC_API_VERSION
 

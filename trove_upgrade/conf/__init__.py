@@ -30,10 +30,10 @@ import sys
 from oslo_config import cfg
 from oslo_log import log
 
-from trove_upgrade.common import hosted_conf
 from trove_upgrade.conf import agent
 from trove_upgrade.conf import api
 from trove_upgrade.conf import conductor
+from trove_upgrade.conf import hosted_conf
 from trove_upgrade.conf import packages
 from trove_upgrade.conf import paths
 from trove_upgrade.conf import rpc
