@@ -35,7 +35,7 @@ from trove_upgrade.common import context as tu_context
 from trove_upgrade.common import exception
 from trove_upgrade.common import package_exceptions as package_exc
 from trove_upgrade import conf
-from trove_upgrade.conf import hosted_conf
+from trove_upgrade import hosted_conf
 
 CONF = conf.CONF
 LOG = logging.getLogger(__name__)

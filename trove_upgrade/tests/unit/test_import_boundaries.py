@@ -31,12 +31,14 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(
     trove_upgrade.__file__)))
 
 # Package (or root module) -> the packages of ours it may import. The
-# root's leaves (strategy_plugins, version) import nothing of ours.
+# root's leaves (hosted_conf, strategy_plugins, version) import nothing of
+# ours, and hosted_conf is imported before trove_upgrade.conf.
 ALLOWED = {
+    'hosted_conf': set(),
     'strategy_plugins': set(),
     'version': set(),
-    'conf': {'strategy_plugins'},
-    'common': {'conf'},
+    'conf': {'hosted_conf', 'strategy_plugins'},
+    'common': {'conf', 'hosted_conf'},
     'package_format': {'common', 'conf'},
     'db': {'common', 'conf'},
     'services': {'db', 'common', 'conf', 'package_format'},
