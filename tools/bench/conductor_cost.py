@@ -85,6 +85,7 @@ from trove_upgrade.common import states
 from trove_upgrade.conductor import heartbeats
 from trove_upgrade import conf
 from trove_upgrade.db import common as db_common
+from trove_upgrade.db import transitions as db_transitions
 from trove_upgrade.db import upgrades as db_upgrades
 from trove_upgrade.services import sealing_keys
 
@@ -318,8 +319,8 @@ def _upgrades(admin, instance_ids):
             'instance_id': instance_id, 'instance_version': 'v2.0.0',
             'strategy': 'http',
             'location': 'https://127.0.0.1/guest-v2.0.0.tar'})
-        db_upgrades.transition_upgrade(admin, upgrade['id'], states.SENT,
-                                       'api')
+        db_transitions.transition_upgrade(admin, upgrade['id'], states.SENT,
+                                          'api')
         pairs.append((instance_id, upgrade['id']))
     return pairs
 
