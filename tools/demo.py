@@ -32,7 +32,7 @@ on 127.0.0.1:5672 (``tools/start-services.sh rabbitmq`` sees to that).
 """
 
 # The threading backend of oslo.service, as the services select it.
-from trove_upgrade.cmd import threading_backend  # noqa: F401
+from trove_upgrade.common import threading_backend  # noqa: F401
 
 import argparse
 import json

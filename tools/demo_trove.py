@@ -29,7 +29,7 @@ the real 26.0.0 (SUCCESS, 26.0.0 answers).
 """
 
 # The threading backend of oslo.service, as the services select it.
-from trove_upgrade.cmd import threading_backend  # noqa: F401
+from trove_upgrade.common import threading_backend  # noqa: F401
 
 import json
 import os

@@ -41,7 +41,7 @@ Nothing is asserted: it prints figures. Every request goes to loopback.
 
 # The threading backend of oslo.service, selected as the services select
 # it: before oslo.messaging, which would otherwise pick eventlet.
-from trove_upgrade.cmd import threading_backend  # noqa: F401
+from trove_upgrade.common import threading_backend  # noqa: F401
 
 import argparse
 import collections

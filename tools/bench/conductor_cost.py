@@ -56,7 +56,7 @@ Nothing is asserted: it prints figures. All traffic stays on loopback.
 
 # The threading backend of oslo.service, selected as the services select
 # it: before oslo.messaging, which would otherwise pick eventlet.
-from trove_upgrade.cmd import threading_backend  # noqa: F401
+from trove_upgrade.common import threading_backend  # noqa: F401
 
 import argparse
 import collections
@@ -77,14 +77,15 @@ from oslo_utils import uuidutils
 import rollout_scale
 from trove_upgrade.agent import journal as journal_mod
 from trove_upgrade.agent import outbox as outbox_mod
+from trove_upgrade.common import conductor_rpcapi as rpcapi
 from trove_upgrade.common import context as tu_context
 from trove_upgrade.common import rpc
 from trove_upgrade.common import rpc_interface
 from trove_upgrade.common import states
 from trove_upgrade.conductor import heartbeats
-from trove_upgrade.conductor import rpcapi
 from trove_upgrade import conf
 from trove_upgrade.db import common as db_common
+from trove_upgrade.db import transitions as db_transitions
 from trove_upgrade.db import upgrades as db_upgrades
 from trove_upgrade.services import sealing_keys
 
@@ -318,8 +319,8 @@ def _upgrades(admin, instance_ids):
             'instance_id': instance_id, 'instance_version': 'v2.0.0',
             'strategy': 'http',
             'location': 'https://127.0.0.1/guest-v2.0.0.tar'})
-        db_upgrades.transition_upgrade(admin, upgrade['id'], states.SENT,
-                                       'api')
+        db_transitions.transition_upgrade(admin, upgrade['id'], states.SENT,
+                                          'api')
         pairs.append((instance_id, upgrade['id']))
     return pairs
 

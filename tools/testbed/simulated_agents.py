@@ -61,7 +61,7 @@ import threading
 import time
 
 # Selects oslo.service's threading backend before oslo.messaging loads.
-from trove_upgrade.cmd import threading_backend  # noqa: F401
+from trove_upgrade.common import threading_backend  # noqa: F401
 
 import kombu
 import oslo_messaging as messaging
@@ -69,11 +69,11 @@ import oslo_messaging as messaging
 # Declares the agent's endpoint, whose signature the RPC server checks
 # every message against (rpc.RefusingDispatcher).
 from trove_upgrade.agent import manager as agent_manager  # noqa: F401
+from trove_upgrade.common import conductor_rpcapi as conductor_rpcapi
 from trove_upgrade.common import context as tu_context
 from trove_upgrade.common import rpc
 from trove_upgrade.common import rpc_interface
 from trove_upgrade.common import states
-from trove_upgrade.conductor import rpcapi as conductor_rpcapi
 from trove_upgrade import conf
 
 CONF = conf.CONF

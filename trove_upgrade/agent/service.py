@@ -54,6 +54,7 @@ from trove_upgrade.agent import trove_guest
 from trove_upgrade.agent import unprivileged
 from trove_upgrade.agent import untrusted
 from trove_upgrade.agent import verifier as verifier_mod
+from trove_upgrade.common import conductor_rpcapi as conductor_rpcapi
 from trove_upgrade.common import context as tu_context
 from trove_upgrade.common import exception
 from trove_upgrade.common import package_exceptions as package_exc
@@ -61,7 +62,6 @@ from trove_upgrade.common import rpc
 from trove_upgrade.common import rpc_interface
 from trove_upgrade.common import sealing
 from trove_upgrade.common import trove_keys
-from trove_upgrade.conductor import rpcapi as conductor_rpcapi
 from trove_upgrade import version
 
 LOG = logging.getLogger(__name__)

@@ -14,7 +14,7 @@
 
 The services, and the commands that load oslo.messaging, select
 oslo.service's threading backend by importing
-:mod:`trove_upgrade.cmd.threading_backend` first; the other commands start
+:mod:`trove_upgrade.common.threading_backend` first; the other commands start
 no backend.
 
 eventlet is still installed (oslo.service depends on it) and futurist,

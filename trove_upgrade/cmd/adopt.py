@@ -29,7 +29,7 @@ on one line, every change undone).
 
 # First: oslo.messaging, which this command imports, initialises a backend
 # of oslo.service when it loads (eventlet by default); the threading one.
-from trove_upgrade.cmd import threading_backend  # noqa: F401
+from trove_upgrade.common import threading_backend  # noqa: F401
 
 import logging
 import os

@@ -19,7 +19,7 @@ conductor. Reads ``--config-file`` and ``--config-dir`` like every service.
 """
 
 # First, before oslo.service and oslo.messaging load: the threading backend.
-from trove_upgrade.cmd import threading_backend  # noqa: F401
+from trove_upgrade.common import threading_backend  # noqa: F401
 
 import sys
 

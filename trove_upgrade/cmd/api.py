@@ -20,7 +20,7 @@ address it cannot bind) stops it at start with one line and status 2.
 """
 
 # First, before oslo.service and oslo.messaging load: the threading backend.
-from trove_upgrade.cmd import threading_backend  # noqa: F401
+from trove_upgrade.common import threading_backend  # noqa: F401
 
 import signal
 import sys

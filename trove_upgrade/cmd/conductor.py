@@ -18,7 +18,7 @@ oslo.service's launcher, which stops it cleanly on SIGTERM.
 """
 
 # First, before oslo.service and oslo.messaging load: the threading backend.
-from trove_upgrade.cmd import threading_backend  # noqa: F401
+from trove_upgrade.common import threading_backend  # noqa: F401
 
 import gc
 import sys

@@ -15,8 +15,8 @@
 ``RELEASE_MAPPING`` maps a release to the RPC API version each side of the
 project speaks in it: ``agent`` is the guest-side upgrade agent's API
 (``trove_upgrade.services.agent_rpcapi``), ``conductor`` the conductor's API
-(``trove_upgrade.conductor.rpcapi``). ``master`` is what the code in this
-tree speaks; a unit test fails when it drifts from the ``RPC_API_VERSION``
+(``trove_upgrade.common.conductor_rpcapi``). ``master`` is what the code in
+this tree speaks; a unit test fails when it drifts from the ``RPC_API_VERSION``
 of either rpcapi module. When a release is cut, its name is added with the
 versions ``master`` had, so that operators can pin ``[upgrade_levels]`` to
 it while the fleet still runs that release.

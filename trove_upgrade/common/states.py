@@ -24,6 +24,8 @@ out may still receive the agent's late final report, which replaces
 TIMED_OUT because it is what actually happened on the guest.
 """
 
+from trove_upgrade.common import exception
+
 PENDING = 'PENDING'
 SENT = 'SENT'
 DEFERRED = 'DEFERRED'
@@ -89,6 +91,29 @@ def is_duplicate_or_stale(from_state, to_state):
     if to_state in FINAL_STATES:
         return False
     return ORDER.index(to_state) < ORDER.index(from_state)
+
+
+def decide(upgrade, to_state, allowed_from, instance_id):
+    """True to move ``upgrade`` on, False when the move is not news.
+
+    :raises: UpgradeOfAnotherInstance, InvalidStateTransition
+    """
+    if instance_id is not None and upgrade['instance_id'] != instance_id:
+        raise exception.UpgradeOfAnotherInstance(
+            upgrade_id=upgrade['id'], instance_id=instance_id,
+            owner=upgrade['instance_id'])
+    current = upgrade['status']
+    if current == to_state:
+        return False
+    if allowed_from is not None and current not in allowed_from:
+        raise exception.InvalidStateTransition(
+            upgrade_id=upgrade['id'], from_state=current, to_state=to_state)
+    if is_duplicate_or_stale(current, to_state):
+        return False
+    if not is_legal(current, to_state):
+        raise exception.InvalidStateTransition(
+            upgrade_id=upgrade['id'], from_state=current, to_state=to_state)
+    return True
 
 
 def transitions():

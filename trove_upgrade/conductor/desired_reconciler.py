@@ -34,7 +34,7 @@ from trove_upgrade.db import desired_versions as db
 from trove_upgrade.services import desired_versions
 from trove_upgrade.services import notifications
 from trove_upgrade.services import resends
-from trove_upgrade.services import rollouts
+from trove_upgrade.services import rollout_plan
 from trove_upgrade.services import upgrades
 
 CONF = conf.CONF
@@ -93,7 +93,7 @@ def reconcile(context, desired, owner, agent_api, topology=None):
         return
     view = desired_versions.view(context, desired, package, topology)
     plan = view.plan
-    if plan.action == rollouts.PAUSE:
+    if plan.action == rollout_plan.PAUSE:
         _pause(context, desired, plan.reason)
         return
     if not plan.dispatch:

@@ -56,8 +56,8 @@ from trove_upgrade.conductor import refusal_log
 from trove_upgrade.conductor import report_writer
 from trove_upgrade import conf
 from trove_upgrade.db import agents as db_agents
-from trove_upgrade.db import upgrades as db_upgrades
 from trove_upgrade.services import sealing_keys
+from trove_upgrade.services import upgrade_memory
 from trove_upgrade.services import upgrades
 
 CONF = conf.CONF
@@ -119,7 +119,7 @@ def _agent_values(agent_version, guest_version, rpc_api_version, state,
 
 
 class ConductorManager:
-    """Server side of ``trove_upgrade.conductor.rpcapi.ConductorAPI``."""
+    """Server side of ``common.conductor_rpcapi.ConductorAPI``."""
 
     RPC_API_VERSION = RPC_API_VERSION
 
@@ -131,7 +131,7 @@ class ConductorManager:
         self.keyrings = sealing_keys.KeyringCache(
             CONF.conductor.instance_key_cache_time)
         self.heartbeats = heartbeats.HeartbeatWrites()
-        self.upgrades = db_upgrades.UpgradeMemory()
+        self.upgrades = upgrade_memory.UpgradeMemory()
         self.reports = report_writer.ReportWriter()
         self._report_locks = [threading.Lock()
                               for _ in range(_REPORT_LOCKS)]

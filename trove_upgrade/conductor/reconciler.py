@@ -52,6 +52,7 @@ from trove_upgrade.db import rollouts as db_rollouts
 from trove_upgrade.services import agent_rpcapi
 from trove_upgrade.services import notifications
 from trove_upgrade.services import resends
+from trove_upgrade.services import rollout_plan
 from trove_upgrade.services import rollouts
 from trove_upgrade.services import topology as trove_topology
 from trove_upgrade.services import upgrades
@@ -112,17 +113,17 @@ class Reconciler:
         started = time.monotonic()
         plan = (rollouts.quick_plan(context, rollout, active, topology)
                 or rollouts.plan_for(context, rollout, active, topology))
-        if (plan.action != rollouts.WAIT
-                and rollout['status_detail'] == rollouts.NOTHING_SELECTED):
+        if (plan.action != rollout_plan.WAIT
+                and rollout['status_detail'] == rollout_plan.NOTHING_SELECTED):
             db_rollouts.update_rollout(context, rollout['id'], {rs.RUNNING},
                                        {'status_detail': None})
-        if plan.action == rollouts.PAUSE:
+        if plan.action == rollout_plan.PAUSE:
             if db_rollouts.update_rollout(
                     context, rollout['id'], {rs.RUNNING},
                     {'status': rs.PAUSED, 'status_detail': plan.reason}):
                 LOG.warning('Rollout %(id)s paused: %(reason)s',
                             {'id': rollout['id'], 'reason': plan.reason})
-        elif plan.action == rollouts.COMPLETE:
+        elif plan.action == rollout_plan.COMPLETE:
             if db_rollouts.update_rollout(
                     context, rollout['id'], {rs.RUNNING},
                     {'status': rs.COMPLETED, 'status_detail': plan.reason},
@@ -131,7 +132,7 @@ class Reconciler:
                          {'id': rollout['id'], 'reason': plan.reason})
             db_rollouts.release_rollout_lease(context, rollout['id'],
                                               self.owner)
-        elif plan.action == rollouts.WAIT:
+        elif plan.action == rollout_plan.WAIT:
             if rollout['status_detail'] != plan.reason:
                 db_rollouts.update_rollout(
                     context, rollout['id'], {rs.RUNNING},

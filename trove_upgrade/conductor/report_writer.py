@@ -17,7 +17,7 @@ transaction, and most of that transaction's CPU is not its statements but
 the connection checkout, its ping and the commit. When several agents
 report at once (a rollout's fleet does), the chains that arrived while
 the last batch was written are written together in one transaction
-(``db.upgrades.transition_chains_once``), which costs each a share of
+(``db.transitions.transition_chains_once``), which costs each a share of
 that overhead instead of all of it. The batches are written on one kept
 connection (``db.common.KeptConnection``) while they follow closely, so
 that their transactions, even of one chain each, skip the checkout and
@@ -51,7 +51,7 @@ from oslo_log import log as logging
 from trove_upgrade.common import context as tu_context
 from trove_upgrade.db import common as db_common
 from trove_upgrade.db import errors as db_errors
-from trove_upgrade.db import upgrades as db_upgrades
+from trove_upgrade.db import transitions as db_transitions
 
 LOG = logging.getLogger(__name__)
 
@@ -88,9 +88,9 @@ class ReportWriter:
         self._kept = db_common.KeptConnection()
 
     def transition(self, chain):
-        """Write ``chain`` (a ``db.upgrades.Chain``) once; its result.
+        """Write ``chain`` (a ``db.transitions.Chain``) once; its result.
 
-        As ``db.upgrades.transition_chain_once``: ``(outcomes, upgrade)``
+        As ``db.transitions.transition_chain_once``: ``(outcomes, upgrade)``
         or None for a lost race; raises what that raises.
         """
         waiting = _Waiting(chain)
@@ -100,7 +100,7 @@ class ReportWriter:
                 self._queued.append(waiting)
                 writes, self._writing = not self._writing, True
         if not running:
-            return db_upgrades.transition_chain_once(chain)
+            return db_transitions.transition_chain_once(chain)
         if not writes:
             waiting.wake.wait()
         if not waiting.written:
@@ -169,7 +169,7 @@ class ReportWriter:
     def _write(self, batch):
         results = None
         try:
-            results = db_upgrades.transition_chains_once(
+            results = db_transitions.transition_chains_once(
                 self._context, [waiting.chain for waiting in batch],
                 kept=self._kept)
         except Exception as e:
@@ -184,7 +184,7 @@ class ReportWriter:
                 result = results[index]
             else:
                 try:
-                    result = db_upgrades.transition_chain_once(
+                    result = db_transitions.transition_chain_once(
                         waiting.chain)
                 except Exception as e:
                     result = e

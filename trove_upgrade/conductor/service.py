@@ -23,6 +23,7 @@ from oslo_log import log as logging
 import oslo_messaging as messaging
 from oslo_service import service
 
+from trove_upgrade.common import conductor_rpcapi as conductor_rpcapi
 from trove_upgrade.common import context as tu_context
 from trove_upgrade.common import rpc
 from trove_upgrade.common import rpc_interface
@@ -30,7 +31,6 @@ from trove_upgrade.conductor import db_outage
 from trove_upgrade.conductor import heartbeats
 from trove_upgrade.conductor import manager
 from trove_upgrade.conductor import reconciler
-from trove_upgrade.conductor import rpcapi as conductor_rpcapi
 from trove_upgrade import conf
 from trove_upgrade.services import upgrades
 

@@ -30,7 +30,6 @@ import sys
 from oslo_config import cfg
 from oslo_log import log
 
-from trove_upgrade.common import hosted_conf
 from trove_upgrade.conf import agent
 from trove_upgrade.conf import api
 from trove_upgrade.conf import conductor
@@ -41,6 +40,7 @@ from trove_upgrade.conf import strategies
 from trove_upgrade.conf import trove
 from trove_upgrade.conf import trove_guest
 from trove_upgrade.conf import upgrade_levels
+from trove_upgrade import hosted_conf
 
 PROJECT = 'trove-upgrade'
 

@@ -28,7 +28,7 @@ guest-side agent loads the latter and must not import oslo.db.
 from oslo_config import cfg
 from oslo_db import options as db_options
 
-from trove_upgrade.common import hosted_conf
+from trove_upgrade import hosted_conf
 
 _DEFAULTS = {
     'connection': 'sqlite:///$state_path/trove_upgrade.sqlite',

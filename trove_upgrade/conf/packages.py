@@ -21,7 +21,7 @@ the agents do, never more by accident.
 
 from oslo_config import cfg
 
-from trove_upgrade.common import strategy_plugins
+from trove_upgrade import strategy_plugins
 
 packages_group = cfg.OptGroup(
     'packages', title='Package registry options',

@@ -24,8 +24,8 @@ configuration and the documentation describe them.
 
 from oslo_config import cfg
 
-from trove_upgrade.common import strategy_plugins
 from trove_upgrade.conf import agent
+from trove_upgrade import strategy_plugins
 
 strategy_opts = [
     cfg.StrOpt('strategy_config_dir',

@@ -31,6 +31,7 @@ from trove_upgrade.common import states
 from trove_upgrade.db import common
 from trove_upgrade.db import models
 from trove_upgrade.db import rollouts as db_rollouts
+from trove_upgrade.db import transitions as db_transitions
 from trove_upgrade.db import upgrades as db_upgrades
 
 LOG = logging.getLogger(__name__)
@@ -316,7 +317,7 @@ def timeout_upgrades(context, dv_id, created_before):
             .order_by(models.Upgrade.created_at, models.Upgrade.id)).all()
     timed_out = []
     for upgrade_id in candidates:
-        changed, upgrade = db_upgrades.transition_upgrade(
+        changed, upgrade = db_transitions.transition_upgrade(
             context, upgrade_id, states.TIMED_OUT, 'conductor',
             detail="No final state within the desired version's agent "
                    "deadline.")

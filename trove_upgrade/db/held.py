@@ -71,7 +71,7 @@ def release_upgrade(context, upgrade_id, source, detail, resend_at):
 
 # Plain rows, in a statement built once: every reconciler pass reads them.
 _HELD = (
-    sa.select(*db_upgrades._UPGRADE_COLUMNS)
+    sa.select(*db_upgrades.UPGRADE_COLUMNS)
     .where(_UPGRADE.status == states.DEFERRED, _UPGRADE.held.is_(True))
     .order_by(_UPGRADE.created_at, _UPGRADE.id))
 
@@ -80,5 +80,5 @@ def list_held_upgrades(context):
     """The held upgrades, oldest first."""
     with common.context_manager.reader.connection.using(
             context) as connection:
-        return [db_upgrades._upgrade_dict(row)
+        return [db_upgrades.upgrade_dict(row)
                 for row in connection.execute(_HELD)]

@@ -43,7 +43,7 @@ def _unclaimed():
 _UPGRADES = _UPGRADE.__table__
 # Built once: every reconciler pass runs the first, most find nothing.
 _DUE = (
-    sa.select(*db_upgrades._UPGRADE_COLUMNS)
+    sa.select(*db_upgrades.UPGRADE_COLUMNS)
     .where(*_unclaimed(), _UPGRADE.resend_at <= sa.bindparam('b_now'))
     .order_by(_UPGRADE.resend_at, _UPGRADE.id)
     .limit(sa.bindparam('b_limit'))
@@ -75,7 +75,7 @@ def take_due_upgrades(context, now, next_resend_at, limit, source,
                                          'b_limit': limit}).all()
         taken = []
         for row in rows:
-            upgrade = db_upgrades._upgrade_dict(row)
+            upgrade = db_upgrades.upgrade_dict(row)
             upgrade['send_count'] += 1
             upgrade['resend_at'] = next_resend_at(upgrade['send_count'])
             upgrade['status_detail'] = common.bounded_detail(
@@ -89,7 +89,7 @@ def take_due_upgrades(context, now, next_resend_at, limit, source,
                  'b_resend_at': u['resend_at'],
                  'b_status_detail': u['status_detail'], 'b_now': now}
                 for u in taken])
-            connection.execute(db_upgrades._INSERT_EVENT, [
+            connection.execute(db_upgrades.INSERT_EVENT, [
                 db_upgrades.event_row(context, u['id'], now, source,
                                       u['status'], u['status'],
                                       u['status_detail'])

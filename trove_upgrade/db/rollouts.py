@@ -31,6 +31,7 @@ from trove_upgrade.common import rollout_states
 from trove_upgrade.common import states
 from trove_upgrade.db import common
 from trove_upgrade.db import models
+from trove_upgrade.db import transitions as db_transitions
 from trove_upgrade.db import upgrades as db_upgrades
 
 LOG = logging.getLogger(__name__)
@@ -464,7 +465,7 @@ def timeout_rollout_upgrades(context, rollout_id, created_before):
             'b_id': rollout_id, 'b_before': created_before}).all()
     timed_out = []
     for upgrade_id in candidates:
-        changed, upgrade = db_upgrades.transition_upgrade(
+        changed, upgrade = db_transitions.transition_upgrade(
             context, upgrade_id, states.TIMED_OUT, 'conductor',
             detail="No final state within the rollout's agent deadline.")
         if changed:

@@ -18,7 +18,7 @@ agents again, so an agent that registers later, or comes back from a
 rebuild on an older version, is upgraded too. It dispatches under the
 rollout rules (canary, ``max_in_flight``, ``max_failures`` and pause,
 ``per_agent_retries``, ``agent_deadline``), decided by the same
-:func:`trove_upgrade.services.rollouts.plan`.
+:func:`trove_upgrade.services.rollout_plan.plan`.
 
 Owners and precedence (the service-tagging rule: every target carries
 its owner's tag, and goes away only when no owner references it):
@@ -51,8 +51,10 @@ from trove_upgrade.common import rollout_states as rs
 from trove_upgrade.common import states
 from trove_upgrade.db import desired_versions as db
 from trove_upgrade.db import rollouts as db_rollouts
+from trove_upgrade.db import transitions as db_transitions
 from trove_upgrade.db import upgrades as db_upgrades
 from trove_upgrade.services import packages as package_registry
+from trove_upgrade.services import rollout_plan
 from trove_upgrade.services import rollouts
 
 LOG = logging.getLogger(__name__)
@@ -175,7 +177,7 @@ def _current_round(agent, attempts, version):
     last = current[-1]
     heard = agent.get('last_heartbeat_at')
     if (last['status'] == states.SUCCESS
-            and not rollouts.same_version(agent['guest_version'], version)
+            and not rollout_plan.same_version(agent['guest_version'], version)
             and heard is not None and last['finished_at'] is not None
             and heard > last['finished_at']):
         return round_ + 1, []
@@ -195,7 +197,7 @@ def view(context, desired, package=None, topology=None):
                                            version)
     attempts = collections.defaultdict(list)
     for dispatch in db.list_dispatches(context, desired['id']):
-        if rollouts.same_version(dispatch['version'], version):
+        if rollout_plan.same_version(dispatch['version'], version):
             attempts[dispatch['instance_id']].append(dispatch)
     agents, rounds, extra, dispatches = [], {}, {}, []
     for agent in targets(context, desired):
@@ -213,10 +215,10 @@ def view(context, desired, package=None, topology=None):
         agents.append(agent)
         dispatches.extend(current)
     # Canaries belong to the current version's first round only.
-    plan = rollouts.plan(desired, agents, dispatches,
-                         db_upgrades.list_busy_instances(context),
-                         topology=rollouts.followed_topology(desired,
-                                                             topology))
+    plan = rollout_plan.plan(desired, agents, dispatches,
+                             db_upgrades.list_busy_instances(context),
+                             topology=rollouts.followed_topology(desired,
+                                                                 topology))
     return View(plan, rounds, extra)
 
 
@@ -313,7 +315,7 @@ def delete(context, dv_id):
     for dispatch in db.list_dispatches(context, dv_id):
         if dispatch['status'] in states.CANCELLABLE_STATES:
             try:
-                db_upgrades.transition_upgrade(
+                db_transitions.transition_upgrade(
                     context, dispatch['upgrade_id'], states.CANCELLED, 'api',
                     allowed_from=states.CANCELLABLE_STATES)
             except exception.InvalidStateTransition:

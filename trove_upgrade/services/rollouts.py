@@ -14,38 +14,9 @@
 
 The API creates rollouts and moves them between RUNNING and PAUSED or to
 ABORTED; the conductor's reconciler (``conductor/reconciler.py``) asks
-:func:`plan` on every pass what to dispatch and whether the rollout must
-pause or has completed. :func:`plan` is a pure function of what the
-database holds now (the rollout, the agents it selects and the upgrades it
-dispatched), so any conductor, restarted or not, reaches the same decision.
-
-The threshold arithmetic, documented in ``doc/source/admin/rollouts.rst``:
-
-* ``targets`` is the number of agents the selector picks on this pass
-  (agents already at the version included; agents owned by an older
-  active rollout excluded);
-* a percent ``max_in_flight`` allows ``ceil(percent * targets / 100)``
-  upgrades in flight, and never fewer than 1;
-* a percent ``max_failures`` tolerates ``floor(percent * targets / 100)``
-  failed agents; a count tolerates that many;
-* an agent has failed when its last attempt ended in FAILED, ROLLED_BACK,
-  TIMED_OUT or CANCELLED and it has no retry left; a TIMED_OUT attempt is
-  judged (retried or failed) only once the agent heartbeats after the
-  timeout, or stays silent for ``[conductor] agent_down_time``: until
-  then it counts as in flight;
-* the rollout pauses when the failed agents not yet acknowledged by a
-  resume *exceed* the tolerance: ``max_failures`` 2 pauses at the third;
-* until the first agent outside the canaries is dispatched the tolerance
-  is 0: any failed canary pauses the rollout.
-
-With ``[trove] connection`` set, and unless the rollout's
-``order_by_topology`` is off, Trove's replication sets and clusters order
-the dispatches (``topology.py``): one member of a set in flight at once,
-replicas before their primary, and with ``hold_set_on_failure`` a failed
-member holds the rest of its set.
+``rollout_plan.plan`` on every pass what to dispatch and whether the
+rollout must pause or has completed; this module reads what it decides on.
 """
-
-import collections
 
 from oslo_log import log as logging
 from oslo_utils import timeutils
@@ -58,103 +29,13 @@ from trove_upgrade.db import agents as db_agents
 from trove_upgrade.db import common as db_common
 from trove_upgrade.db import rollouts as db_rollouts
 from trove_upgrade.db import upgrades as db_upgrades
+from trove_upgrade.services import rollout_plan
 from trove_upgrade.services import topology as trove_topology
 from trove_upgrade.services import trove_instances
 from trove_upgrade.services import upgrades
 
 CONF = conf.CONF
 LOG = logging.getLogger(__name__)
-
-COUNT = 'count'
-PERCENT = 'percent'
-
-# What a plan asks the reconciler to do with the rollout's status.
-PAUSE = 'pause'
-COMPLETE = 'complete'
-# Keep RUNNING, saying why in its status detail: it selects nothing yet.
-WAIT = 'wait'
-
-NOTHING_SELECTED = ('The selector matches no agent yet: the rollout waits '
-                    'for one to register (or abort it).')
-
-Plan = collections.namedtuple(
-    'Plan', ['agents', 'counters', 'dispatch', 'action', 'reason', 'sets'],
-    defaults=(None,))
-Plan.__doc__ = """A reconcile pass's decision.
-
-``agents`` maps each target instance to its state in the rollout,
-``counters`` counts them per state (plus ``targets``, ``in_flight`` and the
-computed ``in_flight_limit`` and ``failure_tolerance``), ``dispatch`` lists
-``(instance_id, attempt, canary)`` to send now, ``action`` is None, PAUSE
-or COMPLETE and ``reason`` says why. ``sets`` are Trove's replication sets
-and clusters of the agents, each in the order its members are upgraded
-(``topology.Gate.describe``), or None when the topology is not followed.
-"""
-
-
-def in_flight_limit(rollout, targets):
-    """How many of the rollout's upgrades may be in flight at once."""
-    if rollout['max_in_flight_kind'] == PERCENT:
-        return max(1, -(-rollout['max_in_flight'] * targets // 100))
-    return rollout['max_in_flight']
-
-
-def failure_tolerance(rollout, targets):
-    """How many failed agents the rollout runs on with."""
-    if rollout['max_failures_kind'] == PERCENT:
-        return rollout['max_failures'] * targets // 100
-    return rollout['max_failures']
-
-
-def same_version(a, b):
-    """Versions equal but for an optional leading "v"."""
-    if a is None or b is None:
-        return False
-    return a.lstrip('vV') == b.lstrip('vV')
-
-
-def _unheard_since_timeout(agent, attempt, now, down_time):
-    """The attempt timed out and the agent has not spoken since.
-
-    The deadline closes the transaction, but the agent may have been
-    working on it all along (its reports lost with a killed conductor):
-    until its next heartbeat says which version it runs, retrying could
-    upgrade it twice. An agent silent for ``down_time`` after the timeout
-    is unreachable, and judged without its word.
-    """
-    if attempt['status'] != states.TIMED_OUT:
-        return False
-    timed_out_at = attempt['finished_at']
-    heard = agent.get('last_heartbeat_at')
-    if heard is not None and heard > timed_out_at:
-        return False
-    return (now - timed_out_at).total_seconds() <= down_time
-
-
-def _agent_state(rollout, agent, attempts, now, down_time, current):
-    """``current(version)`` says whether a version is the rollout's."""
-    if not attempts:
-        if current(agent['guest_version']):
-            return rs.AGENT_CURRENT
-        return rs.AGENT_WAITING
-    if attempts[-1]['status'] == states.SUCCESS:
-        return rs.AGENT_SUCCEEDED
-    if attempts[-1]['status'] not in states.FINAL_STATES:
-        return rs.AGENT_IN_PROGRESS
-    if current(agent['guest_version']):
-        return rs.AGENT_CURRENT
-    if _unheard_since_timeout(agent, attempts[-1], now, down_time):
-        return rs.AGENT_IN_PROGRESS
-    if len(attempts) <= rollout['per_agent_retries']:
-        return rs.AGENT_RETRYING
-    return rs.AGENT_FAILED
-
-
-def _least_tolerance(rollout):
-    """The failure tolerance the rollout has at the least, any pass."""
-    if rollout['canary'] > 0 or rollout['max_failures_kind'] == PERCENT:
-        return 0
-    return rollout['max_failures']
 
 
 def followed_topology(rollout, topology):
@@ -167,7 +48,9 @@ def followed_topology(rollout, topology):
 
 
 def quick_plan(context, rollout, active=None, topology=None):
-    """The pass's :class:`Plan` when a few small reads decide it, or None.
+    """The pass's ``rollout_plan.Plan`` when a few small reads decide it.
+
+    Or None when they do not.
 
     :func:`plan_for` reads every selected agent and every attempt: a
     pass's largest cost, growing with the fleet, paid once a second. A
@@ -176,15 +59,15 @@ def quick_plan(context, rollout, active=None, topology=None):
     ``counters`` are then None), on bounds documented in
     ``doc/source/admin/rollouts.rst``:
 
-    * a pass that can only wait (WAIT, keeping the status detail): an
-      upgrade of the rollout is unfinished, so it cannot complete; no
-      failure could pause it (every upgrade that ended other than SUCCESS
-      counted as a failed agent, against the smallest tolerance the
-      rollout has: :func:`_least_tolerance`); and its unfinished upgrades
-      fill ``max_in_flight`` (a percent taken of every registered agent,
-      a limit no lower than the plan's), or no attempt can be retried and
-      no agent the selector picks waits for a first dispatch (its
-      ``trove`` facts aside: a wider choice);
+    * a pass that can only wait (``rollout_plan.WAIT``, keeping the status
+      detail): an upgrade of the rollout is unfinished, so it cannot
+      complete; no failure could pause it (every upgrade that ended other
+      than SUCCESS counted as a failed agent, against the smallest
+      tolerance the rollout has: ``rollout_plan.least_tolerance``); and
+      its unfinished upgrades fill ``max_in_flight`` (a percent taken of
+      every registered agent, a limit no lower than the plan's), or no
+      attempt can be retried and no agent the selector picks waits for a
+      first dispatch (its ``trove`` facts aside: a wider choice);
     * a pass on the happy path: no upgrade of the rollout ended other than
       SUCCESS, the canary phase is over, ``max_in_flight`` is a count and
       the selector has no ``trove`` facts. The plan then dispatches the
@@ -202,7 +85,7 @@ def quick_plan(context, rollout, active=None, topology=None):
     ``topology`` is Trove's (``topology.read``), when the caller read it
     for this pass.
     """
-    if rollout['status_detail'] == NOTHING_SELECTED:
+    if rollout['status_detail'] == rollout_plan.NOTHING_SELECTED:
         return None
     topology = followed_topology(rollout, topology)
     with db_common.reading(context):
@@ -212,19 +95,22 @@ def quick_plan(context, rollout, active=None, topology=None):
 def _quick_plan(context, rollout, active, topology):
     counts = db_rollouts.count_rollout_upgrades(context, rollout['id'])
     if (counts.unsuccessful - rollout['failures_acknowledged']
-            > _least_tolerance(rollout)):
+            > rollout_plan.least_tolerance(rollout)):
         return None
-    if rollout['max_in_flight_kind'] == PERCENT:
-        limit = in_flight_limit(rollout, db_agents.count_agents(context))
+    if rollout['max_in_flight_kind'] == rollout_plan.PERCENT:
+        limit = rollout_plan.in_flight_limit(
+            rollout, db_agents.count_agents(context))
     else:
         limit = rollout['max_in_flight']
-    wait = Plan(None, None, [], WAIT, rollout['status_detail'])
+    wait = rollout_plan.Plan(None, None, [], rollout_plan.WAIT,
+                             rollout['status_detail'])
     if counts.unfinished and counts.unfinished >= limit:
         return wait
     if counts.unsuccessful and rollout['per_agent_retries']:
         return None
     waiting = _waiting_agents(context, rollout, limit - counts.unfinished)
-    if (counts.unsuccessful or rollout['max_in_flight_kind'] == PERCENT
+    if (counts.unsuccessful
+            or rollout['max_in_flight_kind'] == rollout_plan.PERCENT
             or 'trove' in rollout['selector']
             or (rollout['canary'] and not counts.beyond_canaries)):
         if counts.unfinished and next(waiting, None) is None:
@@ -235,7 +121,8 @@ def _quick_plan(context, rollout, active, topology):
     if topology is not None and any(topology.set_of(i) for i in free):
         return None
     if free:
-        return Plan(None, None, [(i, 1, False) for i in free], None, None)
+        return rollout_plan.Plan(None, None, [(i, 1, False) for i in free],
+                                 None, None)
     if counts.unfinished and not any_waiting:
         return wait
     return None
@@ -252,7 +139,7 @@ def _waiting_agents(context, rollout, room):
     for instance_id, found in db_agents.selected_undispatched_agents(
             context, _agent_selector(rollout['selector']), rollout['id'],
             first_page=room + _PAGE_SLACK):
-        if not same_version(found, version):
+        if not rollout_plan.same_version(found, version):
             yield instance_id
 
 
@@ -286,116 +173,6 @@ def _free_agents(context, rollout, active, waiting, room):
 def _not_busy_in_trove(instance_ids):
     busy = trove_instances.busy_instances(set(instance_ids))
     return [i for i in instance_ids if i not in busy]
-
-
-def plan(rollout, agents, dispatches, busy, now=None, down_time=None,
-         topology=None):
-    """Decide one pass of the reconciler; see the module docstring.
-
-    :param agents: the target agents, ordered by instance id.
-    :param dispatches: the rollout's attempts, as
-        ``db.rollouts.list_rollout_dispatches`` returns them.
-    :param busy: instances with an unfinished upgrade of anyone's; none of
-        them is sent another.
-    :param now: the time of the pass (default: now).
-    :param down_time: seconds without a heartbeat after which an agent is
-        unreachable (default: ``[conductor] agent_down_time``).
-    :param topology: Trove's sets (``topology.Topology``) the dispatches
-        follow, or None.
-    """
-    now = now or timeutils.utcnow()
-    if down_time is None:
-        down_time = CONF.conductor.agent_down_time
-    attempts = collections.defaultdict(list)
-    for dispatch in dispatches:
-        attempts[dispatch['instance_id']].append(dispatch)
-    canaries = {d['instance_id'] for d in dispatches if d['canary']}
-    # A fleet runs a few versions: each is compared once, not per agent.
-    compared = {}
-
-    def current(version):
-        if version not in compared:
-            compared[version] = same_version(version,
-                                             rollout['instance_version'])
-        return compared[version]
-
-    agent_states = {
-        a['instance_id']: _agent_state(rollout, a,
-                                       attempts.get(a['instance_id']), now,
-                                       down_time, current)
-        for a in agents}
-    gate = None
-    if topology:
-        gate = trove_topology.Gate(topology, agent_states, busy,
-                                   rollout.get('hold_set_on_failure', True))
-        agent_states.update(dict.fromkeys(gate.held, rs.AGENT_HELD))
-    counters = collections.Counter(agent_states.values())
-    targets = len(agents)
-    in_flight = counters[rs.AGENT_IN_PROGRESS]
-    limit = in_flight_limit(rollout, targets)
-    canary_phase = rollout['canary'] > 0 and not any(
-        not d['canary'] for d in dispatches)
-    tolerance = 0 if canary_phase else failure_tolerance(rollout, targets)
-    summary = dict({s: counters[s] for s in rs.AGENT_STATES},
-                   targets=targets, in_flight=in_flight,
-                   in_flight_limit=limit, failure_tolerance=tolerance)
-    sets = gate.describe(agent_states) if gate else None
-
-    def decided(dispatch, action=None, reason=None):
-        return Plan(agent_states, summary, dispatch, action, reason, sets)
-
-    unacknowledged = (counters[rs.AGENT_FAILED]
-                      - rollout['failures_acknowledged'])
-
-    if unacknowledged > tolerance:
-        reason = ('%d failed agent(s) exceed the tolerance of %d'
-                  % (unacknowledged, tolerance))
-        if canary_phase:
-            reason += ' during the canary phase'
-        return decided([], PAUSE, reason + '.')
-    if not agents and not dispatches:
-        # Nothing done is not everything done: a rollout whose selector
-        # matches no agent (yet) never claims to have completed.
-        return decided([], WAIT, NOTHING_SELECTED)
-    if all(s in rs.AGENT_SETTLED for s in agent_states.values()):
-        reason = ('%d agent(s) succeeded, %d already current, %d failed'
-                  % (counters[rs.AGENT_SUCCEEDED],
-                     counters[rs.AGENT_CURRENT], counters[rs.AGENT_FAILED]))
-        if counters[rs.AGENT_HELD]:
-            reason += (', %d held by a failed member of their set'
-                       % counters[rs.AGENT_HELD])
-        return decided([], COMPLETE, reason + '.')
-
-    room = limit - in_flight
-    dispatch = []
-    # Retries first, in instance order: they were started before the rest.
-    for instance_id, state in sorted(agent_states.items()):
-        if room <= len(dispatch):
-            break
-        if (state == rs.AGENT_RETRYING and instance_id not in busy
-                and (gate is None or gate.admits(instance_id))):
-            previous = attempts[instance_id][-1]
-            dispatch.append((instance_id, previous['attempt'] + 1,
-                             previous['canary']))
-    waiting = [i for i, s in sorted(agent_states.items())
-               if s == rs.AGENT_WAITING and i not in busy
-               and (gate is None or gate.admits(i))]
-    if canary_phase:
-        # Canaries are the first agents in instance order still waiting;
-        # nobody else is dispatched before every one of them settled.
-        wanted = rollout['canary'] - len(canaries)
-        if wanted > 0 and waiting:
-            new = waiting[:max(0, min(room - len(dispatch), wanted))]
-            dispatch.extend((i, 1, True) for i in new)
-            return decided(dispatch)
-        if any(agent_states.get(i, rs.AGENT_SUCCEEDED)
-               not in rs.AGENT_SETTLED for i in canaries):
-            return decided(dispatch)
-    for instance_id in waiting:
-        if room <= len(dispatch):
-            break
-        dispatch.append((instance_id, 1, False))
-    return decided(dispatch)
 
 
 def _agent_selector(selector):
@@ -449,7 +226,7 @@ def targets(context, rollout, active=None):
 
 
 def plan_for(context, rollout, active=None, topology=None):
-    """:func:`plan` of the rollout on what the databases hold now.
+    """``rollout_plan.plan`` of the rollout on what the databases hold now.
 
     Instances Trove is busy with count as busy: nothing is dispatched to
     them until Trove is done, and they wait meanwhile. ``active`` is as
@@ -463,7 +240,8 @@ def plan_for(context, rollout, active=None, topology=None):
                 {a['instance_id'] for a in agents}))
         dispatches = db_rollouts.list_rollout_dispatches(context,
                                                          rollout['id'])
-    return plan(rollout, agents, dispatches, busy, topology=topology)
+    return rollout_plan.plan(rollout, agents, dispatches, busy,
+                             topology=topology)
 
 
 def check_no_overlap(context, selector):

@@ -42,6 +42,7 @@ from trove_upgrade.common import states
 from trove_upgrade import conf
 from trove_upgrade.db import held as db_held
 from trove_upgrade.db import resends as db_resends
+from trove_upgrade.db import transitions as db_transitions
 from trove_upgrade.db import upgrades as db_upgrades
 from trove_upgrade.services import agent_rpcapi
 from trove_upgrade.services import notifications
@@ -252,7 +253,7 @@ def record_unsent(context, upgrade, error, source, allowed_from=None):
               {'id': upgrade['id'], 'instance': upgrade['instance_id'],
                'reason': reason})
     try:
-        changed, upgrade = db_upgrades.transition_upgrade(
+        changed, upgrade = db_transitions.transition_upgrade(
             context, upgrade['id'], states.FAILED, source,
             detail='Could not be sent to the agent: %s' % reason,
             allowed_from=allowed_from)
@@ -273,7 +274,7 @@ def cancel_upgrade(context, upgrade_id):
     :raises: UpgradeNotFound; InvalidStateTransition once the agent claimed
         it or it ended.
     """
-    _changed, upgrade = db_upgrades.transition_upgrade(
+    _changed, upgrade = db_transitions.transition_upgrade(
         context, upgrade_id, states.CANCELLED, 'api',
         allowed_from=states.CANCELLABLE_STATES)
     return upgrade
@@ -318,9 +319,9 @@ def claim_upgrade(context, instance_id, upgrade_id, from_version,
     claimed by another instance's agent meanwhile. A repeated claim (the
     agent retrying a call whose answer it lost) is granted again. The
     claimed upgrade is remembered in ``memory`` (see
-    ``db.upgrades.UpgradeMemory``) for the reports that follow. With
-    ``writer`` (``conductor.report_writer``) its transaction may hold other
-    agents' claims and reports too.
+    ``services.upgrade_memory.UpgradeMemory``) for the reports that follow.
+    With ``writer`` (``conductor.report_writer``) its transaction may hold
+    other agents' claims and reports too.
 
     :returns: ``{'proceed': bool, 'status': str or None, 'reason': str or
         None}``
@@ -331,7 +332,7 @@ def claim_upgrade(context, instance_id, upgrade_id, from_version,
             'reason': 'Upgrade ids are UUIDs, not %s.'
                       % package_exc.quoted(upgrade_id)})
     try:
-        changed, upgrade = db_upgrades.transition_upgrade(
+        changed, upgrade = db_transitions.transition_upgrade(
             context, upgrade_id, states.DOWNLOADING, 'agent',
             allowed_from=CLAIMABLE_STATES,
             values=_version_values(from_version), instance_id=instance_id,
@@ -359,8 +360,9 @@ def record_report(context, instance_id, upgrade_id, to_state, detail,
 
     Never raises for a bad report: reports arrive by cast, nobody waits for
     an answer, and a bad one must change nothing. With ``memory`` (see
-    ``db.upgrades.UpgradeMemory``) a report it shows to be a duplicate or
-    stale is answered without the database, with the status remembered.
+    ``services.upgrade_memory.UpgradeMemory``) a report it shows to be a
+    duplicate or stale is answered without the database, with the status
+    remembered.
 
     :returns: ``{'recorded': bool, 'status': the recorded status or None,
         'reason': None, DUPLICATE, STALE, ILLEGAL or REJECTED}``
@@ -378,7 +380,7 @@ def record_reports(context, instance_id, reports, source='agent',
 
     ``reports`` are dicts of ``record_report``'s arguments. Each run of
     reports of one upgrade is recorded in one transaction
-    (``db.upgrades.transition_upgrade_chain``), each report decided from
+    (``db.transitions.transition_upgrade_chain``), each report decided from
     the state the ones before it left, so that an agent's message of
     several reports costs one transaction, not one per report. With
     ``writer`` (``conductor.report_writer``) that transaction may hold
@@ -391,7 +393,7 @@ def record_reports(context, instance_id, reports, source='agent',
         moves = [(reports[i]['to_state'], _described(reports[i]),
                   _version_values(reports[i]['from_version'])) for i in run]
         upgrade_id = reports[run[0]]['upgrade_id']
-        outcomes = db_upgrades.transition_upgrade_chain(
+        outcomes = db_transitions.transition_upgrade_chain(
             context, upgrade_id, moves, source, instance_id=instance_id,
             memory=memory, writer=writer)
         for index, outcome in zip(run, outcomes):
@@ -481,7 +483,7 @@ def time_out_upgrades(context):
     """
     created_before = timeutils.utcnow() - datetime.timedelta(
         seconds=CONF.conductor.upgrade_timeout)
-    timed_out = db_upgrades.timeout_upgrades(context, created_before)
+    timed_out = db_transitions.timeout_upgrades(context, created_before)
     for upgrade in timed_out:
         LOG.warning('Upgrade %(id)s of instance %(instance)s timed out.',
                     {'id': upgrade['id'], 'instance': upgrade['instance_id']})

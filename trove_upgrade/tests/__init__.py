@@ -12,9 +12,9 @@
 
 """Tests run on the threading backend of oslo.service, like the services.
 
-``trove_upgrade.cmd.threading_backend`` selects it before anything else
+``trove_upgrade.common.threading_backend`` selects it before anything else
 loads oslo.service (and ``trove_upgrade.cmd`` silences the warnings
 eventlet's import gives when futurist imports it).
 """
 
-from trove_upgrade.cmd import threading_backend  # noqa: F401
+from trove_upgrade.common import threading_backend  # noqa: F401

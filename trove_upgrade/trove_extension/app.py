@@ -37,7 +37,7 @@ from trove_upgrade.api import fault_wrap
 from trove_upgrade.api import sizelimit
 from trove_upgrade.api import util
 from trove_upgrade.common import context
-from trove_upgrade.common import hosted_conf
+from trove_upgrade import hosted_conf
 from trove_upgrade import version
 
 LOG = logging.getLogger(__name__)

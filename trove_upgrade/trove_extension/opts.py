@@ -16,7 +16,7 @@ They live on Trove's ConfigOpts in the ``[trove_upgrade]`` group and only
 say whether the extension serves and where trove-upgrade's own
 configuration is; everything else (database, transport, exchange, policy)
 comes from that file, on trove-upgrade's own ConfigOpts (see
-``trove_upgrade.common.hosted_conf``). Not in ``trove_upgrade.conf``: importing
+``trove_upgrade.hosted_conf``). Not in ``trove_upgrade.conf``: importing
 that package would put trove-upgrade's options on Trove's CONF.
 """
 

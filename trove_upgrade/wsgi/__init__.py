@@ -34,7 +34,7 @@ still work when the new ones are unset, with a deprecation warning.
 import os
 
 # First: the threading backend, and no eventlet warning in the log.
-from trove_upgrade.cmd import threading_backend  # noqa: F401
+from trove_upgrade.common import threading_backend  # noqa: F401
 
 from oslo_log import log as logging  # noqa: E402
 from oslo_log import versionutils  # noqa: E402

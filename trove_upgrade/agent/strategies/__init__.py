@@ -22,8 +22,8 @@ from stevedore import driver
 from stevedore import exception as stevedore_exc
 
 from trove_upgrade.agent.strategies import exceptions
-from trove_upgrade.common import strategy_plugins
 from trove_upgrade import conf as tu_conf
+from trove_upgrade import strategy_plugins
 
 
 def load(name, conf=tu_conf.CONF):

@@ -26,6 +26,7 @@ from trove_upgrade.common import exception
 from trove_upgrade.db import rollouts as db_rollouts
 from trove_upgrade.policies import rollouts as policies
 from trove_upgrade import policy
+from trove_upgrade.services import rollout_plan
 from trove_upgrade.services import rollouts
 
 # Defaults of the optional fields: one canary, one agent at a time, stop
@@ -46,8 +47,8 @@ def _rollout_id(req):
 def _threshold(value):
     """(number, kind) of a count or of a "10%" percent."""
     if isinstance(value, str):
-        return int(value[:-1]), rollouts.PERCENT
-    return value, rollouts.COUNT
+        return int(value[:-1]), rollout_plan.PERCENT
+    return value, rollout_plan.COUNT
 
 
 def _start_at(value):

@@ -14,7 +14,7 @@
 
 from trove_upgrade.common import rpc_interface
 from trove_upgrade.common import states
-from trove_upgrade.common import strategy_plugins
+from trove_upgrade import strategy_plugins
 
 # Read when the API starts: a strategy plugin installed later is accepted
 # once the API is restarted, as every plugin of a service.

@@ -21,8 +21,8 @@ from osc_lib.command import command
 from osc_lib import exceptions
 from osc_lib import utils
 
-from trove_upgrade.common import strategy_plugins
 from trove_upgrade.osc.v1 import output
+from trove_upgrade import strategy_plugins
 
 STATES = ('active', 'deprecated', 'retired')
 

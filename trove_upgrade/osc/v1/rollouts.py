@@ -29,9 +29,9 @@ from osc_lib import exceptions
 
 from trove_upgrade.common import package_exceptions as package_exc
 from trove_upgrade.common import rollout_states as rs
-from trove_upgrade.common import strategy_plugins
 from trove_upgrade.osc.v1 import output
 from trove_upgrade.osc.v1 import packages
+from trove_upgrade import strategy_plugins
 
 LIST_COLUMNS = ('ID', 'Name', 'Instance Version', 'Status', 'Created At')
 LONG_COLUMNS = LIST_COLUMNS + ('Selector', 'Max In Flight', 'Max Failures',

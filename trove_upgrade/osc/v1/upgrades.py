@@ -24,10 +24,10 @@ from osc_lib import utils
 
 from trove_upgrade.common import package_exceptions as package_exc
 from trove_upgrade.common import states
-from trove_upgrade.common import strategy_plugins
 from trove_upgrade.osc.v1 import batch
 from trove_upgrade.osc.v1 import output
 from trove_upgrade.osc.v1 import packages
+from trove_upgrade import strategy_plugins
 
 # Seconds between two looks at an upgrade under --wait.
 WAIT_INTERVAL = 2

@@ -17,7 +17,7 @@ import sys
 
 import fixtures
 
-from trove_upgrade.common import strategy_plugins
+from trove_upgrade import strategy_plugins
 from trove_upgrade.tests import base
 
 PLUGIN_MODULE = 'tu_test_copy_strategy'

@@ -26,7 +26,7 @@ import textwrap
 import fixtures
 
 from trove_upgrade.common import states
-from trove_upgrade.common import strategy_plugins
+from trove_upgrade import strategy_plugins
 from trove_upgrade.tests.functional.agent import harness
 from trove_upgrade.tests.functional import servers
 

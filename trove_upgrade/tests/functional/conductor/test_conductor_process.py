@@ -29,10 +29,10 @@ from oslo_utils import uuidutils
 from testtools import content
 
 from tools.testbed import conffile
+from trove_upgrade.common import conductor_rpcapi as rpcapi
 from trove_upgrade.common import context
 from trove_upgrade.common import exception
 from trove_upgrade.common import states
-from trove_upgrade.conductor import rpcapi
 from trove_upgrade.db import agents as db_agents
 from trove_upgrade.db import upgrades as db_upgrades
 from trove_upgrade.services import upgrades

@@ -24,9 +24,9 @@ import os
 
 from trove_upgrade.agent import journal as journal_mod
 from trove_upgrade.agent import outbox as outbox_mod
+from trove_upgrade.common import conductor_rpcapi as rpcapi
 from trove_upgrade.common import exception
 from trove_upgrade.common import states
-from trove_upgrade.conductor import rpcapi
 from trove_upgrade.tests.fixtures import database
 from trove_upgrade.tests.functional.conductor import test_conductor_process
 

@@ -28,9 +28,9 @@ from oslo_utils import uuidutils
 import sqlalchemy as sa
 
 from tools.testbed import conffile
+from trove_upgrade.common import conductor_rpcapi as rpcapi
 from trove_upgrade.common import context
 from trove_upgrade.common import rpc
-from trove_upgrade.conductor import rpcapi
 from trove_upgrade.tests import base
 from trove_upgrade.tests.fixtures import database
 from trove_upgrade.tests.functional.conductor import test_conductor_process

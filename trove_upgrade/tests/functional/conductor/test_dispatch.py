@@ -18,12 +18,12 @@ import oslo_messaging as messaging
 from oslo_messaging import conffixture
 from oslo_utils import uuidutils
 
+from trove_upgrade.common import conductor_rpcapi as conductor_rpcapi
 from trove_upgrade.common import context
 from trove_upgrade.common import exception
 from trove_upgrade.common import rpc
 from trove_upgrade.common import rpc_interface
 from trove_upgrade.common import states
-from trove_upgrade.conductor import rpcapi as conductor_rpcapi
 from trove_upgrade.db import agents as db_agents
 from trove_upgrade.db import upgrades as db_upgrades
 from trove_upgrade.services import upgrades

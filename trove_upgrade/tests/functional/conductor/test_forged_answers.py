@@ -22,11 +22,11 @@ instance's key, refuses every such answer (conductor API 1.3).
 import oslo_messaging as messaging
 from oslo_utils import uuidutils
 
+from trove_upgrade.common import conductor_rpcapi as rpcapi
 from trove_upgrade.common import context
 from trove_upgrade.common import exception
 from trove_upgrade.common import sealing
 from trove_upgrade.common import states
-from trove_upgrade.conductor import rpcapi
 from trove_upgrade.tests import base
 from trove_upgrade.tests.fixtures import rpc as rpc_fixture
 from trove_upgrade.tests.functional import rabbit

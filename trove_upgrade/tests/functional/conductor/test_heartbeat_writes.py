@@ -23,7 +23,7 @@ import time
 
 from oslo_utils import timeutils
 
-from trove_upgrade.conductor import rpcapi
+from trove_upgrade.common import conductor_rpcapi as rpcapi
 from trove_upgrade.db import agents as db_agents
 from trove_upgrade.tests.fixtures import database
 from trove_upgrade.tests.functional.conductor import test_conductor_process

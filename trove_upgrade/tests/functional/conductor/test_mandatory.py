@@ -21,9 +21,9 @@ outbox could try again. Published mandatory, it comes back at once.
 import oslo_messaging as messaging
 from oslo_utils import uuidutils
 
+from trove_upgrade.common import conductor_rpcapi as rpcapi
 from trove_upgrade.common import context
 from trove_upgrade.common import states
-from trove_upgrade.conductor import rpcapi
 from trove_upgrade.tests import base
 from trove_upgrade.tests.functional import rabbit
 

@@ -27,8 +27,8 @@ import fixtures
 
 from trove_upgrade.agent import journal as journal_mod
 from trove_upgrade.agent import outbox as outbox_mod
+from trove_upgrade.common import conductor_rpcapi as rpcapi
 from trove_upgrade.common import states
-from trove_upgrade.conductor import rpcapi
 from trove_upgrade.tests.fixtures import database
 from trove_upgrade.tests.functional.conductor import test_conductor_process
 

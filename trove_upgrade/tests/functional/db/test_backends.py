@@ -32,6 +32,7 @@ from trove_upgrade.db import held as db_held
 from trove_upgrade.db import migration
 from trove_upgrade.db import resends as db_resends
 from trove_upgrade.db import rollouts as db_rollouts
+from trove_upgrade.db import transitions as db_transitions
 from trove_upgrade.db import upgrades as db_upgrades
 from trove_upgrade.tests import base
 from trove_upgrade.tests.fixtures import database
@@ -61,8 +62,8 @@ class _BackendTests:
     def test_microseconds_are_kept(self):
         upgrade = self._create()
         self.now = T0 + datetime.timedelta(microseconds=1)
-        db_upgrades.transition_upgrade(self.context, upgrade['id'],
-                                       states.SENT, 'conductor')
+        db_transitions.transition_upgrade(self.context, upgrade['id'],
+                                          states.SENT, 'conductor')
         stored = db_upgrades.get_upgrade(self.context, upgrade['id'],
                                          with_events=True)
         self.assertEqual(T0, stored['created_at'])
@@ -89,8 +90,9 @@ class _BackendTests:
         detail = ('\u00e9' + EMOJI) * (db_common.MAX_DETAIL // 2)
         upgrade = self._create(metadata=metadata, location=EMOJI * 2048,
                                instance_version=EMOJI * 255)
-        db_upgrades.transition_upgrade(self.context, upgrade['id'],
-                                       states.FAILED, 'agent', detail=detail)
+        db_transitions.transition_upgrade(self.context, upgrade['id'],
+                                          states.FAILED, 'agent',
+                                          detail=detail)
         stored = db_upgrades.get_upgrade(self.context, upgrade['id'],
                                          with_events=True)
         self.assertEqual(metadata, stored['metadata'])
@@ -104,17 +106,17 @@ class _BackendTests:
         # driver's text (db.driver_sql), each value bound by its type.
         upgrades = [self._create(), self._create()]
         for upgrade in upgrades:
-            db_upgrades.transition_upgrade(self.context, upgrade['id'],
-                                           states.SENT, 'api')
+            db_transitions.transition_upgrade(self.context, upgrade['id'],
+                                              states.SENT, 'api')
         self.now = T0 + datetime.timedelta(microseconds=7)
-        moves = [db_upgrades.Move(states.DOWNLOADING, None,
-                                  {'from_version': EMOJI * 255}),
-                 db_upgrades.Move(states.FAILED, EMOJI * 3, {})]
+        moves = [db_transitions.Move(states.DOWNLOADING, None,
+                                     {'from_version': EMOJI * 255}),
+                 db_transitions.Move(states.FAILED, EMOJI * 3, {})]
         kept = db_common.KeptConnection()
         self.addCleanup(kept.close)
-        results = db_upgrades.transition_chains_once(self.context, [
-            db_upgrades.Chain(self.context, upgrade['id'], moves, 'agent',
-                              None, INSTANCE, None)
+        results = db_transitions.transition_chains_once(self.context, [
+            db_transitions.Chain(self.context, upgrade['id'], moves, 'agent',
+                                 None, INSTANCE, None)
             for upgrade in upgrades], kept=kept)
         self.assertEqual([states.FAILED] * 2,
                          [upgrade['status'] for _, upgrade in results])

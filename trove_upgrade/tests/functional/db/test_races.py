@@ -37,7 +37,9 @@ from trove_upgrade.db import common as db_common
 from trove_upgrade.db import migration
 from trove_upgrade.db import models
 from trove_upgrade.db import resends as db_resends
+from trove_upgrade.db import transitions as db_transitions
 from trove_upgrade.db import upgrades as db_upgrades
+from trove_upgrade.services import upgrade_memory
 from trove_upgrade.tests import base
 from trove_upgrade.tests.fixtures import database
 from trove_upgrade.tests.fixtures import report_batches
@@ -120,7 +122,7 @@ class _RaceTests:
         self._hold_first_checks(2)
 
         def report():
-            return db_upgrades.transition_upgrade(
+            return db_transitions.transition_upgrade(
                 self._context(), upgrade['id'], states.SENT, 'conductor')
 
         outcomes = _run_together(report, report)
@@ -136,17 +138,17 @@ class _RaceTests:
 
     def test_cancel_and_start_cannot_both_win(self):
         upgrade = self._upgrade()
-        db_upgrades.transition_upgrade(self._context(), upgrade['id'],
-                                       states.SENT, 'conductor')
+        db_transitions.transition_upgrade(self._context(), upgrade['id'],
+                                          states.SENT, 'conductor')
         self._hold_first_checks(2)
 
         def cancel():
-            return db_upgrades.transition_upgrade(
+            return db_transitions.transition_upgrade(
                 self._context(), upgrade['id'], states.CANCELLED, 'api',
                 allowed_from=states.CANCELLABLE_STATES)
 
         def start():
-            return db_upgrades.transition_upgrade(
+            return db_transitions.transition_upgrade(
                 self._context(), upgrade['id'], states.DOWNLOADING, 'agent',
                 allowed_from={states.SENT, states.DEFERRED})
 
@@ -165,17 +167,17 @@ class _RaceTests:
 
     def test_timeout_and_late_success_end_in_success(self):
         upgrade = self._upgrade()
-        db_upgrades.transition_upgrade(self._context(), upgrade['id'],
-                                       states.RESTARTING, 'agent')
+        db_transitions.transition_upgrade(self._context(), upgrade['id'],
+                                          states.RESTARTING, 'agent')
         self._hold_first_checks(2)
 
         def time_out():
-            return db_upgrades.timeout_upgrades(
+            return db_transitions.timeout_upgrades(
                 self._context(), timeutils.utcnow() + datetime.timedelta(
                     seconds=1))
 
         def succeed():
-            return db_upgrades.transition_upgrade(
+            return db_transitions.transition_upgrade(
                 self._context(), upgrade['id'], states.SUCCESS, 'agent')
 
         timed_out, (succeeded, _) = _run_together(time_out, succeed)
@@ -200,7 +202,7 @@ class _RaceTests:
             changes = []
             for stage in _STAGES:
                 for upgrade in upgrades:
-                    changed, _ = db_upgrades.transition_upgrade(
+                    changed, _ = db_transitions.transition_upgrade(
                         self._context(), upgrade['id'], stage, 'agent')
                     changes.append((upgrade['id'], stage, changed))
             return changes
@@ -226,7 +228,7 @@ class _RaceTests:
         due = []
         for _ in range(20):
             upgrade = self._upgrade()
-            db_upgrades.transition_upgrade(
+            db_transitions.transition_upgrade(
                 self._context(), upgrade['id'], states.SENT, 'api',
                 values={'resend_at': now, 'send_count': 1})
             due.append(upgrade['id'])
@@ -312,7 +314,7 @@ class _GroupCommitTests:
         for index in range(count):
             upgrade = self._upgrade('4b1e8d5c-0000-4000-8000-%012d'
                                     % (index + 1))
-            upgrades.append(db_upgrades.transition_upgrade(
+            upgrades.append(db_transitions.transition_upgrade(
                 self._context(), upgrade['id'], states.DOWNLOADING,
                 'agent')[1])
         return upgrades
@@ -323,12 +325,12 @@ class _GroupCommitTests:
         They are written once every chain is queued; returns each chain's
         outcomes, or what it raised.
         """
-        memory = db_upgrades.UpgradeMemory()
+        memory = upgrade_memory.UpgradeMemory()
 
         def report(upgrade, moves, known):
             if known is not None:
                 memory.remember(known)
-            return lambda: db_upgrades.transition_upgrade_chain(
+            return lambda: db_transitions.transition_upgrade_chain(
                 self._context(), upgrade['id'], moves, 'agent',
                 instance_id=upgrade['instance_id'], memory=memory,
                 writer=writer)
@@ -344,8 +346,8 @@ class _GroupCommitTests:
                  (states.INSTALLING, None, {'from_version': '1.0.0'})]
         writer = report_writer.ReportWriter()
         with mock.patch.object(
-                db_upgrades, 'transition_chains_once',
-                wraps=db_upgrades.transition_chains_once) as batch:
+                db_transitions, 'transition_chains_once',
+                wraps=db_transitions.transition_chains_once) as batch:
             outcomes, memory = self._write_together(
                 writer, [(u, moves, u) for u in upgrades])
         self.assertEqual([3], [len(c.args[1]) for c in batch.call_args_list])
@@ -364,8 +366,8 @@ class _GroupCommitTests:
     def test_a_lost_race_in_a_batch_fails_no_other_chain(self):
         upgrades = self._claimed(3)
         # Another conductor moved the second on since it was remembered.
-        db_upgrades.transition_upgrade(self._context(), upgrades[1]['id'],
-                                       states.VERIFYING, 'agent')
+        db_transitions.transition_upgrade(self._context(), upgrades[1]['id'],
+                                          states.VERIFYING, 'agent')
         moves = [(states.VERIFYING, None, None),
                  (states.INSTALLING, None, None)]
         outcomes, _memory = self._write_together(

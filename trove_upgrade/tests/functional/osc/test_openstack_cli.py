@@ -44,7 +44,7 @@ from trove_upgrade.common import exception
 from trove_upgrade.db import agents as db_agents
 from trove_upgrade.db import common as db_common
 from trove_upgrade.db import desired_versions as dv_db
-from trove_upgrade.db import upgrades as db_upgrades
+from trove_upgrade.db import transitions as db_transitions
 from trove_upgrade.tests import base
 from trove_upgrade.tests.fixtures import packages
 from trove_upgrade.tests.functional import keystone
@@ -261,8 +261,8 @@ class TestOpenStackCLI(base.TestCase):
         self.assertEqual(0, code, err)
         upgrade_id = out.strip()
         # What the conductor records when the agent claims the upgrade.
-        db_upgrades.transition_upgrade(tu_context.get_admin_context(),
-                                       upgrade_id, 'DOWNLOADING', 'agent')
+        db_transitions.transition_upgrade(tu_context.get_admin_context(),
+                                          upgrade_id, 'DOWNLOADING', 'agent')
         status, detail = self.api_error('DELETE', '/upgrades/' + upgrade_id)
 
         code, out, err = self.openstack('database', 'upgrade', 'cancel',

@@ -37,6 +37,7 @@ from trove_upgrade.common import states
 from trove_upgrade.db import agents as db_agents
 from trove_upgrade.db import common
 from trove_upgrade.db import migration
+from trove_upgrade.db import transitions as db_transitions
 from trove_upgrade.db import upgrades as db_upgrades
 from trove_upgrade.package_format import manifest as manifest_mod
 from trove_upgrade.tests import base
@@ -248,8 +249,8 @@ class _RegistryTests:
         self.assertEqual(409, resp.status_int, resp.text)
         self.assertIn('1 upgrade(s) in flight (%s)' % upgrade['id'],
                       resp.json['errors'][0]['detail'])
-        db_upgrades.transition_upgrade(self.ctx, upgrade['id'],
-                                       states.CANCELLED, 'api')
+        db_transitions.transition_upgrade(self.ctx, upgrade['id'],
+                                          states.CANCELLED, 'api')
         # A rollout by reference holds it too; one below the floor is
         # refused before anything is recorded.
         rollouts = self.mgmt + '/rollouts'
@@ -339,8 +340,8 @@ class _RegistryTests:
                 'instance_id': instance_id, 'instance_version': '26.0.0',
                 'strategy': 'http', 'location': 'https://repo/x.pkg'})
             if final:
-                db_upgrades.transition_upgrade(self.ctx, upgrade['id'],
-                                               final, 'agent')
+                db_transitions.transition_upgrade(self.ctx, upgrade['id'],
+                                                  final, 'agent')
         self.assertEqual(blue, [t['instance_id'] for t in self.pages(
             '/targets', 'targets', 2)])
         fleet = self.pages('/packages/fleet', 'versions', 1)

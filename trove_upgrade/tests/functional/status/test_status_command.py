@@ -42,6 +42,7 @@ from trove_upgrade.common import states
 from trove_upgrade.db import agents as db_agents
 from trove_upgrade.db import common as db_common
 from trove_upgrade.db import models
+from trove_upgrade.db import transitions as db_transitions
 from trove_upgrade.db import upgrades as db_upgrades
 from trove_upgrade.tests import base
 from trove_upgrade.tests.functional import rabbit
@@ -309,7 +310,8 @@ class TestStatusCommand(StatusCommandTestCase):
             'instance_id': uuidutils.generate_uuid(),
             'instance_version': '1.0.1', 'strategy': 'local',
             'location': '/srv/packages/guest-1.0.1.tar'})
-        db_upgrades.transition_upgrade(ctxt, stuck['id'], states.SENT, 'api')
+        db_transitions.transition_upgrade(ctxt, stuck['id'], states.SENT,
+                                          'api')
         self.backdate(models.Upgrade, 'created_at', models.Upgrade.id,
                       stuck['id'], 631)
 

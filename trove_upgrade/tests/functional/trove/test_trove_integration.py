@@ -27,11 +27,11 @@ import os
 from oslo_utils import uuidutils
 
 from tools.testbed import conffile
+from trove_upgrade.common import conductor_rpcapi as conductor_rpcapi
 from trove_upgrade.common import exception
 from trove_upgrade.common import rpc_interface
 from trove_upgrade.common import sealing
 from trove_upgrade.common import states
-from trove_upgrade.conductor import rpcapi as conductor_rpcapi
 from trove_upgrade.db import trove as trove_db_api
 from trove_upgrade.db import upgrades as db_upgrades
 from trove_upgrade.services import agent_rpcapi

@@ -21,6 +21,7 @@ from trove_upgrade.common import context
 from trove_upgrade.common import states
 from trove_upgrade.conductor import manager
 from trove_upgrade.db import agents as db_agents
+from trove_upgrade.db import transitions as db_transitions
 from trove_upgrade.db import upgrades as db_upgrades
 from trove_upgrade.tests.unit.api import base
 
@@ -143,8 +144,8 @@ class TestDeleteAgent(base.APITestCase):
         upgrade = db_upgrades.create_upgrade(self.ctx, base.upgrade_body(
             instance_id=self.instance_id))
         if status != states.PENDING:
-            db_upgrades.transition_upgrade(self.ctx, upgrade['id'], status,
-                                           'agent')
+            db_transitions.transition_upgrade(self.ctx, upgrade['id'], status,
+                                              'agent')
         return upgrade
 
     def test_delete(self):

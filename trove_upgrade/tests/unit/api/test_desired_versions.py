@@ -18,6 +18,7 @@ from trove_upgrade.common import context
 from trove_upgrade.common import rpc_interface
 from trove_upgrade.common import states
 from trove_upgrade.db import agents as db_agents
+from trove_upgrade.db import transitions as db_transitions
 from trove_upgrade.db import upgrades as db_upgrades
 from trove_upgrade.tests.fixtures import packages
 from trove_upgrade.tests.unit.api import base
@@ -189,9 +190,9 @@ class TestDesiredVersions(base.APITestCase):
         upgrade = db_upgrades.create_upgrade(self.ctx, {
             'instance_id': self.green[0], 'instance_version': '2.1.0',
             'strategy': 'http', 'location': 'https://repo.example/x.pkg'})
-        db_upgrades.transition_upgrade(self.ctx, upgrade['id'],
-                                       states.FAILED, 'agent',
-                                       detail='broken')
+        db_transitions.transition_upgrade(self.ctx, upgrade['id'],
+                                          states.FAILED, 'agent',
+                                          detail='broken')
         resp = self.request('GET', self.mgmt + '/packages/fleet')
         self.assertEqual(200, resp.status_int, resp.text)
         rows = {r['version']: r for r in resp.json['versions']}

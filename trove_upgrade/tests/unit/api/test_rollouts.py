@@ -20,6 +20,7 @@ from trove_upgrade.common import rpc_interface
 from trove_upgrade.common import states
 from trove_upgrade.db import agents as db_agents
 from trove_upgrade.db import rollouts as db_rollouts
+from trove_upgrade.db import transitions as db_transitions
 from trove_upgrade.db import upgrades as db_upgrades
 from trove_upgrade.services import rollouts
 from trove_upgrade.tests.unit.api import base
@@ -231,8 +232,8 @@ class TestRollouts(base.APITestCase):
         sent, claimed = db_rollouts.create_rollout_upgrades(
             self.ctx, rollout, [(self.blue[1], 1, True),
                                 (self.blue[2], 1, False)], 'me')
-        db_upgrades.transition_upgrade(self.ctx, claimed['id'],
-                                       states.DOWNLOADING, 'agent')
+        db_transitions.transition_upgrade(self.ctx, claimed['id'],
+                                          states.DOWNLOADING, 'agent')
         self.request('POST', self.rollouts + '/%s/abort' % rollout['id'])
         self.assertEqual(
             (states.CANCELLED, states.DOWNLOADING),

@@ -24,6 +24,7 @@ from trove_upgrade.api import deploy
 from trove_upgrade.common import context
 from trove_upgrade.common import states
 from trove_upgrade.db import models
+from trove_upgrade.db import transitions as db_transitions
 from trove_upgrade.db import upgrades as db_upgrades
 from trove_upgrade.services import agent_rpcapi
 from trove_upgrade.tests.unit.api import base
@@ -489,9 +490,9 @@ class TestShowAndCancelUpgrade(base.APITestCase):
                                 .json['upgrade']['events']))
 
     def test_cancel_after_the_agent_started_is_409(self):
-        db_upgrades.transition_upgrade(context.get_admin_context(),
-                                       self.upgrade_id, states.DOWNLOADING,
-                                       'agent')
+        db_transitions.transition_upgrade(context.get_admin_context(),
+                                          self.upgrade_id, states.DOWNLOADING,
+                                          'agent')
         self.assertError(self.request('DELETE', self.url), 409,
                          'cannot go from DOWNLOADING to CANCELLED')
         self.assertEqual(states.DOWNLOADING,

@@ -29,7 +29,7 @@ import fixtures
 
 from trove_upgrade.agent import untrusted
 from trove_upgrade.package_format import keys
-from trove_upgrade.tests.unit.packaging import base
+from trove_upgrade.tests.unit.package_format import base
 
 # Top-level names, and trove-upgrade modules, verifying never needs.
 SERVICE_STACK = ('eventlet', 'futurist', 'oslo_service', 'oslo_messaging',

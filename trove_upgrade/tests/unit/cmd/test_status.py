@@ -33,6 +33,7 @@ from trove_upgrade.common import states
 from trove_upgrade.db import agents as db_agents
 from trove_upgrade.db import common as db_common
 from trove_upgrade.db import migration
+from trove_upgrade.db import transitions as db_transitions
 from trove_upgrade.db import upgrades as db_upgrades
 from trove_upgrade.tests import base
 from trove_upgrade.tests.fixtures import database
@@ -463,8 +464,8 @@ class TestStuckUpgrades(ClockTestCase):
 
     def test_success_when_old_upgrades_are_final(self):
         upgrade = self.create()
-        db_upgrades.transition_upgrade(self.context, upgrade['id'],
-                                       states.CANCELLED, 'api')
+        db_transitions.transition_upgrade(self.context, upgrade['id'],
+                                          states.CANCELLED, 'api')
         self.advance(10000)
 
         self.assertResult(SUCCESS, ['No upgrade'],
@@ -472,8 +473,8 @@ class TestStuckUpgrades(ClockTestCase):
 
     def test_warning_lists_stuck_upgrades(self):
         stuck = self.create()
-        db_upgrades.transition_upgrade(self.context, stuck['id'], states.SENT,
-                                       'api')
+        db_transitions.transition_upgrade(self.context, stuck['id'],
+                                          states.SENT, 'api')
         self.advance(600)
         recent = self.create()
         self.advance(31)

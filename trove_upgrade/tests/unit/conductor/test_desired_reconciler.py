@@ -23,6 +23,7 @@ from trove_upgrade.common import states
 from trove_upgrade.conductor import desired_reconciler
 from trove_upgrade.db import agents as db_agents
 from trove_upgrade.db import desired_versions as dv_db
+from trove_upgrade.db import transitions as db_transitions
 from trove_upgrade.db import upgrades as db_upgrades
 from trove_upgrade.services import desired_versions
 from trove_upgrade.services import packages as package_registry
@@ -73,8 +74,8 @@ class TestDesiredReconciler(base.TestCase):
              upgrade['instance_version']))
         self.reconcile()
         self.assertEqual(1, len(self.dispatches()))
-        db_upgrades.transition_upgrade(self.ctx, canary['upgrade_id'],
-                                       states.SUCCESS, 'agent')
+        db_transitions.transition_upgrade(self.ctx, canary['upgrade_id'],
+                                          states.SUCCESS, 'agent')
         self.reconcile()
         self.assertEqual([False, False],
                          [d['canary'] for d in self.dispatches()[1:]])
@@ -101,8 +102,8 @@ class TestDesiredReconciler(base.TestCase):
     def test_failed_canary_pauses_with_an_event(self):
         self.reconcile()
         canary, = self.dispatches()
-        db_upgrades.transition_upgrade(self.ctx, canary['upgrade_id'],
-                                       states.FAILED, 'agent')
+        db_transitions.transition_upgrade(self.ctx, canary['upgrade_id'],
+                                          states.FAILED, 'agent')
         desired = self.reconcile()
         self.assertEqual('PAUSED', desired['status'])
         self.assertIn('during the canary phase', desired['status_detail'])

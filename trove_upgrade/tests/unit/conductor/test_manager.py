@@ -23,7 +23,9 @@ from trove_upgrade.common import exception
 from trove_upgrade.common import states
 from trove_upgrade.conductor import manager
 from trove_upgrade.db import agents as db_agents
+from trove_upgrade.db import transitions as db_transitions
 from trove_upgrade.db import upgrades as db_upgrades
+from trove_upgrade.services import upgrade_memory
 from trove_upgrade.services import upgrades
 from trove_upgrade.tests import base
 from trove_upgrade.tests.fixtures import database
@@ -386,8 +388,8 @@ class TestReportBatches(ClaimedTestCase):
                              (states.INSTALLING, None))
         reports.insert(1, dict(reports[0], upgrade_id=other_id))
         reports.append(dict(reports[-1], to_state=states.SUCCESS))
-        with mock.patch.object(db_upgrades, '_transition_once',
-                               wraps=db_upgrades._transition_once) as once:
+        with mock.patch.object(db_transitions, '_transition_once',
+                               wraps=db_transitions._transition_once) as once:
             outcomes = self.manager.report_upgrade_states(
                 self.context, INSTANCE, reports)
         self.assertEqual([True] * 4, [o['recorded'] for o in outcomes])
@@ -424,7 +426,7 @@ class TestReportsFromMemory(ClaimedTestCase):
 
     def test_a_repeated_report_needs_no_database(self):
         self.report(self.upgrade_id, states.VERIFYING)
-        with mock.patch.object(db_upgrades, '_transition_once') as once:
+        with mock.patch.object(db_transitions, '_transition_once') as once:
             self.assertEqual(
                 {'recorded': False, 'status': states.VERIFYING,
                  'reason': upgrades.DUPLICATE},
@@ -435,7 +437,7 @@ class TestReportsFromMemory(ClaimedTestCase):
         once.assert_not_called()
 
     def test_a_report_after_the_claim_is_recorded_without_a_read(self):
-        with mock.patch.object(db_upgrades, '_read_upgrade') as read:
+        with mock.patch.object(db_transitions, '_read_upgrade') as read:
             for state in (states.VERIFYING, states.INSTALLING,
                           states.SUCCESS):
                 self.assertTrue(self.report(self.upgrade_id,
@@ -462,15 +464,15 @@ class TestReportsFromMemory(ClaimedTestCase):
                          self.upgrade(self.upgrade_id)['status'])
 
     def test_a_final_report_replaces_a_time_out(self):
-        db_upgrades.transition_upgrade(self.context, self.upgrade_id,
-                                       states.TIMED_OUT, 'conductor')
+        db_transitions.transition_upgrade(self.context, self.upgrade_id,
+                                          states.TIMED_OUT, 'conductor')
         self.assertTrue(self.report(self.upgrade_id,
                                     states.SUCCESS)['recorded'])
         self.assertEqual([states.DOWNLOADING, states.TIMED_OUT,
                           states.SUCCESS], self.states_recorded()[2:])
 
     def test_memory_is_bounded(self):
-        memory = db_upgrades.UpgradeMemory(size=2)
+        memory = upgrade_memory.UpgradeMemory(size=2)
         for number in range(3):
             memory.remember({'id': str(number), 'status': states.SENT})
         self.assertIsNone(memory.get('0'))

@@ -15,12 +15,12 @@
 import oslo_messaging as messaging
 from oslo_messaging.rpc import dispatcher
 
+from trove_upgrade.common import conductor_rpcapi as rpcapi
 from trove_upgrade.common import context
 from trove_upgrade.common import exception
 from trove_upgrade.common import sealing
 from trove_upgrade.common import states
 from trove_upgrade.conductor import manager
-from trove_upgrade.conductor import rpcapi
 from trove_upgrade.db import agents as db_agents
 from trove_upgrade.services import sealing_keys
 from trove_upgrade.tests.fixtures import rpc as rpc_fixture

@@ -29,8 +29,10 @@ from trove_upgrade.conductor import reconciler
 from trove_upgrade.db import agents as db_agents
 from trove_upgrade.db import common as db_common
 from trove_upgrade.db import rollouts as db_rollouts
+from trove_upgrade.db import transitions as db_transitions
 from trove_upgrade.db import upgrades as db_upgrades
 from trove_upgrade.services import resends
+from trove_upgrade.services import rollout_plan
 from trove_upgrade.services import rollouts
 from trove_upgrade.tests import base
 from trove_upgrade.tests.fixtures import database
@@ -67,8 +69,8 @@ class TestReconciler(base.TestCase):
     def finish(self, rollout_id, status=states.SUCCESS):
         for upgrade in self.upgrades(rollout_id):
             if upgrade['status'] not in states.FINAL_STATES:
-                db_upgrades.transition_upgrade(self.ctx, upgrade['id'], status,
-                                               'agent')
+                db_transitions.transition_upgrade(self.ctx, upgrade['id'],
+                                                  status, 'agent')
 
     def test_dispatches_sent_tagged_upgrades_within_the_limit(self):
         rollout = self.create()
@@ -109,7 +111,7 @@ class TestReconciler(base.TestCase):
     def waits(self, rollout):
         """The quick plan of ``rollout`` decides that it can only wait."""
         found = rollouts.quick_plan(self.ctx, rollout)
-        return found is not None and found.action == rollouts.WAIT
+        return found is not None and found.action == rollout_plan.WAIT
 
     def running(self, rollout):
         return db_rollouts.get_rollout(self.ctx, rollout['id'])
@@ -122,8 +124,8 @@ class TestReconciler(base.TestCase):
             self.reconciler.run(self.ctx)
             self.assertTrue(self.waits(self.running(rollout)))
             first = self.upgrades(rollout['id'])[0]
-            db_upgrades.transition_upgrade(self.ctx, first['id'],
-                                           states.SUCCESS, 'agent')
+            db_transitions.transition_upgrade(self.ctx, first['id'],
+                                              states.SUCCESS, 'agent')
             # The freed slot goes to the next agent without a plan.
             self.reconciler.run(self.ctx)
             self.assertEqual(0, plan_for.call_count)
@@ -252,8 +254,8 @@ class TestReconciler(base.TestCase):
                               max_failures=1)
         self.reconciler.run(self.ctx)
         first = self.upgrades(rollout['id'])[0]
-        db_upgrades.transition_upgrade(self.ctx, first['id'], states.FAILED,
-                                       'agent')
+        db_transitions.transition_upgrade(self.ctx, first['id'], states.FAILED,
+                                          'agent')
         self.assertIsNone(rollouts.quick_plan(self.ctx,
                                               self.running(rollout)))
         self.reconciler.run(self.ctx)
@@ -271,8 +273,8 @@ class TestReconciler(base.TestCase):
         rollout = self.create(per_agent_retries=1)
         self.reconciler.run(self.ctx)
         first = self.upgrades(rollout['id'])[0]
-        db_upgrades.transition_upgrade(self.ctx, first['id'], states.FAILED,
-                                       'agent')
+        db_transitions.transition_upgrade(self.ctx, first['id'], states.FAILED,
+                                          'agent')
         self.reconciler.run(self.ctx)
         self.assertEqual((2, 1, True), db_rollouts.count_rollout_upgrades(
             self.ctx, rollout['id']))
@@ -303,7 +305,8 @@ class TestReconciler(base.TestCase):
         self.assertIsNone(rollouts.quick_plan(
             self.ctx, dict(rollout, max_in_flight=0)))
         self.assertIsNone(rollouts.quick_plan(
-            self.ctx, dict(rollout, status_detail=rollouts.NOTHING_SELECTED)))
+            self.ctx,
+            dict(rollout, status_detail=rollout_plan.NOTHING_SELECTED)))
 
     def test_runs_to_completion(self):
         rollout = self.create()

@@ -19,7 +19,9 @@ from oslo_utils import uuidutils
 from trove_upgrade.common import exception
 from trove_upgrade.common import states
 from trove_upgrade.conductor import report_writer
+from trove_upgrade.db import transitions as db_transitions
 from trove_upgrade.db import upgrades as db_upgrades
+from trove_upgrade.services import upgrade_memory
 from trove_upgrade.tests.fixtures import report_batches
 from trove_upgrade.tests.unit.db import base as db_base
 
@@ -35,14 +37,14 @@ class TestReportWriter(db_base.DbTestCase):
 
     def _claimed(self):
         upgrade = self._create(instance_id=uuidutils.generate_uuid())
-        _changed, upgrade = db_upgrades.transition_upgrade(
+        _changed, upgrade = db_transitions.transition_upgrade(
             self.context, upgrade['id'], states.DOWNLOADING, 'agent')
         return upgrade
 
     def _chain(self, upgrade, *to_states, known=None, allowed_from=None):
-        return db_upgrades.Chain(
+        return db_transitions.Chain(
             self.context, upgrade['id'],
-            [db_upgrades.Move(state, None, {}) for state in to_states],
+            [db_transitions.Move(state, None, {}) for state in to_states],
             'agent', allowed_from, upgrade['instance_id'], known)
 
     def _submit(self, chains):
@@ -70,11 +72,11 @@ class TestReportWriter(db_base.DbTestCase):
         chains = [self._chain(u, states.VERIFYING, states.INSTALLING)
                   for u in upgrades]
         with mock.patch.object(
-                db_upgrades, 'transition_chains_once',
-                wraps=db_upgrades.transition_chains_once) as batch, \
+                db_transitions, 'transition_chains_once',
+                wraps=db_transitions.transition_chains_once) as batch, \
                 mock.patch.object(
-                    db_upgrades, 'transition_chain_once',
-                    wraps=db_upgrades.transition_chain_once) as alone:
+                    db_transitions, 'transition_chain_once',
+                    wraps=db_transitions.transition_chain_once) as alone:
             results = self._submit(chains)
         # Three in one transaction, the fourth in one of its own, both on
         # the writer's kept connection.
@@ -115,16 +117,16 @@ class TestReportWriter(db_base.DbTestCase):
     def test_a_failed_batch_is_written_chain_by_chain(self):
         upgrades = [self._claimed() for _ in range(3)]
         chains = [self._chain(u, states.VERIFYING) for u in upgrades]
-        real = db_upgrades.transition_chain_once
+        real = db_transitions.transition_chain_once
 
         def alone(chain):
             if chain is chains[1]:
                 raise db_exc.DBError('this chain cannot be written')
             return real(chain)
 
-        with mock.patch.object(db_upgrades, 'transition_chains_once',
+        with mock.patch.object(db_transitions, 'transition_chains_once',
                                side_effect=db_exc.DBError('batch')), \
-                mock.patch.object(db_upgrades, 'transition_chain_once',
+                mock.patch.object(db_transitions, 'transition_chain_once',
                                   side_effect=alone):
             results = self._submit(chains)
         self.assertIsInstance(results[1], db_exc.DBError)
@@ -136,7 +138,7 @@ class TestReportWriter(db_base.DbTestCase):
     def test_a_writer_failing_answers_its_batch_and_carries_on(self):
         upgrades = [self._claimed() for _ in range(4)]
         chains = [self._chain(u, states.VERIFYING) for u in upgrades]
-        real = db_upgrades.transition_chains_once
+        real = db_transitions.transition_chains_once
         answers = [[]]
 
         def batch(*args, **kwargs):
@@ -144,7 +146,7 @@ class TestReportWriter(db_base.DbTestCase):
 
         # A batch answered with fewer results than chains: the writer's
         # own fault, not the database's.
-        with mock.patch.object(db_upgrades, 'transition_chains_once',
+        with mock.patch.object(db_transitions, 'transition_chains_once',
                                side_effect=batch):
             results = self._submit(chains)
         for index in range(3):
@@ -158,7 +160,7 @@ class TestReportWriter(db_base.DbTestCase):
         class Interrupted(BaseException):
             pass
         upgrades = [self._claimed() for _ in range(2)]
-        with mock.patch.object(db_upgrades, 'transition_chains_once',
+        with mock.patch.object(db_transitions, 'transition_chains_once',
                                side_effect=Interrupted()):
             results = self._submit(
                 [self._chain(u, states.VERIFYING) for u in upgrades])
@@ -171,7 +173,7 @@ class TestReportWriter(db_base.DbTestCase):
 
     def test_a_chain_whose_kept_connection_broke_is_written_alone(self):
         upgrade = self._claimed()
-        real = db_upgrades.transition_chains_once
+        real = db_transitions.transition_chains_once
         broken = iter([db_exc.DBConnectionError('server closed the '
                                                 'connection')])
 
@@ -181,11 +183,11 @@ class TestReportWriter(db_base.DbTestCase):
                 raise error
             return real(*args, **kwargs)
 
-        with mock.patch.object(db_upgrades, 'transition_chains_once',
+        with mock.patch.object(db_transitions, 'transition_chains_once',
                                side_effect=batch), \
                 mock.patch.object(
-                    db_upgrades, 'transition_chain_once',
-                    wraps=db_upgrades.transition_chain_once) as alone, \
+                    db_transitions, 'transition_chain_once',
+                    wraps=db_transitions.transition_chain_once) as alone, \
                 mock.patch.object(report_writer.LOG, 'warning') as warning:
             [result] = self._submit([self._chain(upgrade, states.VERIFYING)])
         self.assertEqual(states.VERIFYING, result[1]['status'])
@@ -197,8 +199,8 @@ class TestReportWriter(db_base.DbTestCase):
     def test_a_refused_claim_in_a_batch_refuses_only_itself(self):
         claimable = self._create(instance_id=uuidutils.generate_uuid())
         cancelled = self._create(instance_id=uuidutils.generate_uuid())
-        db_upgrades.transition_upgrade(self.context, cancelled['id'],
-                                       states.CANCELLED, 'api')
+        db_transitions.transition_upgrade(self.context, cancelled['id'],
+                                          states.CANCELLED, 'api')
         reported = self._claimed()
         results = self._submit([
             self._chain(claimable, states.DOWNLOADING,
@@ -244,8 +246,8 @@ class TestReportWriter(db_base.DbTestCase):
         upgrade = self._claimed()
         self.writer.start()
         with mock.patch.object(
-                db_upgrades, 'transition_chains_once',
-                wraps=db_upgrades.transition_chains_once) as batch:
+                db_transitions, 'transition_chains_once',
+                wraps=db_transitions.transition_chains_once) as batch:
             outcomes, moved = self.writer.transition(
                 self._chain(upgrade, states.VERIFYING))
         self.assertEqual(states.VERIFYING, moved['status'])
@@ -288,15 +290,15 @@ class TestChainsThroughTheWriter(db_base.DbTestCase):
 
     def test_a_lost_race_in_the_batch_is_retried_alone(self):
         upgrade = self._create()
-        db_upgrades.transition_upgrade(self.context, upgrade['id'],
-                                       states.DOWNLOADING, 'agent')
-        memory = db_upgrades.UpgradeMemory()
+        db_transitions.transition_upgrade(self.context, upgrade['id'],
+                                          states.DOWNLOADING, 'agent')
+        memory = upgrade_memory.UpgradeMemory()
         memory.remember(db_upgrades.get_upgrade(self.context, upgrade['id']))
         # Another conductor records VERIFYING: what is remembered is old.
-        db_upgrades.transition_upgrade(self.context, upgrade['id'],
-                                       states.VERIFYING, 'agent')
+        db_transitions.transition_upgrade(self.context, upgrade['id'],
+                                          states.VERIFYING, 'agent')
         writer = mock.Mock(wraps=report_writer.ReportWriter())
-        outcomes = db_upgrades.transition_upgrade_chain(
+        outcomes = db_transitions.transition_upgrade_chain(
             self.context, upgrade['id'],
             [(states.VERIFYING, None, None), (states.INSTALLING, None, None)],
             'agent', instance_id=db_base.INSTANCE, memory=memory,

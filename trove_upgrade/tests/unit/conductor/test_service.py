@@ -21,9 +21,9 @@ from unittest import mock
 import fixtures
 from oslo_utils import fixture as utils_fixture
 
+from trove_upgrade.common import conductor_rpcapi as rpcapi
 from trove_upgrade.common import context
 from trove_upgrade.common import states
-from trove_upgrade.conductor import rpcapi
 from trove_upgrade.conductor import service
 from trove_upgrade.db import agents as db_agents
 from trove_upgrade.db import upgrades as db_upgrades

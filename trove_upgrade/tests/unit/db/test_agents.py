@@ -17,6 +17,7 @@ import datetime
 from trove_upgrade.common import exception
 from trove_upgrade.common import states
 from trove_upgrade.db import agents as db_agents
+from trove_upgrade.db import transitions as db_transitions
 from trove_upgrade.db import upgrades as db_upgrades
 from trove_upgrade.tests.fixtures import database
 from trove_upgrade.tests.unit.db import base as db_base
@@ -144,8 +145,8 @@ class TestDeleteAgent(db_base.DbTestCase):
 
     def test_deletes_only_that_agent_and_keeps_its_upgrades(self):
         upgrade = self._create()
-        db_upgrades.transition_upgrade(self.context, upgrade['id'],
-                                       states.FAILED, 'agent')
+        db_transitions.transition_upgrade(self.context, upgrade['id'],
+                                          states.FAILED, 'agent')
         db_agents.delete_agent(self.context, INSTANCE)
         self.assertEqual([OTHER_INSTANCE], self._agents())
         kept = db_upgrades.get_upgrade(self.context, upgrade['id'],
@@ -165,8 +166,8 @@ class TestDeleteAgent(db_base.DbTestCase):
         self._create()
         self._advance()
         newest = self._create()
-        db_upgrades.transition_upgrade(self.context, newest['id'],
-                                       states.INSTALLING, 'agent')
+        db_transitions.transition_upgrade(self.context, newest['id'],
+                                          states.INSTALLING, 'agent')
         error = self.assertRaises(exception.AgentBusy, db_agents.delete_agent,
                                   self.context, INSTANCE)
         self.assertEqual(409, error.code)

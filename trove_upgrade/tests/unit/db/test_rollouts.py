@@ -25,6 +25,7 @@ from trove_upgrade.common import states
 from trove_upgrade.db import agents as db_agents
 from trove_upgrade.db import common as db_common
 from trove_upgrade.db import rollouts as db_rollouts
+from trove_upgrade.db import transitions as db_transitions
 from trove_upgrade.db import upgrades as db_upgrades
 from trove_upgrade.tests.fixtures import database
 from trove_upgrade.tests.unit.db import base as db_base
@@ -127,8 +128,8 @@ class TestRolloutsDb(db_base.DbTestCase):
             self.context, rollout, [(db_base.INSTANCE, 1, False),
                                     (db_base.OTHER_INSTANCE, 1, True)],
             'me')
-        db_upgrades.transition_upgrade(self.context, second['id'],
-                                       states.DOWNLOADING, 'agent')
+        db_transitions.transition_upgrade(self.context, second['id'],
+                                          states.DOWNLOADING, 'agent')
         self.now += datetime.timedelta(seconds=1)
         self.assertEqual([first['id']], db_upgrades.mark_upgrades_sent(
             self.context, [first['id'], second['id']], 'conductor'))

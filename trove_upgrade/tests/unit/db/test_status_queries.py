@@ -20,6 +20,7 @@ from trove_upgrade.common import states
 from trove_upgrade.db import agents as db_agents
 from trove_upgrade.db import common as db_common
 from trove_upgrade.db import models
+from trove_upgrade.db import transitions as db_transitions
 from trove_upgrade.db import upgrades as db_upgrades
 from trove_upgrade.tests.unit.db import base as db_base
 
@@ -53,11 +54,11 @@ class TestListUnfinishedUpgrades(db_base.DbTestCase):
 
     def test_leaves_out_final_states_and_changes_nothing(self):
         done = self._create(instance_id=A1)
-        db_upgrades.transition_upgrade(self.context, done['id'],
-                                       states.CANCELLED, 'api')
+        db_transitions.transition_upgrade(self.context, done['id'],
+                                          states.CANCELLED, 'api')
         sent = self._create(instance_id=A2)
-        db_upgrades.transition_upgrade(self.context, sent['id'], states.SENT,
-                                       'api')
+        db_transitions.transition_upgrade(self.context, sent['id'],
+                                          states.SENT, 'api')
         self._advance(100)
 
         found = db_upgrades.list_unfinished_upgrades(self.context, self.now)

@@ -20,7 +20,9 @@ from trove_upgrade.common import exception
 from trove_upgrade.common import states
 from trove_upgrade.db import common as db_common
 from trove_upgrade.db import instance_keys as db_keys
+from trove_upgrade.db import transitions as db_transitions
 from trove_upgrade.db import upgrades as db_upgrades
+from trove_upgrade.services import upgrade_memory
 from trove_upgrade.tests.unit.db import base as db_base
 
 T0 = db_base.T0
@@ -31,8 +33,8 @@ OTHER_INSTANCE = db_base.OTHER_INSTANCE
 class TestTransitionUpgrade(db_base.DbTestCase):
 
     def _transition(self, upgrade, to_state, source='agent', **kw):
-        return db_upgrades.transition_upgrade(self.context, upgrade['id'],
-                                              to_state, source, **kw)
+        return db_transitions.transition_upgrade(self.context, upgrade['id'],
+                                                 to_state, source, **kw)
 
     def _events(self, upgrade):
         return [(e['from_state'], e['to_state'])
@@ -231,7 +233,7 @@ class TestTransitionUpgrade(db_base.DbTestCase):
 
     def test_unknown_upgrade(self):
         self.assertRaises(exception.UpgradeNotFound,
-                          db_upgrades.transition_upgrade, self.context,
+                          db_transitions.transition_upgrade, self.context,
                           uuidutils.generate_uuid(), states.SENT, 'agent')
 
     def test_unknown_state(self):
@@ -333,7 +335,7 @@ class TestTransitionChain(TestTransitionUpgrade):
     """Several moves of one upgrade in one transaction."""
 
     def _chain(self, upgrade, *moves, **kw):
-        return db_upgrades.transition_upgrade_chain(
+        return db_transitions.transition_upgrade_chain(
             self.context, upgrade['id'], moves, 'agent', **kw)
 
     def _details(self, upgrade):
@@ -430,7 +432,7 @@ class TestTransitionChain(TestTransitionUpgrade):
     def test_another_writer_between_read_and_update_is_retried(self):
         upgrade = self._create()
         self._transition(upgrade, states.DOWNLOADING)
-        memory = db_upgrades.UpgradeMemory()
+        memory = upgrade_memory.UpgradeMemory()
         memory.remember(db_upgrades.get_upgrade(self.context, upgrade['id']))
         # Another conductor records VERIFYING: what is remembered is old.
         self._transition(upgrade, states.VERIFYING)

@@ -20,6 +20,7 @@ from oslo_utils import uuidutils
 from trove_upgrade.common import exception
 from trove_upgrade.common import states
 from trove_upgrade.db import resends as db_resends
+from trove_upgrade.db import transitions as db_transitions
 from trove_upgrade.db import upgrades as db_upgrades
 from trove_upgrade.tests.fixtures import database
 from trove_upgrade.tests.unit.db import base as db_base
@@ -158,10 +159,10 @@ class TestGetUpgrade(db_base.DbTestCase):
         other = self._create(instance_id=OTHER_INSTANCE)
         for state in (states.SENT, states.DOWNLOADING):
             self._advance()
-            db_upgrades.transition_upgrade(self.context, upgrade['id'], state,
-                                           'agent')
-        db_upgrades.transition_upgrade(self.context, other['id'], states.SENT,
-                                       'conductor')
+            db_transitions.transition_upgrade(self.context, upgrade['id'],
+                                              state, 'agent')
+        db_transitions.transition_upgrade(self.context, other['id'],
+                                          states.SENT, 'conductor')
         events = db_upgrades.get_upgrade(self.context, upgrade['id'],
                                          with_events=True)['events']
         self.assertEqual(
@@ -200,8 +201,8 @@ class TestListUpgrades(db_base.DbTestCase):
 
     def test_filters(self):
         created = self._create_several()
-        db_upgrades.transition_upgrade(self.context, created[1]['id'],
-                                       states.SENT, 'conductor')
+        db_transitions.transition_upgrade(self.context, created[1]['id'],
+                                          states.SENT, 'conductor')
         rollout_id = uuidutils.generate_uuid()
         in_rollout = self._create(instance_id=uuidutils.generate_uuid(),
                                   rollout_id=rollout_id)
@@ -264,16 +265,16 @@ class TestTimeoutUpgrades(db_base.DbTestCase):
     def test_times_out_only_old_unfinished_upgrades(self):
         old_pending = self._create()
         old_running = self._create()
-        db_upgrades.transition_upgrade(self.context, old_running['id'],
-                                       states.INSTALLING, 'agent')
+        db_transitions.transition_upgrade(self.context, old_running['id'],
+                                          states.INSTALLING, 'agent')
         old_done = self._create()
-        db_upgrades.transition_upgrade(self.context, old_done['id'],
-                                       states.FAILED, 'agent')
+        db_transitions.transition_upgrade(self.context, old_done['id'],
+                                          states.FAILED, 'agent')
         self._advance(600)
         recent = self._create()
         self._advance(300)
 
-        timed_out = db_upgrades.timeout_upgrades(
+        timed_out = db_transitions.timeout_upgrades(
             self.context, T0 + datetime.timedelta(seconds=300))
 
         self.assertEqual(sorted([old_pending['id'], old_running['id']]),
@@ -297,25 +298,25 @@ class TestTimeoutUpgrades(db_base.DbTestCase):
     def test_second_pass_changes_nothing(self):
         self._create()
         self._advance(600)
-        self.assertEqual(1, len(db_upgrades.timeout_upgrades(
+        self.assertEqual(1, len(db_transitions.timeout_upgrades(
             self.context, timeutils.utcnow())))
-        self.assertEqual([], db_upgrades.timeout_upgrades(
+        self.assertEqual([], db_transitions.timeout_upgrades(
             self.context, timeutils.utcnow()))
 
     def test_nothing_to_time_out(self):
-        self.assertEqual([], db_upgrades.timeout_upgrades(self.context, T0))
+        self.assertEqual([], db_transitions.timeout_upgrades(self.context, T0))
 
     def test_aware_cutoff_is_taken_as_utc(self):
         upgrade = self._create()
         self._advance(600)
         cutoff = datetime.datetime(2026, 1, 2, 5, 4, 5, tzinfo=(
             datetime.timezone(datetime.timedelta(hours=2))))
-        self.assertEqual([], db_upgrades.timeout_upgrades(self.context,
-                                                          cutoff))
+        self.assertEqual([], db_transitions.timeout_upgrades(self.context,
+                                                             cutoff))
         cutoff = datetime.datetime(2026, 1, 2, 5, 4, 6, tzinfo=(
             datetime.timezone(datetime.timedelta(hours=2))))
         self.assertEqual([upgrade['id']], [u['id'] for u in
-                                           db_upgrades.timeout_upgrades(
+                                           db_transitions.timeout_upgrades(
                                                self.context, cutoff)])
 
 
@@ -328,18 +329,18 @@ class TestWritesWhileAnotherWrites(db_base.DbTestCase):
     def test_a_transition_waits_for_another_writer(self):
         upgrade = self._create()
         changed, _upgrade = database.while_another_writes(
-            self, lambda: db_upgrades.transition_upgrade(
+            self, lambda: db_transitions.transition_upgrade(
                 self.context, upgrade['id'], states.SENT, 'conductor'))
         self.assertTrue(changed)
         self.assertEqual(states.SENT, self._status(upgrade))
 
     def test_a_group_commit_waits_for_another_writer(self):
         upgrade = self._create()
-        move = db_upgrades.Move(states.SENT, None, {})
-        chain = db_upgrades.Chain(self.context, upgrade['id'], [move],
-                                  'conductor', None, None, None)
+        move = db_transitions.Move(states.SENT, None, {})
+        chain = db_transitions.Chain(self.context, upgrade['id'], [move],
+                                     'conductor', None, None, None)
         [(outcomes, _upgrade)] = database.while_another_writes(
-            self, lambda: db_upgrades.transition_chains_once(
+            self, lambda: db_transitions.transition_chains_once(
                 self.context, [chain]))
         self.assertEqual([True], [changed for changed, _u in outcomes])
         self.assertEqual(states.SENT, self._status(upgrade))

@@ -33,7 +33,7 @@ import webob.exc
 
 from tools.testbed import conffile
 from trove_upgrade.api import handler
-from trove_upgrade.common import hosted_conf
+from trove_upgrade import hosted_conf
 from trove_upgrade.tests import base
 from trove_upgrade.tests.fixtures import database
 from trove_upgrade.trove_extension import app

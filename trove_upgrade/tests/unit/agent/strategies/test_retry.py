@@ -24,8 +24,8 @@ import urllib3
 from trove_upgrade.agent.strategies import base as strategy_base
 from trove_upgrade.agent.strategies import exceptions
 from trove_upgrade.agent.strategies import swift
-from trove_upgrade.tests.unit.strategies import base
-from trove_upgrade.tests.unit.strategies import test_loader
+from trove_upgrade.tests.unit.agent.strategies import base
+from trove_upgrade.tests.unit.agent.strategies import test_loader
 
 
 class ScriptedStrategy(strategy_base.Strategy):

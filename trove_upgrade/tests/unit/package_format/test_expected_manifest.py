@@ -16,7 +16,7 @@ import hashlib
 
 from trove_upgrade.common import package_exceptions as exc
 from trove_upgrade.package_format import manifest as manifest_mod
-from trove_upgrade.tests.unit.packaging import base
+from trove_upgrade.tests.unit.package_format import base
 
 
 class TestExpectedManifest(base.PackagingTestCase):

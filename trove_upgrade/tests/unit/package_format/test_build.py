@@ -18,7 +18,7 @@ import os
 from trove_upgrade.common import package_exceptions as exc
 from trove_upgrade.package_format import build
 from trove_upgrade.package_format import keys
-from trove_upgrade.tests.unit.packaging import base
+from trove_upgrade.tests.unit.package_format import base
 
 
 class TestCollectWheels(base.PackagingTestCase):

@@ -24,7 +24,7 @@ from trove_upgrade.common import canonical
 from trove_upgrade.common import package_exceptions as exc
 from trove_upgrade.package_format import manifest as manifest_mod
 from trove_upgrade.package_format import wheels
-from trove_upgrade.tests.unit.packaging import base
+from trove_upgrade.tests.unit.package_format import base
 
 ENTRY_POINTS = ('[console_scripts]\n'
                 'trove-guestagent = trove.cmd.guest:main\n'

@@ -16,10 +16,11 @@ from unittest import mock
 
 from trove_upgrade.common import rollout_states as rs
 from trove_upgrade.common import states
+from trove_upgrade.services import rollout_plan
 from trove_upgrade.services import rollouts
 from trove_upgrade.services import topology
 from trove_upgrade.tests import base
-from trove_upgrade.tests.unit.rollouts import test_plan
+from trove_upgrade.tests.unit.services import test_rollout_plan as test_plan
 
 # The documented example fleet: set A (primary A0, replicas A1 and A2, and
 # A3 a replica of A2), set B (primary B0, replica B1), cluster C (C0-C2),
@@ -40,9 +41,9 @@ def agents(ids=FLEET):
 
 def plan(dispatches=(), busy=(), rows=ROWS, **values):
     values.setdefault('max_in_flight', 20)
-    return rollouts.plan(test_plan.rollout(**values), agents(),
-                         list(dispatches), set(busy),
-                         topology=topology.Topology(rows))
+    return rollout_plan.plan(test_plan.rollout(**values), agents(),
+                             list(dispatches), set(busy),
+                             topology=topology.Topology(rows))
 
 
 def sent(found):
@@ -124,9 +125,9 @@ class TestPlanWithTopology(base.TestCase):
         found = plan(done + [test_plan.dispatch(A3, states.FAILED)],
                      max_failures=5)
         self.assertEqual(
-            (rollouts.COMPLETE, '7 agent(s) succeeded, 0 already current, '
-                                '1 failed, 3 held by a failed member of '
-                                'their set.'),
+            (rollout_plan.COMPLETE, '7 agent(s) succeeded, 0 already '
+                                    'current, 1 failed, 3 held by a failed '
+                                    'member of their set.'),
             (found.action, found.reason))
 
     def test_a_retry_goes_before_the_rest_of_its_set(self):
@@ -152,7 +153,7 @@ class TestPlanWithTopology(base.TestCase):
         self.assertEqual([(A3, 1, True), (B1, 1, True)], found.dispatch)
 
     def test_off_when_the_rollout_says_so(self):
-        found = rollouts.plan(
+        found = rollout_plan.plan(
             test_plan.rollout(max_in_flight=20, order_by_topology=False),
             agents(), [], set(),
             topology=rollouts.followed_topology(

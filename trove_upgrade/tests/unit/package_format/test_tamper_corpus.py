@@ -27,7 +27,7 @@ from trove_upgrade.package_format import chunked_aead
 from trove_upgrade.package_format import keys
 from trove_upgrade.package_format import manifest as manifest_mod
 from trove_upgrade.package_format import verify
-from trove_upgrade.tests.unit.packaging import base
+from trove_upgrade.tests.unit.package_format import base
 
 HEADER = chunked_aead.HEADER_SIZE
 FRAME = base.SMALL_CHUNK + chunked_aead.TAG_SIZE

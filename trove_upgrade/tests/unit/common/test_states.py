@@ -18,8 +18,8 @@ import re
 from trove_upgrade.common import states
 from trove_upgrade.tests import base
 
-DOC = os.path.join(os.path.dirname(__file__), '..', '..', '..', 'doc',
-                   'source', 'reference', 'state-machine.rst')
+DOC = os.path.join(os.path.dirname(__file__), '..', '..', '..', '..',
+                   'doc', 'source', 'reference', 'state-machine.rst')
 
 
 class TestStates(base.TestCase):

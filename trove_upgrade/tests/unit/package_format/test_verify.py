@@ -19,7 +19,7 @@ from trove_upgrade.common import canonical
 from trove_upgrade.common import package_exceptions as exc
 from trove_upgrade.package_format import keys
 from trove_upgrade.package_format import verify
-from trove_upgrade.tests.unit.packaging import base
+from trove_upgrade.tests.unit.package_format import base
 
 
 class TestVerifyManifest(base.PackagingTestCase):

@@ -22,7 +22,7 @@ from trove_upgrade.agent.strategies import http
 from trove_upgrade.agent.strategies import local
 from trove_upgrade.agent.strategies import rsync
 from trove_upgrade.agent.strategies import swift
-from trove_upgrade.tests.unit.strategies import base
+from trove_upgrade.tests.unit.agent.strategies import base
 
 SWIFT_CREDENTIALS = {'auth_version': '1',
                      'auth_url': 'http://127.0.0.1:8080/auth/v1.0',

@@ -14,12 +14,12 @@
 
 import oslo_messaging as messaging
 
+from trove_upgrade.common import conductor_rpcapi as rpcapi
 from trove_upgrade.common import context
 from trove_upgrade.common import exception
 from trove_upgrade.common import rpc_interface
 from trove_upgrade.common import states
 from trove_upgrade.conductor import manager
-from trove_upgrade.conductor import rpcapi
 from trove_upgrade.db import agents as db_agents
 from trove_upgrade.db import upgrades as db_upgrades
 from trove_upgrade.tests import base

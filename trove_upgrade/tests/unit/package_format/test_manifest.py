@@ -15,7 +15,7 @@
 from trove_upgrade.common import canonical
 from trove_upgrade.common import package_exceptions as exc
 from trove_upgrade.package_format import manifest as manifest_mod
-from trove_upgrade.tests.unit.packaging import base
+from trove_upgrade.tests.unit.package_format import base
 
 
 class TestManifestForm(base.PackagingTestCase):

@@ -20,11 +20,11 @@ TypeError or a seal failure on the other side of the bus.
 import inspect
 
 from trove_upgrade.agent import manager as agent_manager
+from trove_upgrade.common import conductor_rpcapi as conductor_rpcapi
 from trove_upgrade.common import exception
 from trove_upgrade.common import release_mappings
 from trove_upgrade.common import rpc_interface
 from trove_upgrade.conductor import manager as conductor_manager
-from trove_upgrade.conductor import rpcapi as conductor_rpcapi
 from trove_upgrade.services import agent_rpcapi
 from trove_upgrade.tests import base
 

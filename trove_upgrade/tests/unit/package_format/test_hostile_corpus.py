@@ -42,7 +42,7 @@ from trove_upgrade.common import package_exceptions as exc
 from trove_upgrade.package_format import chunked_aead
 from trove_upgrade.package_format import manifest as manifest_mod
 from trove_upgrade.package_format import verify
-from trove_upgrade.tests.unit.packaging import base
+from trove_upgrade.tests.unit.package_format import base
 
 MAX_MESSAGE = exc.MAX_MESSAGE_LENGTH
 GOOD = ('good-1.0-py3-none-any.whl', b'good wheel ' * 1000)

@@ -16,7 +16,7 @@ import json
 
 from trove_upgrade.common import sealing
 from trove_upgrade.tests import base
-from trove_upgrade.tests.unit.sealing import test_sealing
+from trove_upgrade.tests.unit.common import test_sealing
 
 INSTANCE = test_sealing.INSTANCE
 ARGS = {'instance_id': INSTANCE, 'upgrade_id': 'u-1', 'from_version': None}

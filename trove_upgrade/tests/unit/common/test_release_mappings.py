@@ -13,10 +13,10 @@
 """The release mapping stays the one true list of RPC versions."""
 
 from trove_upgrade.agent import manager as agent_manager
+from trove_upgrade.common import conductor_rpcapi as conductor_rpcapi
 from trove_upgrade.common import exception
 from trove_upgrade.common import release_mappings
 from trove_upgrade.conductor import manager as conductor_manager
-from trove_upgrade.conductor import rpcapi as conductor_rpcapi
 from trove_upgrade.services import agent_rpcapi
 from trove_upgrade.tests import base
 

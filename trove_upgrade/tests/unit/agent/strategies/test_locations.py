@@ -13,8 +13,8 @@
 """Location formats: what each strategy accepts, and why it refuses."""
 
 from trove_upgrade.agent.strategies import exceptions
-from trove_upgrade.tests.unit.strategies import base
-from trove_upgrade.tests.unit.strategies import test_loader
+from trove_upgrade.tests.unit.agent.strategies import base
+from trove_upgrade.tests.unit.agent.strategies import test_loader
 
 
 class LocationTestCase(base.StrategyTestCase):

@@ -25,7 +25,7 @@ from trove_upgrade.common import package_exceptions as exc
 from trove_upgrade.package_format import chunked_aead
 from trove_upgrade.package_format import safe_unpack
 from trove_upgrade.package_format import writeback
-from trove_upgrade.tests.unit.packaging import base
+from trove_upgrade.tests.unit.package_format import base
 
 # Several writes per file, a partial last block, and an empty file.
 SIZES = (70000, 20000, 0, 3 * 4096)
