@@ -53,6 +53,7 @@ from oslo_utils import timeutils
 from trove_upgrade.common import exception
 from trove_upgrade.common import rollout_states as rs
 from trove_upgrade.common import states
+from trove_upgrade.common import versions
 from trove_upgrade import conf
 from trove_upgrade.db import agents as db_agents
 from trove_upgrade.db import common as db_common
@@ -104,13 +105,6 @@ def failure_tolerance(rollout, targets):
     if rollout['max_failures_kind'] == PERCENT:
         return rollout['max_failures'] * targets // 100
     return rollout['max_failures']
-
-
-def same_version(a, b):
-    """Versions equal but for an optional leading "v"."""
-    if a is None or b is None:
-        return False
-    return a.lstrip('vV') == b.lstrip('vV')
 
 
 def _unheard_since_timeout(agent, attempt, now, down_time):
@@ -252,7 +246,7 @@ def _waiting_agents(context, rollout, room):
     for instance_id, found in db_agents.selected_undispatched_agents(
             context, _agent_selector(rollout['selector']), rollout['id'],
             first_page=room + _PAGE_SLACK):
-        if not same_version(found, version):
+        if not versions.same(found, version):
             yield instance_id
 
 
@@ -315,8 +309,8 @@ def plan(rollout, agents, dispatches, busy, now=None, down_time=None,
 
     def current(version):
         if version not in compared:
-            compared[version] = same_version(version,
-                                             rollout['instance_version'])
+            compared[version] = versions.same(version,
+                                              rollout['instance_version'])
         return compared[version]
 
     agent_states = {

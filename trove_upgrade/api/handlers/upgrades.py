@@ -18,7 +18,6 @@ from urllib import parse
 import uuid
 
 from oslo_utils import uuidutils
-from packaging import version
 import webob.exc
 
 from trove_upgrade.api.handlers import packages as package_handlers
@@ -26,6 +25,7 @@ from trove_upgrade.api.schemas import upgrades as schema
 from trove_upgrade.api import util
 from trove_upgrade.api import views
 from trove_upgrade.common import exception
+from trove_upgrade.common import versions
 from trove_upgrade.db import agents as db_agents
 from trove_upgrade.db import upgrades as db_upgrades
 from trove_upgrade.policies import upgrades as policies
@@ -36,10 +36,7 @@ from trove_upgrade.services import upgrades
 
 def _check_version(value):
     """The version must be one pip can compare, with or without a "v"."""
-    bare = value[1:] if value[:1] in ('v', 'V') else value
-    try:
-        version.Version(bare)
-    except version.InvalidVersion:
+    if versions.parse(value) is None:
         raise webob.exc.HTTPBadRequest(
             'Invalid JSON body: instance_version %r is not a version '
             '(PEP 440, with an optional leading "v").' % value)
