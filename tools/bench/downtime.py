@@ -45,6 +45,8 @@ import sys
 import tempfile
 import time
 
+from oslo_utils import uuidutils
+
 from trove_upgrade.agent import install
 from trove_upgrade.agent import journal as journal_mod
 from trove_upgrade.agent import pipeline
@@ -146,7 +148,8 @@ def side_by_side(work, package, grace, sign_path, enc_path):
         conf.CONF, journal, installs, sup,
         verifier.PackageVerifier([sign_path + '.pub'], 1, [enc_path]),
         load_strategy=lambda name: CopyStrategy())
-    entry = {'id': 'bench', 'instance_version': '2.0.0',
+    # The agent takes only UUIDs for upgrade ids.
+    entry = {'id': uuidutils.generate_uuid(), 'instance_version': '2.0.0',
              'to_version': '2.0.0', 'from_version': '1.0.0',
              'strategy': 'copy', 'location': package,
              'allow_downgrade': False, 'step': pipeline.ACCEPTED,
