@@ -19,13 +19,13 @@ import webob
 import webob.exc
 
 from trove_upgrade.api.handlers import rollouts as rollout_handlers
-from trove_upgrade.api.schemas import packages as schema
+from trove_upgrade.api.schemas import desired_versions as schema
 from trove_upgrade.api import util
 from trove_upgrade.api import views
 from trove_upgrade.common import exception
 from trove_upgrade.db import agents as db_agents
 from trove_upgrade.db import desired_versions as db
-from trove_upgrade.policies import packages as policies
+from trove_upgrade.policies import desired_versions as policies
 from trove_upgrade import policy
 from trove_upgrade.services import desired_versions
 
@@ -91,7 +91,7 @@ def _view(req, desired, with_agents=False):
 @util.wsgify
 def create_desired_version(req):
     context = req.environ[util.CONTEXT_KEY]
-    policy.authorize(context, policies.DV_CREATE)
+    policy.authorize(context, policies.CREATE)
     util.require_json(req)
     body = util.extract_json(req.body, schema.POST_DESIRED_VERSION)
     values = dict(_DEFAULTS, **body['desired_version'])
@@ -109,7 +109,7 @@ def create_desired_version(req):
 @util.wsgify
 def list_desired_versions(req):
     context = req.environ[util.CONTEXT_KEY]
-    policy.authorize(context, policies.DV_LIST)
+    policy.authorize(context, policies.LIST)
     params = util.query_params(req, schema.LIST_DESIRED_VERSIONS_QUERY)
     found = db.list_desired_versions(context, filters=params)
     return util.json_response(
@@ -119,7 +119,7 @@ def list_desired_versions(req):
 @util.wsgify
 def show_desired_version(req):
     context = req.environ[util.CONTEXT_KEY]
-    policy.authorize(context, policies.DV_SHOW)
+    policy.authorize(context, policies.SHOW)
     desired = db.get_desired_version(context, _dv_id(req))
     return util.json_response(
         {'desired_version': _view(req, desired, with_agents=True)})
@@ -128,7 +128,7 @@ def show_desired_version(req):
 @util.wsgify
 def update_desired_version(req):
     context = req.environ[util.CONTEXT_KEY]
-    policy.authorize(context, policies.DV_UPDATE)
+    policy.authorize(context, policies.UPDATE)
     util.require_json(req)
     body = util.extract_json(req.body, schema.PATCH_DESIRED_VERSION)
     desired = desired_versions.change(
@@ -145,15 +145,15 @@ def _action(rule, function):
             req, desired, with_agents=True)})
 
 
-pause_desired_version = _action(policies.DV_PAUSE, desired_versions.pause)
-resume_desired_version = _action(policies.DV_RESUME,
+pause_desired_version = _action(policies.PAUSE, desired_versions.pause)
+resume_desired_version = _action(policies.RESUME,
                                  desired_versions.resume)
 
 
 @util.wsgify
 def delete_desired_version(req):
     context = req.environ[util.CONTEXT_KEY]
-    policy.authorize(context, policies.DV_DELETE)
+    policy.authorize(context, policies.DELETE)
     desired_versions.delete(context, _dv_id(req))
     return webob.Response(status=204)
 
