@@ -320,3 +320,18 @@ def delete(context, dv_id):
                 pass
     db.delete_desired_version(context, dv_id)
     LOG.info('Desired version %(id)s (%(name)s) deleted.', desired)
+
+
+def get_desired_version(context, dv_id):
+    """:raises: DesiredVersionNotFound."""
+    return db.get_desired_version(context, dv_id)
+
+
+def list_desired_versions(context, filters=None):
+    """Desired versions, oldest first: the order of their precedence."""
+    return db.list_desired_versions(context, filters=filters)
+
+
+def list_events(context, dv_id):
+    """Every recorded change of a desired version, oldest first."""
+    return db.list_events(context, dv_id)

@@ -23,10 +23,9 @@ from trove_upgrade.api.schemas import desired_versions as schema
 from trove_upgrade.api import util
 from trove_upgrade.api import views
 from trove_upgrade.common import exception
-from trove_upgrade.db import agents as db_agents
-from trove_upgrade.db import desired_versions as db
 from trove_upgrade.policies import desired_versions as policies
 from trove_upgrade import policy
+from trove_upgrade.services import agents
 from trove_upgrade.services import desired_versions
 
 # As a rollout's, but a standing declaration keeps its canary at 1 and
@@ -75,16 +74,17 @@ def _view(req, desired, with_agents=False):
                                  'desired-versions', desired['id'])
     if with_agents:
         view = desired_versions.view(context, desired)
-        agents = dict(view.plan.agents, **view.extra)
+        agent_states = dict(view.plan.agents, **view.extra)
         body['counters'] = dict(
             view.plan.counters,
             **{state: list(view.extra.values()).count(state)
                for state in (desired_versions.AGENT_AHEAD,
                              desired_versions.AGENT_BLOCKED)})
         body['agents'] = [{'instance_id': i, 'state': s}
-                          for i, s in sorted(agents.items())]
-        body['events'] = [dict(e, created_at=util.isotime(e['created_at']))
-                          for e in db.list_events(context, desired['id'])]
+                          for i, s in sorted(agent_states.items())]
+        body['events'] = [
+            dict(e, created_at=util.isotime(e['created_at']))
+            for e in desired_versions.list_events(context, desired['id'])]
     return body
 
 
@@ -111,7 +111,8 @@ def list_desired_versions(req):
     context = req.environ[util.CONTEXT_KEY]
     policy.authorize(context, policies.LIST)
     params = util.query_params(req, schema.LIST_DESIRED_VERSIONS_QUERY)
-    found = db.list_desired_versions(context, filters=params)
+    found = desired_versions.list_desired_versions(context,
+                                                   filters=params)
     return util.json_response(
         {'desired_versions': [_view(req, d) for d in found]})
 
@@ -120,7 +121,7 @@ def list_desired_versions(req):
 def show_desired_version(req):
     context = req.environ[util.CONTEXT_KEY]
     policy.authorize(context, policies.SHOW)
-    desired = db.get_desired_version(context, _dv_id(req))
+    desired = desired_versions.get_desired_version(context, _dv_id(req))
     return util.json_response(
         {'desired_version': _view(req, desired, with_agents=True)})
 
@@ -171,14 +172,11 @@ def list_targets(req):
     marker = params.get('marker')
     if marker is not None:
         marker = str(uuid.UUID(marker))
-        if not db_agents.list_selected_agents(
-                context, {'instance_ids': [marker]}):
+        if not agents.is_registered(context, marker):
             raise exception.MarkerNotFound(marker=marker)
     owners = desired_versions.owners(context, wanted, after=marker,
                                      limit=limit)
-    running = {a['instance_id']: a['guest_version'] for a in
-               db_agents.list_selected_agents(
-                   context, {'instance_ids': sorted(owners)})}
+    running = agents.running_versions(context, owners)
     targets = []
     for instance_id in sorted(owners):
         target = desired_versions.describe_target(owners[instance_id])
