@@ -227,6 +227,23 @@ def resolve(context, name, version):
     return package
 
 
+def deploy_by_reference(context, values, agents):
+    """Fill ``strategy`` and ``location`` from the package ``values`` name.
+
+    ``values`` are an upgrade's or a rollout's; ``agents`` those it
+    targets (or a function returning them, called only when a package is
+    named), refused when below the package's floor. Without ``package``
+    nothing changes. Nothing is recorded.
+    """
+    name = values.pop('package', None)
+    if name is None:
+        return
+    package = resolve(context, name, values['instance_version'])
+    check_floor(package, agents() if callable(agents) else agents)
+    values['strategy'] = package['strategy']
+    values['location'] = package['location']
+
+
 def below_floor(package, running_version):
     """Whether an agent at ``running_version`` cannot take ``package``.
 

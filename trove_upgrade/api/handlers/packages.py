@@ -10,7 +10,7 @@
 #    License for the specific language governing permissions and limitations
 #    under the License.
 
-"""Handlers of /v1.0/{tenant_id}/mgmt/packages, and deploy by reference."""
+"""Handlers of /v1.0/{tenant_id}/mgmt/packages."""
 
 from oslo_utils import uuidutils
 import webob
@@ -46,36 +46,6 @@ def _view(req, package):
         created_at=util.isotime(package['created_at']),
         updated_at=util.isotime(package['updated_at']),
         links=views._links(req, tenant_id, 'packages', package['id']))
-
-
-def deploy_by_reference(context, values, agents_of):
-    """Fill ``strategy`` and ``location`` from a named package.
-
-    ``values`` are an upgrade's or a rollout's, ``agents_of()`` the agents
-    it targets now (for the package's ``min_upgrade_from`` floor), called
-    only when a package is named. Without
-    ``package`` both ``strategy`` and ``location`` are required, as
-    before. Nothing is recorded or sent when this raises.
-    """
-    name = values.pop('package', None)
-    if name is None:
-        missing = [k for k in ('strategy', 'location') if k not in values]
-        if missing:
-            raise webob.exc.HTTPBadRequest(
-                'Invalid JSON body: give either package, or strategy and '
-                'location (%s missing).' % ' and '.join(missing))
-        return None
-    given = [k for k in ('strategy', 'location') if k in values]
-    if given:
-        raise webob.exc.HTTPBadRequest(
-            'Invalid JSON body: package names where the version is; do not '
-            'also give %s.' % ' and '.join(given))
-    package = package_registry.resolve(context, name,
-                                       values['instance_version'])
-    package_registry.check_floor(package, agents_of())
-    values['strategy'] = package['strategy']
-    values['location'] = package['location']
-    return package
 
 
 @util.wsgify

@@ -17,7 +17,6 @@ from oslo_utils import uuidutils
 import webob
 import webob.exc
 
-from trove_upgrade.api.handlers import packages as package_handlers
 from trove_upgrade.api.handlers import upgrades as upgrade_handlers
 from trove_upgrade.api.schemas import rollouts as schema
 from trove_upgrade.api import util
@@ -26,6 +25,7 @@ from trove_upgrade.common import exception
 from trove_upgrade.db import rollouts as db_rollouts
 from trove_upgrade.policies import rollouts as policies
 from trove_upgrade import policy
+from trove_upgrade.services import packages as package_registry
 from trove_upgrade.services import rollouts
 
 # Defaults of the optional fields: one canary, one agent at a time, stop
@@ -89,8 +89,8 @@ def create_rollout(req):
     util.require_json(req)
     values = _values(util.extract_json(req.body, schema.POST_ROLLOUT))
     selected = rollouts.select_agents(context, values['selector'])
-    package_handlers.deploy_by_reference(context, values,
-                                         lambda: selected)
+    util.check_package_reference(values)
+    package_registry.deploy_by_reference(context, values, selected)
     rollout = rollouts.create_rollout(context, values)
     tenant_id = req.urlvars['tenant_id']
     return util.json_response(

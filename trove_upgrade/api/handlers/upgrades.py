@@ -20,13 +20,11 @@ import uuid
 from oslo_utils import uuidutils
 import webob.exc
 
-from trove_upgrade.api.handlers import packages as package_handlers
 from trove_upgrade.api.schemas import upgrades as schema
 from trove_upgrade.api import util
 from trove_upgrade.api import views
 from trove_upgrade.common import exception
 from trove_upgrade.common import versions
-from trove_upgrade.db import agents as db_agents
 from trove_upgrade.db import upgrades as db_upgrades
 from trove_upgrade.policies import upgrades as policies
 from trove_upgrade import policy
@@ -40,14 +38,6 @@ def _check_version(value):
         raise webob.exc.HTTPBadRequest(
             'Invalid JSON body: instance_version %r is not a version '
             '(PEP 440, with an optional leading "v").' % value)
-
-
-def _agents_of(context, instance_id):
-    """The instance's agent, in a list; empty before it registered."""
-    try:
-        return [db_agents.get_agent(context, instance_id)]
-    except exception.AgentNotFound:
-        return []
 
 
 def normalized_instance(id_or_name):
@@ -117,9 +107,8 @@ def create_instance_upgrade(req):
 
 def _create(req, context, values):
     _check_version(values['instance_version'])
+    util.check_package_reference(values)
     values['instance_id'] = normalized_instance(values['instance_id'])
-    package_handlers.deploy_by_reference(
-        context, values, lambda: _agents_of(context, values['instance_id']))
     values.setdefault('metadata', {})
     values.setdefault('allow_downgrade', False)
     upgrade = upgrades.create_upgrade(context, values)
