@@ -17,7 +17,8 @@ import webob
 
 from trove_upgrade.api.schemas import agents as schema
 from trove_upgrade.api import util
-from trove_upgrade.api import views
+from trove_upgrade.api.views import agents as agent_views
+from trove_upgrade.api.views import common as views
 from trove_upgrade.common import exception
 from trove_upgrade.policies import agents as policies
 from trove_upgrade import policy
@@ -25,8 +26,8 @@ from trove_upgrade.services import agents
 
 
 def _view(req, agent):
-    return views.agent(req, req.urlvars['tenant_id'], agent,
-                       req.environ[util.CONF_KEY].conductor.agent_down_time)
+    down_time = req.environ[util.CONF_KEY].conductor.agent_down_time
+    return agent_views.agent(req, req.urlvars['tenant_id'], agent, down_time)
 
 
 def _labels(params):

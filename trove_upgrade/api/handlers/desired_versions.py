@@ -21,7 +21,8 @@ import webob.exc
 from trove_upgrade.api.handlers import rollouts as rollout_handlers
 from trove_upgrade.api.schemas import desired_versions as schema
 from trove_upgrade.api import util
-from trove_upgrade.api import views
+from trove_upgrade.api.views import common as views
+from trove_upgrade.api.views import desired_versions as dv_views
 from trove_upgrade.common import exception
 from trove_upgrade.policies import desired_versions as policies
 from trove_upgrade import policy
@@ -55,37 +56,18 @@ def _thresholds(values):
     for name in ('max_in_flight', 'max_failures'):
         if name in values:
             values[name], values[name + '_kind'] = (
-                rollout_handlers._threshold(values[name]))
+                rollout_handlers.threshold_of(values[name]))
     return values
 
 
 def _view(req, desired, with_agents=False):
     context = req.environ[util.CONTEXT_KEY]
-    body = {k: desired[k] for k in (
-        'id', 'name', 'package_name', 'version', 'selector', 'canary',
-        'per_agent_retries', 'agent_deadline', 'status', 'status_detail',
-        'failures_acknowledged', 'project_id', 'user_id')}
-    for name in ('max_in_flight', 'max_failures'):
-        body[name] = views._threshold(desired[name],
-                                      desired[name + '_kind'])
-    body['created_at'] = util.isotime(desired['created_at'])
-    body['updated_at'] = util.isotime(desired['updated_at'])
-    body['links'] = views._links(req, req.urlvars['tenant_id'],
-                                 'desired-versions', desired['id'])
+    view = events = None
     if with_agents:
         view = desired_versions.view(context, desired)
-        agent_states = dict(view.plan.agents, **view.extra)
-        body['counters'] = dict(
-            view.plan.counters,
-            **{state: list(view.extra.values()).count(state)
-               for state in (desired_versions.AGENT_AHEAD,
-                             desired_versions.AGENT_BLOCKED)})
-        body['agents'] = [{'instance_id': i, 'state': s}
-                          for i, s in sorted(agent_states.items())]
-        body['events'] = [
-            dict(e, created_at=util.isotime(e['created_at']))
-            for e in desired_versions.list_events(context, desired['id'])]
-    return body
+        events = desired_versions.list_events(context, desired['id'])
+    return dv_views.desired_version(req, req.urlvars['tenant_id'], desired,
+                                    view, events)
 
 
 @util.wsgify

@@ -18,7 +18,8 @@ import webob.exc
 
 from trove_upgrade.api.schemas import packages as schema
 from trove_upgrade.api import util
-from trove_upgrade.api import views
+from trove_upgrade.api.views import common as views
+from trove_upgrade.api.views import packages as package_views
 from trove_upgrade.common import exception
 from trove_upgrade.db import packages as db
 from trove_upgrade.policies import packages as policies
@@ -35,17 +36,7 @@ def _package_id(req):
 
 
 def _view(req, package):
-    tenant_id = req.urlvars['tenant_id']
-    return dict(
-        {k: package[k] for k in (
-            'id', 'name', 'version', 'strategy', 'location', 'state', 'size',
-            'sha256', 'min_upgrade_from', 'signer_key_ids', 'project_id',
-            'user_id')},
-        manifest_created_at=util.isotime(package['manifest_created_at']),
-        manifest_expires_at=util.isotime(package['manifest_expires_at']),
-        created_at=util.isotime(package['created_at']),
-        updated_at=util.isotime(package['updated_at']),
-        links=views._links(req, tenant_id, 'packages', package['id']))
+    return package_views.package(req, req.urlvars['tenant_id'], package)
 
 
 @util.wsgify

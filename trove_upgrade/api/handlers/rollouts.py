@@ -20,7 +20,8 @@ import webob.exc
 from trove_upgrade.api.handlers import upgrades as upgrade_handlers
 from trove_upgrade.api.schemas import rollouts as schema
 from trove_upgrade.api import util
-from trove_upgrade.api import views
+from trove_upgrade.api.views import common as views
+from trove_upgrade.api.views import rollouts as rollout_views
 from trove_upgrade.common import exception
 from trove_upgrade.db import rollouts as db_rollouts
 from trove_upgrade.policies import rollouts as policies
@@ -43,7 +44,7 @@ def _rollout_id(req):
     return util.canonical_id(rollout_id)
 
 
-def _threshold(value):
+def threshold_of(value):
     """(number, kind) of a count or of a "10%" percent."""
     if isinstance(value, str):
         return int(value[:-1]), rollouts.PERCENT
@@ -64,13 +65,13 @@ def _start_at(value):
 
 def _values(body):
     values = dict(_DEFAULTS, **body['rollout'])
-    upgrade_handlers._check_version(values['instance_version'])
+    upgrade_handlers.check_version(values['instance_version'])
     if 'instance_ids' in values['selector']:
         values['selector'] = dict(values['selector'], instance_ids=sorted(
             upgrade_handlers.normalized_instance(i)
             for i in values['selector']['instance_ids']))
     for name in ('max_in_flight', 'max_failures'):
-        values[name], values[name + '_kind'] = _threshold(values[name])
+        values[name], values[name + '_kind'] = threshold_of(values[name])
     values['start_at'] = _start_at(values.get('start_at'))
     return values
 
@@ -79,7 +80,7 @@ def _view(req, rollout, with_agents=False):
     plan = None
     if with_agents:
         plan = rollouts.plan_for(req.environ[util.CONTEXT_KEY], rollout)
-    return views.rollout(req, req.urlvars['tenant_id'], rollout, plan)
+    return rollout_views.rollout(req, req.urlvars['tenant_id'], rollout, plan)
 
 
 @util.wsgify
@@ -96,7 +97,7 @@ def create_rollout(req):
     return util.json_response(
         {'rollout': _view(req, rollout, with_agents=True)}, status=201,
         headers=[('Location',
-                  views.rollout_url(req, tenant_id, rollout['id']))])
+                  rollout_views.url(req, tenant_id, rollout['id']))])
 
 
 @util.wsgify
