@@ -143,6 +143,11 @@ def register_package(context, values):
     return package
 
 
+def get_package(context, package_id):
+    """:raises: PackageNotFound."""
+    return db.get_package(context, package_id)
+
+
 def list_packages(context, name=None, state=None, version=None):
     """Registered packages; ``version`` is a version, wildcard or range."""
     filters = {k: v for k, v in (('name', name), ('state', state)) if v}

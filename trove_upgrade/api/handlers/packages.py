@@ -21,7 +21,6 @@ from trove_upgrade.api import util
 from trove_upgrade.api.views import common as views
 from trove_upgrade.api.views import packages as package_views
 from trove_upgrade.common import exception
-from trove_upgrade.db import packages as db
 from trove_upgrade.policies import packages as policies
 from trove_upgrade import policy
 from trove_upgrade.services import fleet
@@ -64,7 +63,7 @@ def list_packages(req):
 def show_package(req):
     context = req.environ[util.CONTEXT_KEY]
     policy.authorize(context, policies.SHOW)
-    package = db.get_package(context, _package_id(req))
+    package = package_registry.get_package(context, _package_id(req))
     view = _view(req, package)
     view['used_by'] = package_registry.users_of(context, package)
     return util.json_response({'package': view})
