@@ -576,3 +576,14 @@ def abort_rollout(context, rollout_id):
 def delete_rollout(context, rollout_id):
     """Delete an ended rollout; its upgrades keep its id."""
     db_rollouts.delete_rollout(context, rollout_id, rs.FINISHED_STATES)
+
+
+def get_rollout(context, rollout_id):
+    """:raises: RolloutNotFound."""
+    return db_rollouts.get_rollout(context, rollout_id)
+
+
+def list_rollouts(context, filters=None, limit=None, marker=None):
+    """Rollouts newest first, filtered by exact match, a page at a time."""
+    return db_rollouts.list_rollouts(context, filters=filters, limit=limit,
+                                     marker=marker)

@@ -23,7 +23,6 @@ from trove_upgrade.api import util
 from trove_upgrade.api.views import common as views
 from trove_upgrade.api.views import rollouts as rollout_views
 from trove_upgrade.common import exception
-from trove_upgrade.db import rollouts as db_rollouts
 from trove_upgrade.policies import rollouts as policies
 from trove_upgrade import policy
 from trove_upgrade.services import packages as package_registry
@@ -108,8 +107,8 @@ def list_rollouts(req):
     limit = util.get_limit(params, req.environ[util.CONF_KEY].api.max_limit)
     filters = {name: params[name] for name in ('status', 'name')
                if name in params}
-    found = db_rollouts.list_rollouts(context, filters=filters, limit=limit,
-                                      marker=util.get_marker(params))
+    found = rollouts.list_rollouts(context, filters=filters, limit=limit,
+                                   marker=util.get_marker(params))
     items = [_view(req, r) for r in found]
     return util.json_response(views.page(req, 'rollouts', items, limit,
                                          'id'))
@@ -119,7 +118,7 @@ def list_rollouts(req):
 def show_rollout(req):
     context = req.environ[util.CONTEXT_KEY]
     policy.authorize(context, policies.SHOW)
-    rollout = db_rollouts.get_rollout(context, _rollout_id(req))
+    rollout = rollouts.get_rollout(context, _rollout_id(req))
     return util.json_response(
         {'rollout': _view(req, rollout, with_agents=True)})
 
