@@ -74,7 +74,7 @@ import kombu
 import oslo_messaging as messaging
 from oslo_utils import uuidutils
 
-import rollout_scale
+import measure
 from trove_upgrade.agent import journal as journal_mod
 from trove_upgrade.agent import outbox as outbox_mod
 from trove_upgrade.common import conductor_rpcapi as rpcapi
@@ -96,7 +96,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(
 from tools.testbed import fleet as fleet_fixture  # noqa: E402
 
 CONF = conf.CONF
-RABBIT = rollout_scale.RABBIT
+RABBIT = measure.RABBIT
 # The reports ``agent.pipeline`` makes after the claim, in order.
 STAGES = (states.VERIFYING, states.INSTALLING, states.RESTARTING,
           states.SUCCESS)
@@ -131,10 +131,10 @@ def _measure(pid, apis, ctxt, topic, pool, function, items):
     """CPU seconds of ``pid``'s processes while ``function`` ran on items."""
     first = next(iter(apis))
     _settle(apis[first], ctxt, topic, first)
-    before = rollout_scale._cpu_seconds(pid)
+    before = measure.cpu_seconds(pid)
     _each(pool, function, items)
     _settle(apis[first], ctxt, topic, first)
-    return rollout_scale._cpu_seconds(pid) - before
+    return measure.cpu_seconds(pid) - before
 
 
 class _Counted:
@@ -283,16 +283,16 @@ def bench_raw_calls(exchange, total, threads):
                     messaging.MessageDeliveryFailure):
                 time.sleep(0.5)
         with concurrent.futures.ThreadPoolExecutor(threads) as pool:
-            before = rollout_scale._cpu_seconds(server.pid)
+            before = measure.cpu_seconds(server.pid)
             _each(pool, call, range(total))
-            cpu = rollout_scale._cpu_seconds(server.pid) - before
-            before = rollout_scale._cpu_seconds(server.pid)
+            cpu = measure.cpu_seconds(server.pid) - before
+            before = measure.cpu_seconds(server.pid)
             _each(pool, lambda _i: call(kind='cast'), range(total))
             while not _queue_empty(topic):
                 time.sleep(0.05)
             call()
             time.sleep(0.3)
-            cast_cpu = rollout_scale._cpu_seconds(server.pid) - before
+            cast_cpu = measure.cpu_seconds(server.pid) - before
     finally:
         server.stdin.close()
         server.wait(30)
@@ -361,12 +361,12 @@ def main():
     CONF.set_override('control_exchange', exchange)
     connection, drop = args.connection, None
     if connection is None:
-        connection, _sessions, drop = rollout_scale._temporary_database(
+        connection, _sessions, drop = measure.temporary_database(
             suffix)
     ctxt = tu_context.get_admin_context()
     try:
         with tempfile.TemporaryDirectory() as workdir:
-            rollout_scale._migrate(workdir, connection)
+            measure.migrate(workdir, connection)
             CONF.set_override('connection', connection, group='database')
             keyrings = _agents(ctxt, args.agents + args.upgrades)
             keys_settled = (time.monotonic() + sealing_keys.CLOCK_SKEW
@@ -383,7 +383,7 @@ def main():
                              'rollout_interval': '600'})
             fleet.setUp()
             try:
-                _rate, raw_cast = rollout_scale.bench_raw_casts(
+                _rate, raw_cast = measure.bench_raw_casts(
                     exchange, args.raw_casts)
                 raw_call, raw_consumed = bench_raw_calls(
                     exchange, args.raw_calls, args.threads)

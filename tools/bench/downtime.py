@@ -45,9 +45,12 @@ import sys
 import tempfile
 import time
 
+from oslo_utils import uuidutils
+
 from trove_upgrade.agent import install
 from trove_upgrade.agent import journal as journal_mod
 from trove_upgrade.agent import pipeline
+from trove_upgrade.agent import strategies
 from trove_upgrade.agent import supervisor
 from trove_upgrade.agent import verifier
 from trove_upgrade import conf
@@ -59,18 +62,11 @@ from trove_upgrade.package_format import manifest as manifest_mod
 # the repository's root.
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__)))))
+from tools.testbed import conffile  # noqa: E402
 from tools.testbed import sample_guest  # noqa: E402
 
 STATE_DIR = '../../guest-run'
 MIB = 1024 * 1024
-
-
-class CopyStrategy:
-    """Fetches from the local disk, so the network is not measured."""
-
-    def fetch(self, location, dest_path, max_bytes):
-        shutil.copyfile(location, dest_path)
-        return os.path.getsize(dest_path)
 
 
 class TimedSupervisor(supervisor.GuestSupervisor):
@@ -114,9 +110,15 @@ def _package(work, version, padding, signing, enc):
     return wheel, path
 
 
-def _configure(root, grace):
+def _configure(root, grace, work):
+    # The local strategy reads the packages where the benchmark built them.
+    strategy_dir = os.path.join(work, 'strategies.d')
+    conffile.write_conf(os.path.join(strategy_dir, 'local.conf'),
+                        {'local': {'allowed_dirs': [work]}})
     conf.CONF([], project='trove-upgrade')
     for name, value in (('install_root', root),
+                        ('strategy_config_dir', strategy_dir),
+                        ('allowed_strategies', ['local']),
                         ('guest_command',
                          sample_guest.guest_command(STATE_DIR)),
                         ('health_grace', grace), ('health_timeout', 30),
@@ -137,7 +139,7 @@ def _fresh_root(work, name):
 
 def side_by_side(work, package, grace, sign_path, enc_path):
     root, journal, installs = _fresh_root(work, 'side-by-side')
-    _configure(root, grace)
+    _configure(root, grace, work)
     sup = TimedSupervisor(installs, conf.CONF.agent.guest_command)
     health = sample_guest.health_command(STATE_DIR)
     sup.restart(health, grace, 30, 1)
@@ -145,10 +147,12 @@ def side_by_side(work, package, grace, sign_path, enc_path):
     runner = pipeline.UpgradePipeline(
         conf.CONF, journal, installs, sup,
         verifier.PackageVerifier([sign_path + '.pub'], 1, [enc_path]),
-        load_strategy=lambda name: CopyStrategy())
-    entry = {'id': 'bench', 'instance_version': '2.0.0',
+        # The local disk, so that the network is not measured.
+        load_strategy=lambda name: strategies.load('local', conf=conf.CONF))
+    # The agent takes only UUIDs for upgrade ids.
+    entry = {'id': uuidutils.generate_uuid(), 'instance_version': '2.0.0',
              'to_version': '2.0.0', 'from_version': '1.0.0',
-             'strategy': 'copy', 'location': package,
+             'strategy': 'local', 'location': package,
              'allow_downgrade': False, 'step': pipeline.ACCEPTED,
              'attempts': 1, 'detail': ''}
     with journal.update() as data:

@@ -79,23 +79,17 @@ Nothing is asserted: it prints figures. All traffic stays on loopback.
 from trove_upgrade.common import threading_backend  # noqa: F401
 
 import argparse
-import collections
-import contextlib
 import os
 import re
 import signal
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 import uuid
 
-import kombu
-import oslo_messaging as messaging
-import psycopg2
 import sqlalchemy as sa
 
+import measure
 from trove_upgrade.common import context as tu_context
 from trove_upgrade.common import rollout_states as rs
 from trove_upgrade import conf
@@ -108,12 +102,11 @@ from trove_upgrade.services import rollouts
 # the repository's root.
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__)))))
-from tools.testbed import conffile  # noqa: E402
 from tools.testbed import fleet as fleet_fixture  # noqa: E402
 
 CONF = conf.CONF
 BIN = os.path.dirname(sys.executable)
-RABBIT = 'rabbit://guest:guest@127.0.0.1:5672/'
+RABBIT = measure.RABBIT
 # Bounds every wait: a stuck run ends instead of looping.
 COMPLETION_TIMEOUT = 1800
 _RECONCILER = re.compile(r'Rollout reconciler [^:\s]+:(\d+) started')
@@ -125,168 +118,6 @@ _DISPATCHED = re.compile(
     r'([\d.]+) s marking')
 _SENT_AGAIN = re.compile(r'Upgrade \S+ sent to the agent of instance \S+ '
                          r'again')
-
-
-def _stat(pid):
-    with open('/proc/%s/stat' % pid) as f:
-        return f.read().rsplit(')', 1)[1].split()
-
-
-def _own_cpu_seconds(pid):
-    """User and system CPU of ``pid`` alone."""
-    fields = _stat(pid)
-    return (int(fields[11]) + int(fields[12])) / os.sysconf('SC_CLK_TCK')
-
-
-def _cpu_seconds(pid):
-    """User and system CPU of ``pid`` and of every process it forked.
-
-    The conductor's launcher forks its workers, and each worker its
-    rollout reconciler: all of it is the conductor's work.
-    """
-    children = collections.defaultdict(set)
-    for entry in os.listdir('/proc'):
-        if entry.isdigit():
-            try:
-                children[int(_stat(entry)[1])].add(int(entry))
-            except (FileNotFoundError, ProcessLookupError):
-                continue
-    pids, todo = set(), [pid]
-    while todo:
-        current = todo.pop()
-        pids.add(current)
-        todo.extend(children[current] - pids)
-    total = 0.0
-    for current in pids:
-        try:
-            total += _own_cpu_seconds(current)
-        except (FileNotFoundError, ProcessLookupError):
-            continue
-    return total
-
-
-def _temporary_database(suffix):
-    """A PostgreSQL database for this run; returns (url, sessions, drop).
-
-    ``sessions()`` is how many sessions were opened to it so far; the
-    count of a session that is still open may not be in it yet.
-    """
-    name = 'trove_upgrade_bench_%s' % suffix
-    server = psycopg2.connect(host='127.0.0.1', user='postgres',
-                              dbname='postgres')
-    server.autocommit = True
-    with server.cursor() as cursor:
-        cursor.execute('CREATE DATABASE %s' % name)
-
-    def sessions():
-        with server.cursor() as cursor:
-            cursor.execute('SELECT pg_stat_clear_snapshot()')
-            cursor.execute('SELECT sessions FROM pg_stat_database '
-                           'WHERE datname = %s', (name,))
-            return cursor.fetchone()[0]
-
-    def drop():
-        with server.cursor() as cursor:
-            cursor.execute('DROP DATABASE %s' % name)
-        server.close()
-    return ('postgresql+psycopg2://postgres@127.0.0.1/%s' % name, sessions,
-            drop)
-
-
-@contextlib.contextmanager
-def _raw_caster(exchange, topic='guestagent_upgrade.bench-raw-casts'):
-    """A function that casts the dispatch's message with oslo.messaging.
-
-    To a queue bound as an agent's is, deleted afterwards, so that RabbitMQ
-    routes and stores each message as it does a dispatch's. The connection
-    is opened before it is handed out, outside any timing.
-    """
-    with kombu.Connection(RABBIT.replace('rabbit://', 'amqp://')) as conn:
-        channel = conn.channel()
-        queue = kombu.Queue(topic, kombu.Exchange(exchange, type='topic',
-                                                  durable=False),
-                            routing_key=topic, durable=False)
-        queue(channel).declare()
-        transport = messaging.get_rpc_transport(CONF, url=RABBIT)
-        ctxt = tu_context.get_admin_context().to_dict()
-        client = messaging.get_rpc_client(
-            transport, messaging.Target(topic=topic, exchange=exchange,
-                                        version='1.0'))
-
-        def cast():
-            client.cast(ctxt, 'upgrade', upgrade_id=str(uuid.uuid4()),
-                        instance_id=str(uuid.uuid4()),
-                        instance_version='v2.0.0', strategy='http',
-                        location='https://127.0.0.1/trove-guestagent.tar',
-                        metadata={}, allow_downgrade=False)
-
-        cast()
-        try:
-            yield cast
-        finally:
-            transport.cleanup()
-            channel.queue_delete(topic)
-
-
-def bench_raw_casts(exchange, total):
-    """Casts per second of one thread, same message, to a real queue.
-
-    Returns (casts per second, CPU seconds per cast).
-    """
-    with _raw_caster(exchange) as cast:
-        started = time.perf_counter()
-        cpu_started = time.process_time()
-        for _ in range(total):
-            cast()
-        cpu = time.process_time() - cpu_started
-        seconds = time.perf_counter() - started
-    return total / seconds, cpu / total
-
-
-class RawCastsMeanwhile(threading.Thread):
-    """Raw casts in small bursts while something else runs.
-
-    A cast's CPU grows with the load of the cores (RabbitMQ answering its
-    confirm later, caches shared with the fleet): these are timed under
-    the load the reconciler's own casts see, the thread's own CPU only, a
-    burst of ``BURST`` every ``PERIOD`` seconds so that they add little to
-    that load. Run with the fleet idle too, they show what the pacing
-    alone costs.
-    """
-
-    BURST = 10
-    PERIOD = 0.05
-
-    def __init__(self, exchange):
-        super().__init__(daemon=True)
-        self.exchange = exchange
-        self.stopping = threading.Event()
-        self.ready = threading.Event()
-        self.count = 0
-        self.cpu = 0.0
-
-    def run(self):
-        with _raw_caster(self.exchange,
-                         'guestagent_upgrade.bench-raw-meanwhile') as cast:
-            self.ready.set()
-            while not self.stopping.wait(self.PERIOD):
-                started = time.thread_time()
-                for _ in range(self.BURST):
-                    cast()
-                self.cpu += time.thread_time() - started
-                self.count += self.BURST
-
-    def __enter__(self):
-        self.start()
-        self.ready.wait()
-        return self
-
-    def __exit__(self, *exc_info):
-        self.stopping.set()
-        self.join()
-
-    def cpu_per_cast(self):
-        return self.cpu / max(self.count, 1)
 
 
 # Members of each set the fleet is arranged in, with --topology.
@@ -332,15 +163,6 @@ def _trove_topology(connection, instance_ids):
         engine.dispose()
 
 
-def _migrate(workdir, connection):
-    config = os.path.join(workdir, 'manage.conf')
-    conffile.write_conf(config, {'database': {'connection':
-                                              connection}})
-    subprocess.run([os.path.join(BIN, 'trove-upgrade-manage'),
-                    '--config-file', config, 'db', 'sync'],
-                   check=True, capture_output=True)
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--agents', type=int, default=2000)
@@ -384,10 +206,11 @@ def main():
     sessions = drop = None
     connection = args.connection
     if connection is None:
-        connection, sessions, drop = _temporary_database(suffix)
+        connection, sessions, drop = measure.temporary_database(suffix)
     trove = drop_trove = None
     if args.topology:
-        trove, _sessions, drop_trove = _temporary_database('trove_' + suffix)
+        trove, _sessions, drop_trove = measure.temporary_database(
+            'trove_' + suffix)
         _trove_tables(trove)
         rabbit_options['trove'] = {'connection': trove}
         CONF.set_override('connection', trove, group='trove')
@@ -403,7 +226,7 @@ def main():
 def _bench(args, exchange, rabbit_options, connection, sessions, drop,
            trove):
     with tempfile.TemporaryDirectory() as workdir:
-        _migrate(workdir, connection)
+        measure.migrate(workdir, connection)
         CONF.set_override('connection', connection, group='database')
         fleet = fleet_fixture.Fleet(
             workdir, rabbit_options, connection,
@@ -509,7 +332,8 @@ def _run(args, fleet, exchange, trove=None):
     registration = time.monotonic() - started
     if trove is not None:
         _trove_topology(trove, sorted(measured))
-    raw_rate, raw_cpu = bench_raw_casts(exchange, max(args.agents, 1000))
+    raw_rate, raw_cpu = measure.bench_raw_casts(
+        exchange, max(args.agents, 1000))
     reconciler = int(_RECONCILER.search(fleet.logs()).group(1))
 
     admin = tu_context.get_admin_context()
@@ -517,19 +341,21 @@ def _run(args, fleet, exchange, trove=None):
     alone = _first_pass_alone(admin, fleet, args)
     claims_before = fleet.claims()
     sent_again_before = len(_SENT_AGAIN.findall(fleet.logs()))
-    cpu_before = _cpu_seconds(conductor.pid)
-    reconciler_before = _own_cpu_seconds(reconciler)
-    with RawCastsMeanwhile(exchange) as meanwhile:
+    cpu_before = measure.cpu_seconds(conductor.pid)
+    reconciler_before = measure.own_cpu_seconds(reconciler)
+    with measure.RawCastsMeanwhile(exchange) as meanwhile:
         started = time.monotonic()
         rollout_id = _rollout(admin, 'v3.0.0', 'bench', args.max_in_flight)
         status = _wait_for(admin, rollout_id, started)
         seconds = time.monotonic() - started
-        cpu = _cpu_seconds(conductor.pid) - cpu_before
-        reconciler_cpu = _own_cpu_seconds(reconciler) - reconciler_before
+        cpu = measure.cpu_seconds(conductor.pid) - cpu_before
+        reconciler_cpu = (measure.own_cpu_seconds(reconciler)
+                          - reconciler_before)
     claims = fleet.claims() - claims_before
     sent_again = len(_SENT_AGAIN.findall(fleet.logs())) - sent_again_before
-    _rate, raw_cpu_after = bench_raw_casts(exchange, max(args.agents, 1000))
-    with RawCastsMeanwhile(exchange) as paced_idle:
+    _rate, raw_cpu_after = measure.bench_raw_casts(
+        exchange, max(args.agents, 1000))
+    with measure.RawCastsMeanwhile(exchange) as paced_idle:
         time.sleep(IDLE_PACED_SECONDS)
     return {'status': status, 'seconds': seconds, 'cpu': cpu,
             'passes': _passes(fleet, rollout_id), 'alone': alone,
@@ -588,7 +414,8 @@ def _report(args, connection, result):
         1000.0 * result['raw_cpu_after'],
         per_dispatch / result['raw_cpu_after']))
     paced = 'in bursts of %d every %.0f ms' % (
-        RawCastsMeanwhile.BURST, 1000 * RawCastsMeanwhile.PERIOD)
+        measure.RawCastsMeanwhile.BURST,
+        1000 * measure.RawCastsMeanwhile.PERIOD)
     for label, cpu in (
             ('raw cast %s, fleet idle' % paced, result['raw_cpu_paced_idle']),
             ('raw cast %s, during the rollout' % paced,

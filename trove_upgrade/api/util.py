@@ -295,6 +295,26 @@ def validate(data, schema, what):
             'Invalid %s: %s (at %s)' % (what, error.message, error.json_path))
 
 
+def check_package_reference(values):
+    """An upgrade or a rollout names a ``package``, or where it is.
+
+    Without ``package`` both ``strategy`` and ``location`` are required;
+    with it, neither may be given.
+    """
+    if 'package' not in values:
+        missing = [k for k in ('strategy', 'location') if k not in values]
+        if missing:
+            raise webob.exc.HTTPBadRequest(
+                'Invalid JSON body: give either package, or strategy and '
+                'location (%s missing).' % ' and '.join(missing))
+        return
+    given = [k for k in ('strategy', 'location') if k in values]
+    if given:
+        raise webob.exc.HTTPBadRequest(
+            'Invalid JSON body: package names where the version is; do not '
+            'also give %s.' % ' and '.join(given))
+
+
 def query_params(req, schema):
     """The query string as a dict, each parameter given at most once.
 

@@ -97,7 +97,7 @@ def create_desired_version(context, values, detail=None):
     common.check_strings(models.DesiredVersion, values,
                          ['name', 'package_name', 'version',
                           'max_in_flight_kind', 'max_failures_kind'])
-    db_rollouts._check_integers(values, _INTEGERS)
+    db_rollouts.check_integers(values, _INTEGERS)
     common.check_json_object('selector', values['selector'])
     now = timeutils.utcnow()
     row = models.DesiredVersion(
@@ -162,7 +162,7 @@ def update_desired_version(context, dv_id, values, action, source,
     status had moved meanwhile.
     """
     common.check_keys('desired version column', values, _UPDATES)
-    db_rollouts._check_integers(values, _INTEGERS)
+    db_rollouts.check_integers(values, _INTEGERS)
     if 'status_detail' in values:
         values = dict(values, status_detail=common.bounded_detail(
             values['status_detail']))

@@ -81,7 +81,8 @@ def _rollout_dict(row):
     }
 
 
-def _check_integers(values, names):
+def check_integers(values, names):
+    """Refuse a value of ``names`` that is not a non-negative integer."""
     for name in names:
         if name not in values:
             continue
@@ -109,7 +110,7 @@ def create_rollout(context, values):
                          ['name', 'instance_version', 'strategy', 'location',
                           'max_in_flight_kind', 'max_failures_kind',
                           'status'])
-    _check_integers(values, _ROLLOUT_INTEGERS)
+    check_integers(values, _ROLLOUT_INTEGERS)
     for name in _ROLLOUT_BOOLEANS & values.keys():
         if not isinstance(values[name], bool):
             raise exception.Invalid(reason='%s must be true or false, not %r'
@@ -181,7 +182,7 @@ def update_rollout(context, rollout_id, from_states, values,
     :raises: RolloutNotFound
     """
     common.check_keys('rollout column', values, _ROLLOUT_UPDATES)
-    _check_integers(values, _ROLLOUT_INTEGERS)
+    check_integers(values, _ROLLOUT_INTEGERS)
     if 'status_detail' in values:
         values = dict(values, status_detail=common.bounded_detail(
             values['status_detail']))

@@ -24,10 +24,10 @@ import dataclasses
 import datetime
 import re
 
-from packaging import version as pkg_version
 
 from trove_upgrade.common import canonical
 from trove_upgrade.common import package_exceptions as exceptions
+from trove_upgrade.common import versions
 from trove_upgrade.package_format import chunked_aead
 
 FORMAT_VERSION = 2
@@ -59,7 +59,7 @@ PACKAGE_NAME_PATTERN = re.compile(r'[A-Za-z0-9]([A-Za-z0-9._-]{0,126}'
 
 
 def parse_version(text, error=exceptions.InvalidVersionError):
-    """A packaging.version.Version; a leading ``v`` is allowed.
+    """A :func:`trove_upgrade.common.versions.parse` version.
 
     Length and alphabet are checked first: packaging would turn a release
     segment of thousands of digits into an int and raise ValueError.
@@ -68,10 +68,10 @@ def parse_version(text, error=exceptions.InvalidVersionError):
         raise error('%s is not a valid version (at most %d letters, digits '
                     'and .+!_-)' % (exceptions.quoted(text),
                                     MAX_VERSION_LENGTH))
-    try:
-        return pkg_version.Version(text)
-    except (pkg_version.InvalidVersion, TypeError, ValueError):
+    found = versions.parse(text)
+    if found is None:
         raise error('%s is not a valid version' % exceptions.quoted(text))
+    return found
 
 
 def check_expectation(sha256, package):

@@ -20,6 +20,7 @@ import itertools
 
 from trove_upgrade.policies import agents
 from trove_upgrade.policies import base
+from trove_upgrade.policies import desired_versions
 from trove_upgrade.policies import packages
 from trove_upgrade.policies import rollouts
 from trove_upgrade.policies import upgrades
@@ -32,4 +33,5 @@ def list_rules():
         agents.list_rules(),
         rollouts.list_rules(),
         packages.list_rules(),
+        desired_versions.list_rules(),
     ))

@@ -22,6 +22,15 @@ from oslo_policy import policy
 ADMIN_ROLE = 'trove_upgrade_admin'
 ADMIN_API = 'rule:admin_api'
 
+
+def admin_rule(name, description, method, path):
+    """A documented rule of one operation, for the admin API's users."""
+    return policy.DocumentedRuleDefault(
+        name=name, check_str=ADMIN_API, description=description,
+        operations=[{'method': method, 'path': path}],
+        scope_types=['project'])
+
+
 rules = [
     policy.RuleDefault(
         name='admin_api',

@@ -12,8 +12,6 @@
 
 """Policies guarding /v1.0/{tenant_id}/mgmt/rollouts."""
 
-from oslo_policy import policy
-
 from trove_upgrade.policies import base
 
 PREFIX = 'trove_upgrade:rollouts:%s'
@@ -29,12 +27,7 @@ _COLLECTION = '/v1.0/{tenant_id}/mgmt/rollouts'
 _ROLLOUT = _COLLECTION + '/{rollout_id}'
 
 
-def _rule(name, description, method, path):
-    return policy.DocumentedRuleDefault(
-        name=name, check_str=base.ADMIN_API, description=description,
-        operations=[{'method': method, 'path': path}],
-        scope_types=['project'])
-
+_rule = base.admin_rule
 
 rules = [
     _rule(CREATE, 'Create a rollout of a version to a group of agents.',

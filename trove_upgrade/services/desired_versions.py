@@ -49,6 +49,7 @@ from oslo_serialization import jsonutils
 from trove_upgrade.common import exception
 from trove_upgrade.common import rollout_states as rs
 from trove_upgrade.common import states
+from trove_upgrade.common import versions
 from trove_upgrade.db import desired_versions as db
 from trove_upgrade.db import rollouts as db_rollouts
 from trove_upgrade.db import transitions as db_transitions
@@ -76,9 +77,8 @@ AGENT_BLOCKED}``)."""
 
 
 def _newer(agent, version):
-    running = package_registry._safe_version(agent['guest_version'])
-    return running is not None and running > package_registry.parse_version(
-        version)
+    running = versions.parse(agent['guest_version'])
+    return running is not None and running > versions.require(version)
 
 
 def _selected(context, selector):
@@ -177,7 +177,7 @@ def _current_round(agent, attempts, version):
     last = current[-1]
     heard = agent.get('last_heartbeat_at')
     if (last['status'] == states.SUCCESS
-            and not rollout_plan.same_version(agent['guest_version'], version)
+            and not versions.same(agent['guest_version'], version)
             and heard is not None and last['finished_at'] is not None
             and heard > last['finished_at']):
         return round_ + 1, []
@@ -197,7 +197,7 @@ def view(context, desired, package=None, topology=None):
                                            version)
     attempts = collections.defaultdict(list)
     for dispatch in db.list_dispatches(context, desired['id']):
-        if rollout_plan.same_version(dispatch['version'], version):
+        if versions.same(dispatch['version'], version):
             attempts[dispatch['instance_id']].append(dispatch)
     agents, rounds, extra, dispatches = [], {}, {}, []
     for agent in targets(context, desired):
@@ -322,3 +322,18 @@ def delete(context, dv_id):
                 pass
     db.delete_desired_version(context, dv_id)
     LOG.info('Desired version %(id)s (%(name)s) deleted.', desired)
+
+
+def get_desired_version(context, dv_id):
+    """:raises: DesiredVersionNotFound."""
+    return db.get_desired_version(context, dv_id)
+
+
+def list_desired_versions(context, filters=None):
+    """Desired versions, oldest first: the order of their precedence."""
+    return db.list_desired_versions(context, filters=filters)
+
+
+def list_events(context, dv_id):
+    """Every recorded change of a desired version, oldest first."""
+    return db.list_events(context, dv_id)

@@ -21,33 +21,9 @@ import collections
 
 from trove_upgrade.common import exception
 from trove_upgrade.common import states
+from trove_upgrade.common import versions
 from trove_upgrade.db import packages as db
 from trove_upgrade.services import desired_versions
-from trove_upgrade.services import packages as package_registry
-
-
-def _key(version):
-    """The row of a version: equal versions share one, named alike.
-
-    PEP 440 compares ``2.0`` and ``2.0.0`` equal but prints them apart,
-    so the release is written with three parts (more when a later one is
-    not 0): ``v2``, ``2.0`` and ``2.0.0.0`` are all ``2.0.0``.
-    """
-    found = package_registry._safe_version(version)
-    if found is None:
-        return version
-    release = list(found.release)
-    while len(release) > 3 and release[-1] == 0:
-        release.pop()
-    release += [0] * (3 - len(release))
-    return '%s%s%s' % ('%d!' % found.epoch if found.epoch else '',
-                       '.'.join(map(str, release)),
-                       str(found)[len(found.base_version):])
-
-
-def _sort_key(version):
-    found = package_registry._safe_version(version)
-    return (0, found, '') if found is not None else (1, None, version)
 
 
 def _behind(running, target):
@@ -56,8 +32,8 @@ def _behind(running, target):
     Owners only upgrade: an agent already past its target is not headed
     for it. An agent reporting no version or an unparsable one is.
     """
-    found = package_registry._safe_version(running)
-    return found is None or found < package_registry._safe_version(target)
+    found = versions.parse(running)
+    return found is None or found < versions.parse(target)
 
 
 def summary(context, limit=None, marker=None):
@@ -81,28 +57,27 @@ def summary(context, limit=None, marker=None):
         'packages': []})
     for version, count in db.count_agents_by_version(context).items():
         if version is not None:
-            rows[_key(version)]['running'] += count
+            rows[versions.label(version)]['running'] += count
     for owner, running in desired_versions.first_owners(context).values():
         if _behind(running, owner['version']):
-            rows[_key(owner['version'])]['targeted'] += 1
+            rows[versions.label(owner['version'])]['targeted'] += 1
     for version, status, running, count in db.count_latest_upgrades(
             context):
-        if package_registry.same_version(running, version):
+        if versions.same(running, version):
             continue
         if status in db.FAILED_STATES:
-            rows[_key(version)]['failed'] += count
+            rows[versions.label(version)]['failed'] += count
         elif status not in states.FINAL_STATES:
-            rows[_key(version)]['in_flight'] += count
+            rows[versions.label(version)]['in_flight'] += count
     for package in db.list_packages(context):
-        rows[_key(package['version'])]['packages'].append(
+        rows[versions.label(package['version'])]['packages'].append(
             {'id': package['id'], 'name': package['name'],
              'state': package['state']})
-    versions = sorted(rows, key=_sort_key)
+    names = sorted(rows, key=versions.sort_key)
     if marker is not None:
-        after = [i for i, version in enumerate(versions)
-                 if _sort_key(version) == _sort_key(marker)]
+        after = [i for i, name in enumerate(names)
+                 if versions.same(name, marker)]
         if not after:
             raise exception.MarkerNotFound(marker=marker)
-        versions = versions[after[-1] + 1:]
-    return [dict(rows[version], version=version)
-            for version in versions[:limit]]
+        names = names[after[-1] + 1:]
+    return [dict(rows[name], version=name) for name in names[:limit]]

@@ -35,14 +35,13 @@ import tempfile
 import types
 
 from oslo_log import log as logging
-from packaging import specifiers
-from packaging import version as pep440
 
 from trove_upgrade.agent import strategies
 from trove_upgrade.agent.strategies import exceptions as strategy_exc
 from trove_upgrade.common import exception
 from trove_upgrade.common import package_exceptions as package_exc
 from trove_upgrade.common import rollout_states
+from trove_upgrade.common import versions
 from trove_upgrade import conf
 from trove_upgrade.db import desired_versions as dv_db
 from trove_upgrade.db import packages as db
@@ -57,62 +56,6 @@ ACTIVE = 'active'
 DEPRECATED = 'deprecated'
 RETIRED = 'retired'
 STATES = (ACTIVE, DEPRECATED, RETIRED)
-
-_OPERATORS = ('===', '==', '!=', '>=', '<=', '~=', '>', '<')
-
-
-def _bare(text):
-    return text[1:] if text[:1] in ('v', 'V') else text
-
-
-def parse_version(text):
-    """A PEP 440 version, tolerating the leading "v" upgrades accept."""
-    try:
-        return pep440.Version(_bare(text))
-    except pep440.InvalidVersion:
-        raise exception.Invalid(reason='%r is not a version (PEP 440, with '
-                                       'an optional leading "v")' % text)
-
-
-def version_matcher(query):
-    """A predicate on version strings for a query.
-
-    ``26.0.0`` matches that version exactly (``v26.0`` too: versions are
-    compared, not strings); ``26.*`` is a wildcard; a query starting with
-    an operator (``>=25.1``, ``>=25,<27``, ``~=26.0``) is a PEP 440
-    specifier set. Pre-releases match a range or wildcard that covers
-    them: the registry shows what is there.
-    """
-    query = query.strip()
-    try:
-        if query.startswith(_OPERATORS):
-            spec = specifiers.SpecifierSet(query)
-        elif '*' in query:
-            spec = specifiers.SpecifierSet('==' + _bare(query))
-        else:
-            wanted = parse_version(query)
-            return lambda text: _safe_version(text) == wanted
-    except specifiers.InvalidSpecifier as e:
-        raise exception.Invalid(reason='version query %r is neither a '
-                                       'version, a wildcard nor a range: %s'
-                                       % (query, e))
-
-    def matches(text):
-        found = _safe_version(text)
-        return found is not None and spec.contains(found, prereleases=True)
-    return matches
-
-
-def _safe_version(text):
-    try:
-        return pep440.Version(_bare(text or ''))
-    except pep440.InvalidVersion:
-        return None
-
-
-def same_version(a, b):
-    found = _safe_version(a)
-    return found is not None and found == _safe_version(b)
 
 
 def _strategy_conf():
@@ -179,7 +122,7 @@ def register_package(context, values):
     ``values`` has ``name``, ``version``, ``strategy`` and ``location``.
     """
     name, version = values['name'], values['version']
-    parse_version(version)
+    versions.require(version)
     if db.find_package(context, name, version) is not None:
         raise exception.PackageConflict(reason=(
             'Package %s version %s is registered already.' % (name, version)))
@@ -200,12 +143,17 @@ def register_package(context, values):
     return package
 
 
+def get_package(context, package_id):
+    """:raises: PackageNotFound."""
+    return db.get_package(context, package_id)
+
+
 def list_packages(context, name=None, state=None, version=None):
     """Registered packages; ``version`` is a version, wildcard or range."""
     filters = {k: v for k, v in (('name', name), ('state', state)) if v}
     found = db.list_packages(context, filters=filters)
     if version is not None:
-        matches = version_matcher(version)
+        matches = versions.matcher(version)
         found = [p for p in found if matches(p['version'])]
     return found
 
@@ -239,9 +187,10 @@ def users_of(context, package):
     if desired:
         uses.append('desired version(s) %s' % ', '.join(
             '%s (%s)' % (d['id'], d['name']) for d in desired))
-    versions = [v for v in db.count_agents_by_version(context)
-                if same_version(v, package['version'])]
-    running = db.list_agents_running(context, versions) if versions else []
+    spellings = [v for v in db.count_agents_by_version(context)
+                 if versions.same(v, package['version'])]
+    running = (db.list_agents_running(context, spellings) if spellings
+               else [])
     if running:
         uses.append('%d instance(s) running version %s (%s)' % (
             len(running), package['version'], ', '.join(running[:3])))
@@ -270,7 +219,7 @@ def resolve(context, name, version):
     package = db.find_package(context, name, version)
     if package is None:
         matches = [p for p in db.list_packages(context, {'name': name})
-                   if same_version(p['version'], version)]
+                   if versions.same(p['version'], version)]
         package = matches[0] if matches else None
     if package is None:
         raise exception.PackageRejected(
@@ -283,6 +232,23 @@ def resolve(context, name, version):
     return package
 
 
+def deploy_by_reference(context, values, agents):
+    """Fill ``strategy`` and ``location`` from the package ``values`` name.
+
+    ``values`` are an upgrade's or a rollout's; ``agents`` those it
+    targets (or a function returning them, called only when a package is
+    named), refused when below the package's floor. Without ``package``
+    nothing changes. Nothing is recorded.
+    """
+    name = values.pop('package', None)
+    if name is None:
+        return
+    package = resolve(context, name, values['instance_version'])
+    check_floor(package, agents() if callable(agents) else agents)
+    values['strategy'] = package['strategy']
+    values['location'] = package['location']
+
+
 def below_floor(package, running_version):
     """Whether an agent at ``running_version`` cannot take ``package``.
 
@@ -292,10 +258,10 @@ def below_floor(package, running_version):
     floor = package['min_upgrade_from']
     if floor is None or running_version is None:
         return False
-    running = _safe_version(running_version)
+    running = versions.parse(running_version)
     if running is None:
         return False
-    return running < manifest_mod.parse_version(floor)
+    return running < versions.require(floor)
 
 
 def check_floor(package, agents):

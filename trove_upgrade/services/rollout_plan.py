@@ -48,6 +48,7 @@ from oslo_utils import timeutils
 
 from trove_upgrade.common import rollout_states as rs
 from trove_upgrade.common import states
+from trove_upgrade.common import versions
 from trove_upgrade import conf
 from trove_upgrade.services import topology as trove_topology
 
@@ -92,13 +93,6 @@ def failure_tolerance(rollout, targets):
     if rollout['max_failures_kind'] == PERCENT:
         return rollout['max_failures'] * targets // 100
     return rollout['max_failures']
-
-
-def same_version(a, b):
-    """Versions equal but for an optional leading "v"."""
-    if a is None or b is None:
-        return False
-    return a.lstrip('vV') == b.lstrip('vV')
 
 
 def unheard_since_timeout(agent, attempt, now, down_time):
@@ -172,8 +166,8 @@ def plan(rollout, agents, dispatches, busy, now=None, down_time=None,
 
     def current(version):
         if version not in compared:
-            compared[version] = same_version(version,
-                                             rollout['instance_version'])
+            compared[version] = versions.same(version,
+                                              rollout['instance_version'])
         return compared[version]
 
     agent_states = {

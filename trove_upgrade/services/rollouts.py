@@ -24,6 +24,7 @@ from oslo_utils import timeutils
 from trove_upgrade.common import exception
 from trove_upgrade.common import rollout_states as rs
 from trove_upgrade.common import states
+from trove_upgrade.common import versions
 from trove_upgrade import conf
 from trove_upgrade.db import agents as db_agents
 from trove_upgrade.db import common as db_common
@@ -139,7 +140,7 @@ def _waiting_agents(context, rollout, room):
     for instance_id, found in db_agents.selected_undispatched_agents(
             context, _agent_selector(rollout['selector']), rollout['id'],
             first_page=room + _PAGE_SLACK):
-        if not rollout_plan.same_version(found, version):
+        if not versions.same(found, version):
             yield instance_id
 
 
@@ -360,3 +361,14 @@ def abort_rollout(context, rollout_id):
 def delete_rollout(context, rollout_id):
     """Delete an ended rollout; its upgrades keep its id."""
     db_rollouts.delete_rollout(context, rollout_id, rs.FINISHED_STATES)
+
+
+def get_rollout(context, rollout_id):
+    """:raises: RolloutNotFound."""
+    return db_rollouts.get_rollout(context, rollout_id)
+
+
+def list_rollouts(context, filters=None, limit=None, marker=None):
+    """Rollouts newest first, filtered by exact match, a page at a time."""
+    return db_rollouts.list_rollouts(context, filters=filters, limit=limit,
+                                     marker=marker)

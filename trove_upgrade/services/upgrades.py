@@ -45,7 +45,9 @@ from trove_upgrade.db import resends as db_resends
 from trove_upgrade.db import transitions as db_transitions
 from trove_upgrade.db import upgrades as db_upgrades
 from trove_upgrade.services import agent_rpcapi
+from trove_upgrade.services import agents
 from trove_upgrade.services import notifications
+from trove_upgrade.services import packages as package_registry
 from trove_upgrade.services import resends
 from trove_upgrade.services import sealing_keys
 from trove_upgrade.services import trove_instances
@@ -76,7 +78,9 @@ REJECTED = 'rejected'
 def create_upgrade(context, values):
     """Record an upgrade, send it to the instance's agent, return it.
 
-    ``values`` are those of ``db.upgrades.create_upgrade``. The upgrade,
+    ``values`` are those of ``db.upgrades.create_upgrade``, or name a
+    registered ``package`` instead of ``strategy`` and ``location``
+    (``packages.deploy_by_reference``). The upgrade,
     its event and its first send (SENT) are recorded in one transaction,
     which reads the instance's keys too, then it is cast; until its agent
     claims it, it is cast again (``trove_upgrade.services.resends``), so that a
@@ -94,6 +98,10 @@ def create_upgrade(context, values):
     # First: a bad [upgrade_levels] agent must fail before anything is
     # recorded.
     agent_api = agent_rpcapi.shared()
+    values = dict(values)
+    package_registry.deploy_by_reference(
+        context, values, lambda: agents.agents_of(context,
+                                                  values['instance_id']))
     hold = None
     if trove_instances.configured():
         values = dict(values, instance_id=trove_instances.resolve_instance(

@@ -12,24 +12,22 @@
 
 """Handlers of /v1.0/{tenant_id}/mgmt/agents."""
 
-import datetime
-
-from oslo_utils import timeutils
 from oslo_utils import uuidutils
 import webob
 
 from trove_upgrade.api.schemas import agents as schema
 from trove_upgrade.api import util
-from trove_upgrade.api import views
+from trove_upgrade.api.views import agents as agent_views
+from trove_upgrade.api.views import common as views
 from trove_upgrade.common import exception
-from trove_upgrade.db import agents as db_agents
 from trove_upgrade.policies import agents as policies
 from trove_upgrade import policy
+from trove_upgrade.services import agents
 
 
 def _view(req, agent):
-    return views.agent(req, req.urlvars['tenant_id'], agent,
-                       req.environ[util.CONF_KEY].conductor.agent_down_time)
+    down_time = req.environ[util.CONF_KEY].conductor.agent_down_time
+    return agent_views.agent(req, req.urlvars['tenant_id'], agent, down_time)
 
 
 def _labels(params):
@@ -55,15 +53,13 @@ def list_agents(req):
     labels = _labels(params)
     if labels:
         filters['labels'] = labels
+    reachable = None
     if 'health' in params:
-        down_time = req.environ[util.CONF_KEY].conductor.agent_down_time
-        found = db_agents.list_agents_by_health(
-            context, params['health'] == 'reachable',
-            timeutils.utcnow() - datetime.timedelta(seconds=down_time),
-            filters=filters, limit=limit, marker=util.get_marker(params))
-    else:
-        found = db_agents.list_agents(context, filters=filters, limit=limit,
-                                      marker=util.get_marker(params))
+        reachable = params['health'] == 'reachable'
+    found = agents.list_agents(
+        context, filters=filters, limit=limit,
+        marker=util.get_marker(params), reachable=reachable,
+        down_time=req.environ[util.CONF_KEY].conductor.agent_down_time)
     items = [_view(req, a) for a in found]
     return util.json_response(
         views.page(req, 'agents', items, limit, 'instance_id'))
@@ -82,7 +78,7 @@ def show_agent(req):
     context = req.environ[util.CONTEXT_KEY]
     policy.authorize(context, policies.SHOW)
     return util.json_response(
-        {'agent': _view(req, db_agents.get_agent(context, _instance_id(req)))})
+        {'agent': _view(req, agents.get_agent(context, _instance_id(req)))})
 
 
 @util.wsgify
@@ -93,5 +89,5 @@ def delete_agent(req):
     """
     context = req.environ[util.CONTEXT_KEY]
     policy.authorize(context, policies.DELETE)
-    db_agents.delete_agent(context, _instance_id(req))
+    agents.delete_agent(context, _instance_id(req))
     return webob.Response(status=204)

@@ -19,14 +19,14 @@ import webob
 import webob.exc
 
 from trove_upgrade.api.handlers import rollouts as rollout_handlers
-from trove_upgrade.api.schemas import packages as schema
+from trove_upgrade.api.schemas import desired_versions as schema
 from trove_upgrade.api import util
-from trove_upgrade.api import views
+from trove_upgrade.api.views import common as views
+from trove_upgrade.api.views import desired_versions as dv_views
 from trove_upgrade.common import exception
-from trove_upgrade.db import agents as db_agents
-from trove_upgrade.db import desired_versions as db
-from trove_upgrade.policies import packages as policies
+from trove_upgrade.policies import desired_versions as policies
 from trove_upgrade import policy
+from trove_upgrade.services import agents
 from trove_upgrade.services import desired_versions
 
 # As a rollout's, but a standing declaration keeps its canary at 1 and
@@ -56,42 +56,24 @@ def _thresholds(values):
     for name in ('max_in_flight', 'max_failures'):
         if name in values:
             values[name], values[name + '_kind'] = (
-                rollout_handlers._threshold(values[name]))
+                rollout_handlers.threshold_of(values[name]))
     return values
 
 
 def _view(req, desired, with_agents=False):
     context = req.environ[util.CONTEXT_KEY]
-    body = {k: desired[k] for k in (
-        'id', 'name', 'package_name', 'version', 'selector', 'canary',
-        'per_agent_retries', 'agent_deadline', 'status', 'status_detail',
-        'failures_acknowledged', 'project_id', 'user_id')}
-    for name in ('max_in_flight', 'max_failures'):
-        body[name] = views._threshold(desired[name],
-                                      desired[name + '_kind'])
-    body['created_at'] = util.isotime(desired['created_at'])
-    body['updated_at'] = util.isotime(desired['updated_at'])
-    body['links'] = views._links(req, req.urlvars['tenant_id'],
-                                 'desired-versions', desired['id'])
+    view = events = None
     if with_agents:
         view = desired_versions.view(context, desired)
-        agents = dict(view.plan.agents, **view.extra)
-        body['counters'] = dict(
-            view.plan.counters,
-            **{state: list(view.extra.values()).count(state)
-               for state in (desired_versions.AGENT_AHEAD,
-                             desired_versions.AGENT_BLOCKED)})
-        body['agents'] = [{'instance_id': i, 'state': s}
-                          for i, s in sorted(agents.items())]
-        body['events'] = [dict(e, created_at=util.isotime(e['created_at']))
-                          for e in db.list_events(context, desired['id'])]
-    return body
+        events = desired_versions.list_events(context, desired['id'])
+    return dv_views.desired_version(req, req.urlvars['tenant_id'], desired,
+                                    view, events)
 
 
 @util.wsgify
 def create_desired_version(req):
     context = req.environ[util.CONTEXT_KEY]
-    policy.authorize(context, policies.DV_CREATE)
+    policy.authorize(context, policies.CREATE)
     util.require_json(req)
     body = util.extract_json(req.body, schema.POST_DESIRED_VERSION)
     values = dict(_DEFAULTS, **body['desired_version'])
@@ -109,9 +91,10 @@ def create_desired_version(req):
 @util.wsgify
 def list_desired_versions(req):
     context = req.environ[util.CONTEXT_KEY]
-    policy.authorize(context, policies.DV_LIST)
+    policy.authorize(context, policies.LIST)
     params = util.query_params(req, schema.LIST_DESIRED_VERSIONS_QUERY)
-    found = db.list_desired_versions(context, filters=params)
+    found = desired_versions.list_desired_versions(context,
+                                                   filters=params)
     return util.json_response(
         {'desired_versions': [_view(req, d) for d in found]})
 
@@ -119,8 +102,8 @@ def list_desired_versions(req):
 @util.wsgify
 def show_desired_version(req):
     context = req.environ[util.CONTEXT_KEY]
-    policy.authorize(context, policies.DV_SHOW)
-    desired = db.get_desired_version(context, _dv_id(req))
+    policy.authorize(context, policies.SHOW)
+    desired = desired_versions.get_desired_version(context, _dv_id(req))
     return util.json_response(
         {'desired_version': _view(req, desired, with_agents=True)})
 
@@ -128,7 +111,7 @@ def show_desired_version(req):
 @util.wsgify
 def update_desired_version(req):
     context = req.environ[util.CONTEXT_KEY]
-    policy.authorize(context, policies.DV_UPDATE)
+    policy.authorize(context, policies.UPDATE)
     util.require_json(req)
     body = util.extract_json(req.body, schema.PATCH_DESIRED_VERSION)
     desired = desired_versions.change(
@@ -145,15 +128,15 @@ def _action(rule, function):
             req, desired, with_agents=True)})
 
 
-pause_desired_version = _action(policies.DV_PAUSE, desired_versions.pause)
-resume_desired_version = _action(policies.DV_RESUME,
+pause_desired_version = _action(policies.PAUSE, desired_versions.pause)
+resume_desired_version = _action(policies.RESUME,
                                  desired_versions.resume)
 
 
 @util.wsgify
 def delete_desired_version(req):
     context = req.environ[util.CONTEXT_KEY]
-    policy.authorize(context, policies.DV_DELETE)
+    policy.authorize(context, policies.DELETE)
     desired_versions.delete(context, _dv_id(req))
     return webob.Response(status=204)
 
@@ -171,14 +154,11 @@ def list_targets(req):
     marker = params.get('marker')
     if marker is not None:
         marker = str(uuid.UUID(marker))
-        if not db_agents.list_selected_agents(
-                context, {'instance_ids': [marker]}):
+        if not agents.is_registered(context, marker):
             raise exception.MarkerNotFound(marker=marker)
     owners = desired_versions.owners(context, wanted, after=marker,
                                      limit=limit)
-    running = {a['instance_id']: a['guest_version'] for a in
-               db_agents.list_selected_agents(
-                   context, {'instance_ids': sorted(owners)})}
+    running = agents.running_versions(context, owners)
     targets = []
     for instance_id in sorted(owners):
         target = desired_versions.describe_target(owners[instance_id])

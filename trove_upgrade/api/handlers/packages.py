@@ -10,7 +10,7 @@
 #    License for the specific language governing permissions and limitations
 #    under the License.
 
-"""Handlers of /v1.0/{tenant_id}/mgmt/packages, and deploy by reference."""
+"""Handlers of /v1.0/{tenant_id}/mgmt/packages."""
 
 from oslo_utils import uuidutils
 import webob
@@ -18,9 +18,9 @@ import webob.exc
 
 from trove_upgrade.api.schemas import packages as schema
 from trove_upgrade.api import util
-from trove_upgrade.api import views
+from trove_upgrade.api.views import common as views
+from trove_upgrade.api.views import packages as package_views
 from trove_upgrade.common import exception
-from trove_upgrade.db import packages as db
 from trove_upgrade.policies import packages as policies
 from trove_upgrade import policy
 from trove_upgrade.services import fleet
@@ -35,47 +35,7 @@ def _package_id(req):
 
 
 def _view(req, package):
-    tenant_id = req.urlvars['tenant_id']
-    return dict(
-        {k: package[k] for k in (
-            'id', 'name', 'version', 'strategy', 'location', 'state', 'size',
-            'sha256', 'min_upgrade_from', 'signer_key_ids', 'project_id',
-            'user_id')},
-        manifest_created_at=util.isotime(package['manifest_created_at']),
-        manifest_expires_at=util.isotime(package['manifest_expires_at']),
-        created_at=util.isotime(package['created_at']),
-        updated_at=util.isotime(package['updated_at']),
-        links=views._links(req, tenant_id, 'packages', package['id']))
-
-
-def deploy_by_reference(context, values, agents_of):
-    """Fill ``strategy`` and ``location`` from a named package.
-
-    ``values`` are an upgrade's or a rollout's, ``agents_of()`` the agents
-    it targets now (for the package's ``min_upgrade_from`` floor), called
-    only when a package is named. Without
-    ``package`` both ``strategy`` and ``location`` are required, as
-    before. Nothing is recorded or sent when this raises.
-    """
-    name = values.pop('package', None)
-    if name is None:
-        missing = [k for k in ('strategy', 'location') if k not in values]
-        if missing:
-            raise webob.exc.HTTPBadRequest(
-                'Invalid JSON body: give either package, or strategy and '
-                'location (%s missing).' % ' and '.join(missing))
-        return None
-    given = [k for k in ('strategy', 'location') if k in values]
-    if given:
-        raise webob.exc.HTTPBadRequest(
-            'Invalid JSON body: package names where the version is; do not '
-            'also give %s.' % ' and '.join(given))
-    package = package_registry.resolve(context, name,
-                                       values['instance_version'])
-    package_registry.check_floor(package, agents_of())
-    values['strategy'] = package['strategy']
-    values['location'] = package['location']
-    return package
+    return package_views.package(req, req.urlvars['tenant_id'], package)
 
 
 @util.wsgify
@@ -103,7 +63,7 @@ def list_packages(req):
 def show_package(req):
     context = req.environ[util.CONTEXT_KEY]
     policy.authorize(context, policies.SHOW)
-    package = db.get_package(context, _package_id(req))
+    package = package_registry.get_package(context, _package_id(req))
     view = _view(req, package)
     view['used_by'] = package_registry.users_of(context, package)
     return util.json_response({'package': view})

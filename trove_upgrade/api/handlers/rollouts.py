@@ -17,15 +17,15 @@ from oslo_utils import uuidutils
 import webob
 import webob.exc
 
-from trove_upgrade.api.handlers import packages as package_handlers
 from trove_upgrade.api.handlers import upgrades as upgrade_handlers
 from trove_upgrade.api.schemas import rollouts as schema
 from trove_upgrade.api import util
-from trove_upgrade.api import views
+from trove_upgrade.api.views import common as views
+from trove_upgrade.api.views import rollouts as rollout_views
 from trove_upgrade.common import exception
-from trove_upgrade.db import rollouts as db_rollouts
 from trove_upgrade.policies import rollouts as policies
 from trove_upgrade import policy
+from trove_upgrade.services import packages as package_registry
 from trove_upgrade.services import rollout_plan
 from trove_upgrade.services import rollouts
 
@@ -44,7 +44,7 @@ def _rollout_id(req):
     return util.canonical_id(rollout_id)
 
 
-def _threshold(value):
+def threshold_of(value):
     """(number, kind) of a count or of a "10%" percent."""
     if isinstance(value, str):
         return int(value[:-1]), rollout_plan.PERCENT
@@ -65,13 +65,13 @@ def _start_at(value):
 
 def _values(body):
     values = dict(_DEFAULTS, **body['rollout'])
-    upgrade_handlers._check_version(values['instance_version'])
+    upgrade_handlers.check_version(values['instance_version'])
     if 'instance_ids' in values['selector']:
         values['selector'] = dict(values['selector'], instance_ids=sorted(
             upgrade_handlers.normalized_instance(i)
             for i in values['selector']['instance_ids']))
     for name in ('max_in_flight', 'max_failures'):
-        values[name], values[name + '_kind'] = _threshold(values[name])
+        values[name], values[name + '_kind'] = threshold_of(values[name])
     values['start_at'] = _start_at(values.get('start_at'))
     return values
 
@@ -80,7 +80,7 @@ def _view(req, rollout, with_agents=False):
     plan = None
     if with_agents:
         plan = rollouts.plan_for(req.environ[util.CONTEXT_KEY], rollout)
-    return views.rollout(req, req.urlvars['tenant_id'], rollout, plan)
+    return rollout_views.rollout(req, req.urlvars['tenant_id'], rollout, plan)
 
 
 @util.wsgify
@@ -90,14 +90,14 @@ def create_rollout(req):
     util.require_json(req)
     values = _values(util.extract_json(req.body, schema.POST_ROLLOUT))
     selected = rollouts.select_agents(context, values['selector'])
-    package_handlers.deploy_by_reference(context, values,
-                                         lambda: selected)
+    util.check_package_reference(values)
+    package_registry.deploy_by_reference(context, values, selected)
     rollout = rollouts.create_rollout(context, values)
     tenant_id = req.urlvars['tenant_id']
     return util.json_response(
         {'rollout': _view(req, rollout, with_agents=True)}, status=201,
         headers=[('Location',
-                  views.rollout_url(req, tenant_id, rollout['id']))])
+                  rollout_views.url(req, tenant_id, rollout['id']))])
 
 
 @util.wsgify
@@ -108,8 +108,8 @@ def list_rollouts(req):
     limit = util.get_limit(params, req.environ[util.CONF_KEY].api.max_limit)
     filters = {name: params[name] for name in ('status', 'name')
                if name in params}
-    found = db_rollouts.list_rollouts(context, filters=filters, limit=limit,
-                                      marker=util.get_marker(params))
+    found = rollouts.list_rollouts(context, filters=filters, limit=limit,
+                                   marker=util.get_marker(params))
     items = [_view(req, r) for r in found]
     return util.json_response(views.page(req, 'rollouts', items, limit,
                                          'id'))
@@ -119,7 +119,7 @@ def list_rollouts(req):
 def show_rollout(req):
     context = req.environ[util.CONTEXT_KEY]
     policy.authorize(context, policies.SHOW)
-    rollout = db_rollouts.get_rollout(context, _rollout_id(req))
+    rollout = rollouts.get_rollout(context, _rollout_id(req))
     return util.json_response(
         {'rollout': _view(req, rollout, with_agents=True)})
 

@@ -18,15 +18,14 @@ from urllib import parse
 import uuid
 
 from oslo_utils import uuidutils
-from packaging import version
 import webob.exc
 
-from trove_upgrade.api.handlers import packages as package_handlers
 from trove_upgrade.api.schemas import upgrades as schema
 from trove_upgrade.api import util
-from trove_upgrade.api import views
+from trove_upgrade.api.views import common as views
+from trove_upgrade.api.views import upgrades as upgrade_views
 from trove_upgrade.common import exception
-from trove_upgrade.db import agents as db_agents
+from trove_upgrade.common import versions
 from trove_upgrade.db import upgrades as db_upgrades
 from trove_upgrade.policies import upgrades as policies
 from trove_upgrade import policy
@@ -34,23 +33,12 @@ from trove_upgrade.services import trove_instances
 from trove_upgrade.services import upgrades
 
 
-def _check_version(value):
+def check_version(value):
     """The version must be one pip can compare, with or without a "v"."""
-    bare = value[1:] if value[:1] in ('v', 'V') else value
-    try:
-        version.Version(bare)
-    except version.InvalidVersion:
+    if versions.parse(value) is None:
         raise webob.exc.HTTPBadRequest(
             'Invalid JSON body: instance_version %r is not a version '
             '(PEP 440, with an optional leading "v").' % value)
-
-
-def _agents_of(context, instance_id):
-    """The instance's agent, in a list; empty before it registered."""
-    try:
-        return [db_agents.get_agent(context, instance_id)]
-    except exception.AgentNotFound:
-        return []
 
 
 def normalized_instance(id_or_name):
@@ -119,18 +107,18 @@ def create_instance_upgrade(req):
 
 
 def _create(req, context, values):
-    _check_version(values['instance_version'])
+    check_version(values['instance_version'])
+    util.check_package_reference(values)
     values['instance_id'] = normalized_instance(values['instance_id'])
-    package_handlers.deploy_by_reference(
-        context, values, lambda: _agents_of(context, values['instance_id']))
     values.setdefault('metadata', {})
     values.setdefault('allow_downgrade', False)
     upgrade = upgrades.create_upgrade(context, values)
     tenant_id = req.urlvars['tenant_id']
     return util.json_response(
-        {'upgrade': views.upgrade(req, tenant_id, upgrade)}, status=202,
+        {'upgrade': upgrade_views.upgrade(req, tenant_id, upgrade)},
+        status=202,
         headers=[('Location',
-                  views.upgrade_url(req, tenant_id, upgrade['id']))])
+                  upgrade_views.url(req, tenant_id, upgrade['id']))])
 
 
 @util.wsgify
@@ -147,7 +135,7 @@ def list_upgrades(req):
     found = db_upgrades.list_upgrades(context, filters=filters, limit=limit,
                                       marker=util.get_marker(params))
     tenant_id = req.urlvars['tenant_id']
-    items = [views.upgrade(req, tenant_id, u) for u in found]
+    items = [upgrade_views.upgrade(req, tenant_id, u) for u in found]
     return util.json_response(
         views.page(req, 'upgrades', items, limit, 'id'))
 
@@ -159,7 +147,8 @@ def show_upgrade(req):
     upgrade = db_upgrades.get_upgrade(context, _upgrade_id(req),
                                       with_events=True)
     return util.json_response(
-        {'upgrade': views.upgrade(req, req.urlvars['tenant_id'], upgrade)})
+        {'upgrade': upgrade_views.upgrade(req, req.urlvars['tenant_id'],
+                                          upgrade)})
 
 
 @util.wsgify
@@ -168,4 +157,5 @@ def cancel_upgrade(req):
     policy.authorize(context, policies.CANCEL)
     upgrade = upgrades.cancel_upgrade(context, _upgrade_id(req))
     return util.json_response(
-        {'upgrade': views.upgrade(req, req.urlvars['tenant_id'], upgrade)})
+        {'upgrade': upgrade_views.upgrade(req, req.urlvars['tenant_id'],
+                                          upgrade)})

@@ -10,17 +10,16 @@
 #    License for the specific language governing permissions and limitations
 #    under the License.
 
-"""Schemas of /mgmt/packages, /mgmt/desired-versions and /mgmt/targets."""
+"""Schemas of /mgmt/packages and /mgmt/packages/fleet."""
 
-from trove_upgrade.api.schemas import rollouts
 from trove_upgrade.api.schemas import upgrades
 
 _SCHEMA = 'https://json-schema.org/draft/2020-12/schema'
 STATES = ['active', 'deprecated', 'retired']
 
 _NAME = upgrades.PACKAGE_NAME
-_VERSION = {'type': 'string', 'minLength': 1, 'maxLength': 64,
-            'pattern': upgrades.VERSION_PATTERN}
+VERSION = {'type': 'string', 'minLength': 1, 'maxLength': 64,
+           'pattern': upgrades.VERSION_PATTERN}
 
 POST_PACKAGE = {
     '$schema': _SCHEMA,
@@ -29,11 +28,11 @@ POST_PACKAGE = {
         'type': 'object',
         'properties': {
             'name': _NAME,
-            'version': _VERSION,
+            'version': VERSION,
             'strategy': {'type': 'string', 'enum': upgrades.STRATEGIES},
             'location': {'type': 'string', 'minLength': 1,
                          'maxLength': 2048,
-                         'pattern': upgrades._TEXT_PATTERN},
+                         'pattern': upgrades.TEXT_PATTERN},
         },
         'required': ['name', 'version', 'strategy', 'location'],
         'additionalProperties': False,
@@ -67,69 +66,13 @@ LIST_PACKAGES_QUERY = {
     'additionalProperties': False,
 }
 
-# GET /fleet takes no query parameters.
-_THRESHOLDS = {name: rollouts._ROLLOUT['properties'][name]
-               for name in ('canary', 'max_in_flight', 'max_failures',
-                            'per_agent_retries', 'agent_deadline')}
-
-POST_DESIRED_VERSION = {
-    '$schema': _SCHEMA,
-    'type': 'object',
-    'properties': {'desired_version': {
-        'type': 'object',
-        'properties': dict(
-            _THRESHOLDS,
-            name=rollouts._ROLLOUT['properties']['name'],
-            package=_NAME, version=_VERSION,
-            selector=rollouts._SELECTOR),
-        'required': ['name', 'package', 'version', 'selector'],
-        'additionalProperties': False,
-    }},
-    'required': ['desired_version'],
-    'additionalProperties': False,
-}
-
-PATCH_DESIRED_VERSION = {
-    '$schema': _SCHEMA,
-    'type': 'object',
-    'properties': {'desired_version': {
-        'type': 'object',
-        'properties': dict(_THRESHOLDS, version=_VERSION),
-        'minProperties': 1,
-        'additionalProperties': False,
-    }},
-    'required': ['desired_version'],
-    'additionalProperties': False,
-}
-
-LIST_DESIRED_VERSIONS_QUERY = {
-    '$schema': _SCHEMA,
-    'type': 'object',
-    'properties': {
-        'status': {'type': 'string', 'enum': ['ACTIVE', 'PAUSED']},
-        'name': {'type': 'string', 'minLength': 1, 'maxLength': 255},
-    },
-    'additionalProperties': False,
-}
-
-LIST_TARGETS_QUERY = {
-    '$schema': _SCHEMA,
-    'type': 'object',
-    'properties': {
-        'instance_id': {'type': 'string', 'format': 'uuid'},
-        'limit': {'type': 'string'},
-        'marker': {'type': 'string', 'format': 'uuid'},
-    },
-    'additionalProperties': False,
-}
-
 # Pages of versions: the marker is the last row's version.
 FLEET_QUERY = {
     '$schema': _SCHEMA,
     'type': 'object',
     'properties': {
         'limit': {'type': 'string'},
-        'marker': _VERSION,
+        'marker': VERSION,
     },
     'additionalProperties': False,
 }

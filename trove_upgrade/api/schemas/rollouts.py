@@ -19,16 +19,16 @@ from trove_upgrade.common import rollout_states
 _PERCENT = {'type': 'string', 'pattern': '^(100|[1-9]?[0-9])%$'}
 
 _LABEL_VALUE = {'type': 'string', 'minLength': 1, 'maxLength': 255,
-                'pattern': upgrades._TEXT_PATTERN}
+                'pattern': upgrades.TEXT_PATTERN}
 
-_SELECTOR = {
+SELECTOR = {
     'type': 'object',
     'properties': {
         'group': _LABEL_VALUE,
         'labels': {
             'type': 'object', 'minProperties': 1, 'maxProperties': 16,
             'propertyNames': {'minLength': 1, 'maxLength': 255,
-                              'pattern': upgrades._TEXT_PATTERN},
+                              'pattern': upgrades.TEXT_PATTERN},
             'additionalProperties': _LABEL_VALUE,
         },
         'instance_ids': {
@@ -60,14 +60,14 @@ _ROLLOUT = {
     'type': 'object',
     'properties': {
         'name': {'type': 'string', 'minLength': 1, 'maxLength': 255,
-                 'pattern': upgrades._TEXT_PATTERN},
+                 'pattern': upgrades.TEXT_PATTERN},
         'instance_version': {'type': 'string', 'minLength': 1,
                              'maxLength': 64,
                              'pattern': upgrades.VERSION_PATTERN},
         'strategy': {'type': 'string', 'enum': upgrades.STRATEGIES},
         'location': {'type': 'string', 'minLength': 1, 'maxLength': 2048,
-                     'pattern': upgrades._TEXT_PATTERN},
-        'selector': _SELECTOR,
+                     'pattern': upgrades.TEXT_PATTERN},
+        'selector': SELECTOR,
         'canary': {'type': 'integer', 'minimum': 0, 'maximum': 10000},
         'max_in_flight': {'oneOf': [
             {'type': 'integer', 'minimum': 1, 'maximum': 100000},
@@ -89,6 +89,12 @@ _ROLLOUT = {
     'required': ['name', 'instance_version', 'selector'],
     'additionalProperties': False,
 }
+
+# What a desired version takes as a rollout does.
+SHARED_FIELDS = {name: _ROLLOUT['properties'][name]
+                 for name in ('name', 'selector', 'canary', 'max_in_flight',
+                              'max_failures', 'per_agent_retries',
+                              'agent_deadline')}
 
 POST_ROLLOUT = {
     '$schema': 'https://json-schema.org/draft/2020-12/schema',

@@ -22,14 +22,14 @@ STRATEGIES = strategy_plugins.installed()
 
 # Printable text: no control characters, which have no business in a
 # version, a location or a label and would corrupt logs.
-_TEXT_PATTERN = '^[^\\x00-\\x1f\\x7f]*$'
+TEXT_PATTERN = '^[^\\x00-\\x1f\\x7f]*$'
 # No space and no control character: a NUL is not a space to \S and once
 # reached PostgreSQL, which cannot hold one (500).
 VERSION_PATTERN = '^[^\\s\\x00-\\x1f\\x7f]+$'
 
 # An instance id, or with [trove] connection set an instance name too.
 INSTANCE = {'type': 'string', 'minLength': 1, 'maxLength': 255,
-            'pattern': _TEXT_PATTERN}
+            'pattern': TEXT_PATTERN}
 PACKAGE_NAME = {'type': 'string', 'minLength': 1, 'maxLength': 255,
                 'pattern': '^[A-Za-z0-9][A-Za-z0-9._-]*$'}
 
@@ -45,7 +45,7 @@ _UPGRADE = {
         'strategy': {'type': 'string', 'enum': STRATEGIES},
         'location': {
             'type': 'string', 'minLength': 1, 'maxLength': 2048,
-            'pattern': _TEXT_PATTERN,
+            'pattern': TEXT_PATTERN,
         },
         'metadata': {
             'type': 'object',
@@ -53,7 +53,7 @@ _UPGRADE = {
             'propertyNames': {
                 'minLength': 1,
                 'maxLength': rpc_interface.MAX_METADATA_KEY_LENGTH,
-                'pattern': _TEXT_PATTERN,
+                'pattern': TEXT_PATTERN,
             },
             'additionalProperties': {
                 'type': ['string', 'number', 'boolean', 'null'],

@@ -27,12 +27,12 @@ from oslo_utils import uuidutils
 
 from tools.testbed import conffile
 from trove_upgrade.common import states
+from trove_upgrade.common import versions
 from trove_upgrade.db import agents as db_agents
 from trove_upgrade.db import desired_versions as dv_db
 from trove_upgrade.db import upgrades as db_upgrades
 from trove_upgrade.services import desired_versions
 from trove_upgrade.services import packages as package_registry
-from trove_upgrade.services import rollout_plan
 from trove_upgrade.services import rollouts
 from trove_upgrade.tests.functional.agent import harness
 
@@ -100,7 +100,7 @@ class TestDesiredVersionConverges(harness.AgentTestCase):
             (upgrade['metadata'], upgrade['strategy'], upgrade['location'],
              upgrade['rollout_id']))
         self.wait_for(
-            lambda: rollout_plan.same_version(db_agents.get_agent(
+            lambda: versions.same(db_agents.get_agent(
                 self.context, self.instance_id)['guest_version'], '2.0.0'),
             'the agent to report 2.0.0')
         self.assertEqual(

@@ -41,10 +41,12 @@ def upgrade_body(**overrides):
 class APITestCase(base.TestCase):
 
     auth_strategy = 'noauth2'
+    # A fresh SQLite; a functional test may take a server's database.
+    database_fixture = database.Database
 
     def setUp(self):
         super().setUp()
-        self.database = self.useFixture(database.Database())
+        self.database = self.useFixture(self.database_fixture())
         # Explicitly the in-memory driver: in a run that mixes unit and
         # functional tests, an earlier test may have left another URL.
         self.transport = self.useFixture(rpc_fixture.FakeTransport())

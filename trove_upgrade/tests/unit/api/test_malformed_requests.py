@@ -21,6 +21,7 @@ from oslo_utils import uuidutils
 import webob
 
 from trove_upgrade.api.schemas import agents as agent_schemas
+from trove_upgrade.api.schemas import desired_versions as dv_schemas
 from trove_upgrade.api.schemas import packages as package_schemas
 from trove_upgrade.api.schemas import rollouts as rollout_schemas
 from trove_upgrade.api.schemas import upgrades as upgrade_schemas
@@ -48,8 +49,8 @@ LIST_PATHS = ('/upgrades', '/agents', '/rollouts', '/packages',
 PAGED_PATHS = ('/upgrades', '/agents', '/rollouts', '/packages/fleet',
                '/targets')
 
-SCHEMA_MODULES = (agent_schemas, package_schemas, rollout_schemas,
-                  upgrade_schemas)
+SCHEMA_MODULES = (agent_schemas, dv_schemas, package_schemas,
+                  rollout_schemas, upgrade_schemas)
 
 
 def _patterns(schema):

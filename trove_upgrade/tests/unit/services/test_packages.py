@@ -10,7 +10,7 @@
 #    License for the specific language governing permissions and limitations
 #    under the License.
 
-"""Version queries, the upgrade floor and desired-version rounds."""
+"""The upgrade floor and desired-version rounds."""
 
 import datetime
 
@@ -21,38 +21,6 @@ from trove_upgrade.services import packages as package_registry
 from trove_upgrade.tests import base
 
 T0 = datetime.datetime(2026, 12, 1, 12, 0, 0)
-
-
-class TestVersionMatcher(base.TestCase):
-
-    VERSIONS = ['24.0.0', '25.0.0', '25.1.0', 'v26.0.0', '26.0.0rc1',
-                '26.1.0', '27.0.0', 'not-a-version']
-
-    def matching(self, query):
-        matches = package_registry.version_matcher(query)
-        return [v for v in self.VERSIONS if matches(v)]
-
-    def test_exact_versions_are_compared_not_spelled(self):
-        self.assertEqual(['v26.0.0'], self.matching('26.0'))
-        self.assertEqual(['v26.0.0'], self.matching('v26.0.0'))
-        self.assertEqual([], self.matching('26.0.1'))
-
-    def test_wildcards(self):
-        self.assertEqual(['v26.0.0', '26.0.0rc1', '26.1.0'],
-                         self.matching('26.*'))
-        self.assertEqual(['25.1.0'], self.matching('25.1.*'))
-
-    def test_ranges(self):
-        self.assertEqual(['25.1.0', 'v26.0.0', '26.0.0rc1', '26.1.0',
-                          '27.0.0'], self.matching('>=25.1'))
-        self.assertEqual(['25.0.0', '25.1.0', 'v26.0.0', '26.0.0rc1'],
-                         self.matching('>=25,<26.1'))
-        self.assertEqual(['v26.0.0', '26.1.0'], self.matching('~=26.0'))
-
-    def test_bad_queries(self):
-        for query in ('>=x', '26.*.1', 'latest', '=>25'):
-            self.assertRaises(exception.Invalid,
-                              package_registry.version_matcher, query)
 
 
 class TestFloor(base.TestCase):
