@@ -31,7 +31,6 @@ from oslo_utils import uuidutils
 import sqlalchemy as sa
 
 from trove_upgrade.db import common
-from trove_upgrade.db import driver_sql
 from trove_upgrade.db import instance_keys
 from trove_upgrade.db import models
 from trove_upgrade import exception
@@ -282,12 +281,6 @@ _READ_UPGRADE = sa.select(*_UPGRADE_COLUMNS).where(
     _UPGRADES.c.id == sa.bindparam('b_id'))
 _INSERT_UPGRADE = sa.insert(_UPGRADES)
 _INSERT_EVENT = sa.insert(models.UpgradeEvent.__table__)
-# The report writer's: every column bound, for ``event_row``'s dicts.
-_RECORD_EVENTS = driver_sql.DriverStatement(
-    sa.insert(models.UpgradeEvent.__table__).values({
-        column.name: sa.bindparam(column.name, type_=column.type)
-        for column in models.UpgradeEvent.__table__.c
-        if column.name != 'id'}))
 
 
 def _compare_and_swap(columns):
@@ -297,13 +290,12 @@ def _compare_and_swap(columns):
 
 @functools.lru_cache(maxsize=None)
 def _compare_and_swap_of(names):
-    return driver_sql.DriverStatement(
-        sa.update(_UPGRADES)
-        .where(_UPGRADES.c.id == sa.bindparam('b_id'),
-               _UPGRADES.c.status == sa.bindparam('b_from'))
-        .values({name: sa.bindparam('b_' + name,
-                                    type_=_UPGRADES.c[name].type)
-                 for name in names}))
+    return (sa.update(_UPGRADES)
+            .where(_UPGRADES.c.id == sa.bindparam('b_id'),
+                   _UPGRADES.c.status == sa.bindparam('b_from'))
+            .values({name: sa.bindparam('b_' + name,
+                                        type_=_UPGRADES.c[name].type)
+                     for name in names}))
 
 
 def _read_upgrade(connection, upgrade_id):
@@ -460,7 +452,7 @@ def transition_chains_once(context, chains, kept=None):
                 results[index] = attempt[:2]
                 rows.extend(attempt[2])
         if rows:
-            _RECORD_EVENTS.execute(connection, rows)
+            connection.execute(_INSERT_EVENT, rows)
     return results
 
 
@@ -480,7 +472,7 @@ def _attempt(connection, context, upgrade_id, moves, source, allowed_from,
     columns = {name: moved[name] for name in _moved_columns(moves)}
     params = {'b_' + name: value for name, value in columns.items()}
     params.update(b_id=upgrade_id, b_from=upgrade['status'])
-    result = _compare_and_swap(columns).execute(connection, params)
+    result = connection.execute(_compare_and_swap(columns), params)
     if result.rowcount != 1:
         return None
     return outcomes, moved, [
@@ -512,7 +504,7 @@ def _transition_once(context, upgrade_id, moves, source, allowed_from,
             return None
         outcomes, moved, rows = attempt
         if rows:
-            _RECORD_EVENTS.execute(connection, rows)
+            connection.execute(_INSERT_EVENT, rows)
         return outcomes, moved
 
 
