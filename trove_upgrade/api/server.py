@@ -18,21 +18,27 @@ Content-Length that is not digits, two of them, a Transfer-Encoding other
 than a final ``chunked``), bounds the header section and the body, reads
 a whole request before a worker thread runs it, so that a slow client
 holds no thread, and closes a connection silent for ``channel_timeout``.
-Its own refusals are its plain-text answers. Production deployments may
-serve ``trove_upgrade.wsgi.api:application`` under uWSGI or mod_wsgi
-instead.
+Its own refusals are its plain-text answers. An HTTP/1.1 request without
+exactly one Host, which it lets through, is answered 400 here.
+Production deployments may serve ``trove_upgrade.wsgi.api:application``
+under uWSGI or mod_wsgi instead.
 
 Stopping (SIGTERM, through oslo.service's launcher) lets the worker
 threads finish the requests they run, then closes every connection.
 """
 
 import functools
+import http
 import socket
 import threading
 import time
 
+from oslo_context import context
+from oslo_middleware import request_id
 from oslo_service import service
 import waitress.server
+
+from trove_upgrade.api import util
 
 # Worker threads: the requests run at once. Connections waiting for their
 # next request, or sending one, hold none.
@@ -70,7 +76,7 @@ class APIService(service.ServiceBase):
             self._socket.close()
             raise
         self.address = self._socket.getsockname()[:2]
-        self._application = application
+        self._application = _one_host(application)
         self._adjustments = dict(
             threads=THREADS,
             # waitress counts its listening socket and its trigger too.
@@ -124,3 +130,26 @@ def _close_idle_connections(server):
     # Every connection with no request in flight, as if it had been
     # silent past any timeout.
     server.maintenance(float('inf'))
+
+
+def _one_host(application):
+    """``application``, refusing a request without exactly one Host.
+
+    RFC 9112 has a server answer 400 to an HTTP/1.1 request with no Host
+    or with several; waitress passes the first on and joins the second's
+    values with a comma, which no host holds. (A WSGI application may
+    not close the connection; the request's framing was unambiguous.)
+    """
+    def checked(environ, start_response):
+        host = environ.get('HTTP_HOST')
+        if (',' in host) if host is not None else (
+                environ.get('SERVER_PROTOCOL') == 'HTTP/1.1'):
+            req_id = context.generate_request_id()
+            response = util.error_response(
+                http.HTTPStatus.BAD_REQUEST,
+                'An HTTP/1.1 request needs one Host header (RFC 9112).',
+                {request_id.ENV_REQUEST_ID: req_id},
+                headers=[(request_id.HTTP_RESP_HEADER_REQUEST_ID, req_id)])
+            return response(environ, start_response)
+        return application(environ, start_response)
+    return checked

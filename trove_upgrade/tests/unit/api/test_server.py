@@ -120,6 +120,18 @@ class TestServer(base.TestCase):
             self.assertRegex(reply, rb'^HTTP/1\.[01] 400 ')
             self.assertNotIn(b'200 OK', reply)
 
+    def test_an_http_1_1_request_needs_one_host(self):
+        self.serve()
+        for headers in (b'', b'Host: x\r\nHost: y\r\n'):
+            reply = self.exchange(b'POST / HTTP/1.1\r\n' + headers
+                                  + b'Content-Length: 0\r\n\r\n')
+            self.assertTrue(reply.startswith(b'HTTP/1.1 400 '), reply)
+            self.assertIn(b'needs one Host header', reply)
+        self.assertFalse(self.called)
+        # HTTP/1.0 has no Host to require.
+        self.assertIn(b' 200 OK\r\n',
+                      self.exchange(b'GET / HTTP/1.0\r\n\r\n'))
+
     def test_request_line_and_headers_are_bounded(self):
         self.serve()
         for request in (b'GET /' + b'x' * 70000 + b' HTTP/1.1\r\n\r\n',
