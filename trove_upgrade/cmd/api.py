@@ -12,21 +12,22 @@
 
 """trove-upgrade-api: serve the REST API on [api] bind_host:bind_port.
 
-The server itself is ``trove_upgrade.api.server``. SIGTERM and SIGINT
-stop accepting connections, close the idle ones, let the requests in
-flight finish and exit 0. A configuration that cannot work (a file it
-cannot read, an option value, the policy file, the database URL, an
-address it cannot bind) stops it at start with one line and status 2.
+The server is waitress (``trove_upgrade.api.server``), run by
+oslo.service's launcher: SIGTERM and SIGINT let the requests in flight
+finish, close the connections and exit 0. A configuration that cannot
+work (a file it cannot read, an option value, the policy file, the
+database URL, an address it cannot bind) stops it at start with one line
+and status 2.
 """
 
 # First, before oslo.service and oslo.messaging load: the threading backend.
 from trove_upgrade.common import threading_backend  # noqa: F401
 
-import signal
 import sys
 
 from oslo_config import cfg
 from oslo_log import log as logging
+from oslo_service import service
 
 from trove_upgrade.api import deploy
 from trove_upgrade.api import server as api_server
@@ -38,20 +39,17 @@ from trove_upgrade import wsgi
 LOG = logging.getLogger(__name__)
 
 
-def _stop(signum, frame):
-    raise SystemExit(0)
-
-
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     with tu_conf.readable_config('trove-upgrade-api', argv):
         conf = wsgi.parse_config(argv)
     server = None
     try:
-        server = api_server.make_server(
+        server = api_server.APIService(
             conf.api.bind_host, conf.api.bind_port, deploy.loadapp(conf),
             client_timeout=conf.api.client_socket_timeout,
-            max_connections=conf.api.max_connections)
+            max_connections=conf.api.max_connections,
+            max_body_size=conf.api.max_request_body_size)
         migration.check_schema_at_start(conf.database.connection)
     except (cfg.Error, exception.TroveUpgradeException, OSError,
             ValueError) as e:
@@ -61,21 +59,17 @@ def main(argv=None):
     else:
         return _serve(server, conf)
     if server is not None:
-        server.server_close()
+        server.stop()
     # Out of the except: oslo.log would repeat the exception.
     LOG.error('trove-upgrade-api cannot start: %s', reason)
     return 2
 
 
 def _serve(server, conf):
-    signal.signal(signal.SIGTERM, _stop)
-    signal.signal(signal.SIGINT, _stop)
-    host, port = server.server_address[:2]
+    host, port = server.address
     LOG.info('trove-upgrade-api serving on http://%s:%s (auth: %s)',
              host, port, conf.api.auth_strategy)
-    try:
-        server.serve_forever()
-    except SystemExit:
-        LOG.info('trove-upgrade-api stopping')
-    finally:
-        server.server_close()
+    launcher = service.launch(conf, server, restart_method='mutate')
+    launcher.wait()
+    LOG.info('trove-upgrade-api stopping')
+    return 0

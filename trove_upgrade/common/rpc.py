@@ -266,41 +266,6 @@ class RefusingDispatcher(dispatcher.RPCDispatcher):
         self._interface.check_version_arguments(method, version, args)
 
 
-# oslo.messaging's RabbitMQ listener wakes up 1 ms after it hands out a
-# message, then 2, 4, 8 ... ms later until the next one comes, each wake-up a
-# timeout raised up through kombu and the driver's retry wrappers. The
-# wake-ups run the acknowledgements and requeues that notification
-# listeners' threads asked for; an RPC server's messages are acknowledged
-# as they arrive, so for it they do nothing. A conductor whose messages
-# come a few milliseconds apart (a fleet's heartbeats and reports) pays
-# for several of them per message, for nothing. Only
-# the conductor and the agent serve RPC, and neither listens for
-# notifications: their first wake-up comes this many seconds on, which
-# still ends a stopping server's last poll within it.
-LISTENER_FIRST_WAKEUP = 0.25
-_LISTENER_WAKEUP = ('oslo_messaging._drivers.amqpdriver',
-                    'ACK_REQUEUE_EVERY_SECONDS_MIN')
-
-
-def space_listener_wakeups():
-    """Make the RabbitMQ listener's first wake-up ``LISTENER_FIRST_WAKEUP``.
-
-    Once per process, before its RPC server starts. With an oslo.messaging
-    that has no such setting nothing changes; a larger one is kept.
-    """
-    module_name, name = _LISTENER_WAKEUP
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError:
-        return
-    current = getattr(module, name, None)
-    if not isinstance(current, (int, float)):
-        LOG.debug('oslo.messaging has no %s.%s: its RabbitMQ listener\'s '
-                  'wake-ups are left as they are.', module_name, name)
-        return
-    setattr(module, name, max(current, LISTENER_FIRST_WAKEUP))
-
-
 def get_rpc_server(target, endpoints, interface):
     """An RPC server dispatching ``target``'s messages to ``endpoints``.
 
@@ -308,10 +273,7 @@ def get_rpc_server(target, endpoints, interface):
     any other method or shape are refused (``RefusingDispatcher``).
     oslo.messaging picks its threading executor because nothing in this
     project monkey-patches; the executor argument itself is deprecated.
-    Its RabbitMQ listener wakes up as ``space_listener_wakeups`` says.
     """
-    get_transport()  # which loads the driver and its options
-    space_listener_wakeups()
     return rpc_server.RPCServer(
         get_transport(), target,
         RefusingDispatcher(interface, endpoints, RequestContextSerializer(),

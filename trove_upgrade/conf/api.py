@@ -43,7 +43,8 @@ api_opts = [
                default=65536,
                min=1024,
                help='Request bodies larger than this many bytes are '
-                    'refused with 413 before they are parsed.'),
+                    'refused with 413 before they are parsed; '
+                    'trove-upgrade-api refuses them before it reads them.'),
     cfg.IntOpt('client_socket_timeout',
                default=60,
                min=1,
@@ -57,9 +58,9 @@ api_opts = [
                default=1000,
                min=1,
                help='Client connections trove-upgrade-api keeps open at '
-                    'once, idle or busy, each with a thread of its own; '
-                    'one more is answered 503 and closed at once, until '
-                    'one of those open closes. The default leaves a '
+                    'once, idle or busy; with that many open it accepts no '
+                    'more until one closes, and the next ones wait in the '
+                    'kernel\'s queue. The default leaves a '
                     'process with the usual limit of 1024 open files room '
                     'for its database and message-bus connections; keep '
                     'it below that limit (ulimit -n, systemd LimitNOFILE) '

@@ -33,7 +33,6 @@ import sqlalchemy as sa
 from trove_upgrade.common import exception
 from trove_upgrade.common import states
 from trove_upgrade.db import common
-from trove_upgrade.db import driver_sql
 from trove_upgrade.db import models
 from trove_upgrade.db import upgrades as db_upgrades
 
@@ -50,12 +49,6 @@ _TRANSITION_VALUES = _TRANSITION_STRINGS | {'resend_at', 'send_count'}
 _UPGRADES = models.Upgrade.__table__
 _READ_UPGRADE = sa.select(*db_upgrades.UPGRADE_COLUMNS).where(
     _UPGRADES.c.id == sa.bindparam('b_id'))
-# The report writer's: every column bound, for ``event_row``'s dicts.
-_RECORD_EVENTS = driver_sql.DriverStatement(
-    sa.insert(models.UpgradeEvent.__table__).values({
-        column.name: sa.bindparam(column.name, type_=column.type)
-        for column in models.UpgradeEvent.__table__.c
-        if column.name != 'id'}))
 
 
 def _compare_and_swap(columns):
@@ -65,13 +58,12 @@ def _compare_and_swap(columns):
 
 @functools.lru_cache(maxsize=None)
 def _compare_and_swap_of(names):
-    return driver_sql.DriverStatement(
-        sa.update(_UPGRADES)
-        .where(_UPGRADES.c.id == sa.bindparam('b_id'),
-               _UPGRADES.c.status == sa.bindparam('b_from'))
-        .values({name: sa.bindparam('b_' + name,
-                                    type_=_UPGRADES.c[name].type)
-                 for name in names}))
+    return (sa.update(_UPGRADES)
+            .where(_UPGRADES.c.id == sa.bindparam('b_id'),
+                   _UPGRADES.c.status == sa.bindparam('b_from'))
+            .values({name: sa.bindparam('b_' + name,
+                                        type_=_UPGRADES.c[name].type)
+                     for name in names}))
 
 
 def _read_upgrade(connection, upgrade_id):
@@ -181,7 +173,7 @@ def transition_chains_once(context, chains, kept=None):
                 results[index] = attempt[:2]
                 rows.extend(attempt[2])
         if rows:
-            _RECORD_EVENTS.execute(connection, rows)
+            connection.execute(db_upgrades.INSERT_EVENT, rows)
     return results
 
 
@@ -201,7 +193,7 @@ def _attempt(connection, context, upgrade_id, moves, source, allowed_from,
     columns = {name: moved[name] for name in _moved_columns(moves)}
     params = {'b_' + name: value for name, value in columns.items()}
     params.update(b_id=upgrade_id, b_from=upgrade['status'])
-    result = _compare_and_swap(columns).execute(connection, params)
+    result = connection.execute(_compare_and_swap(columns), params)
     if result.rowcount != 1:
         return None
     return outcomes, moved, [
@@ -233,7 +225,7 @@ def _transition_once(context, upgrade_id, moves, source, allowed_from,
             return None
         outcomes, moved, rows = attempt
         if rows:
-            _RECORD_EVENTS.execute(connection, rows)
+            connection.execute(db_upgrades.INSERT_EVENT, rows)
         return outcomes, moved
 
 

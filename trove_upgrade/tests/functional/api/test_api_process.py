@@ -12,6 +12,9 @@
 
 """The API as real processes on loopback: trove-upgrade-api and gunicorn.
 
+trove-upgrade-api serves with waitress; gunicorn stands for the servers
+that production deployments put in front of ``trove_upgrade.wsgi.api``.
+
 Each serves a SQLite database prepared by ``trove-upgrade-manage db sync``
 with noauth2 and the fake message driver; the tests talk real HTTP.
 """
@@ -44,6 +47,10 @@ class _ServedAPI(base.TestCase):
 
     # How the server logs the address it listens on.
     listening = None
+    # Whether the server itself refuses a body over [api]
+    # max_request_body_size, and one shorter than its Content-Length
+    # (waitress: it reads a whole request before the API sees it).
+    server_reads_bodies = False
 
     def setUp(self):
         super().setUp()
@@ -119,7 +126,8 @@ class _ServedAPI(base.TestCase):
         too_large = requests.post(mgmt + '/upgrades', headers=HEADERS,
                                   json=padded, timeout=30)
         self.assertEqual(413, too_large.status_code, too_large.text)
-        self.assertEqual(413, too_large.json()['errors'][0]['status'])
+        if not self.server_reads_bodies:
+            self.assertEqual(413, too_large.json()['errors'][0]['status'])
         not_json = requests.post(mgmt + '/upgrades', headers=HEADERS,
                                  data='instance_id=x', timeout=30)
         self.assertEqual(415, not_json.status_code, not_json.text)
@@ -159,6 +167,10 @@ class _ServedAPI(base.TestCase):
                           % (mgmt[len(self.url):], host, head)).encode())
             conn.shutdown(socket.SHUT_WR)
             answer = b''.join(iter(lambda: conn.recv(65536), b''))
+        if self.server_reads_bodies:
+            # Never passed on: closed unanswered.
+            self.assertEqual(b'', answer)
+            return
         status_line, _, rest = answer.partition(b'\r\n')
         self.assertIn(b' 400 ', status_line, answer)
         error, = json.loads(rest.partition(b'\r\n\r\n')[2])['errors']
@@ -176,6 +188,7 @@ class _ServedAPI(base.TestCase):
 class TestConsoleScript(_ServedAPI):
 
     listening = r'trove-upgrade-api serving on http://127\.0\.0\.1:(\d+)'
+    server_reads_bodies = True
 
     def setUp(self):
         super().setUp()

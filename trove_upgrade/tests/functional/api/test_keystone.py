@@ -17,7 +17,6 @@ One Keystone serves the whole class. Each test builds the API with
 that Keystone, so auth_token validates every token over HTTP.
 """
 
-import threading
 
 import fixtures
 from keystoneauth1 import exceptions as ks_exc
@@ -156,13 +155,12 @@ class TestKeystoneAuth(base.TestCase):
         self.assertNothingRecorded()
 
     def test_clients_find_the_api_in_the_catalog(self):
-        server = api_server.make_server('127.0.0.1', 0, self.app)
-        thread = threading.Thread(target=server.serve_forever)
-        thread.start()
-        self.addCleanup(thread.join)
-        self.addCleanup(server.server_close)
-        self.addCleanup(server.shutdown)
-        url = 'http://127.0.0.1:%d' % server.server_address[1]
+        server = api_server.APIService('127.0.0.1', 0, self.app, 60, 100,
+                                       65536)
+        server.start()
+        self.addCleanup(server.wait)
+        self.addCleanup(server.stop)
+        url = 'http://127.0.0.1:%d' % server.address[1]
         self.keystone.register_service(url)
 
         # New sessions: their tokens' catalogs hold the new endpoint.

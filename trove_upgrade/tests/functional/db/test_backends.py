@@ -102,8 +102,8 @@ class _BackendTests:
         self.assertEqual(detail, stored['events'][-1]['detail'])
 
     def test_a_written_batch_keeps_every_value(self):
-        # The report writer's batch: its UPDATE and INSERT run as the
-        # driver's text (db.driver_sql), each value bound by its type.
+        # The report writer's batch: one UPDATE per upgrade and one INSERT
+        # of every event, each value bound by its column's type.
         upgrades = [self._create(), self._create()]
         for upgrade in upgrades:
             db_transitions.transition_upgrade(self.context, upgrade['id'],

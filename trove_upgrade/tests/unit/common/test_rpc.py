@@ -16,7 +16,6 @@ from unittest import mock
 
 import fixtures
 import oslo_messaging as messaging
-from oslo_messaging._drivers import amqpdriver
 
 from trove_upgrade.common import context
 from trove_upgrade.common import exception
@@ -159,37 +158,6 @@ class TestRPC(base.TestCase):
     def test_default_publisher_names_the_host(self):
         self.assertTrue(rpc.default_publisher_id().startswith(
             'trove-upgrade.'))
-
-
-class TestListenerWakeups(base.TestCase):
-    """The RabbitMQ listener's first wake-up after a message it handed out."""
-
-    SETTING = 'oslo_messaging._drivers.amqpdriver.%s' % (
-        rpc._LISTENER_WAKEUP[1])
-
-    def setUp(self):
-        super().setUp()
-        self.useFixture(rpc_fixture.FakeTransport())
-        # The library's own value, put back after the test.
-        self.useFixture(fixtures.MonkeyPatch(self.SETTING, 0.001))
-
-    def serve(self):
-        rpc.get_rpc_server(messaging.Target(topic='t', server='h'),
-                           [EchoEndpoint()], ECHO)
-        return getattr(amqpdriver, rpc._LISTENER_WAKEUP[1], None)
-
-    def test_spaced_out_before_a_server_serves(self):
-        self.assertEqual(rpc.LISTENER_FIRST_WAKEUP, self.serve())
-        self.assertGreater(rpc.LISTENER_FIRST_WAKEUP, 0.001)
-
-    def test_a_later_first_wakeup_is_kept(self):
-        self.useFixture(fixtures.MonkeyPatch(self.SETTING, 2.0))
-        self.assertEqual(2.0, self.serve())
-
-    def test_an_oslo_messaging_without_the_setting_is_served(self):
-        self.useFixture(fixtures.MonkeyPatch(self.SETTING,
-                                             fixtures.MonkeyPatch.delete))
-        self.assertIsNone(self.serve())
 
 
 class TestMalformedMessages(base.TestCase):
