@@ -34,6 +34,8 @@ import sqlalchemy as sa
 from trove_upgrade import conf
 from trove_upgrade.conf import database as database_conf
 from trove_upgrade import exception
+from trove_upgrade.packaging import exceptions as package_exc
+from trove_upgrade.packaging import manifest
 
 database_conf.register_opts(conf.CONF)
 
@@ -325,6 +327,41 @@ def check_characters(name, value):
             raise exception.Invalid(
                 reason='%s holds a lone UTF-16 surrogate, not a character'
                 % name) from None
+
+
+# rpc_interface.EXPECTED_MANIFEST_FIELDS, which imports the messaging
+# library the manage command must not load.
+EXPECTED_MANIFEST_FIELDS = ('sha256', 'package')
+
+
+def check_expected_manifest(expected):
+    """Refuse what is not an upgrade's ``expected_manifest`` or None."""
+    if expected is None:
+        return
+    fields = EXPECTED_MANIFEST_FIELDS
+    if not isinstance(expected, dict) or set(expected) != set(fields):
+        raise exception.Invalid(
+            reason='expected_manifest must be null or an object of exactly '
+                   '%s' % ', '.join(fields))
+    try:
+        manifest.check_expectation(expected['sha256'], expected['package'])
+    except package_exc.InvalidExpectationError as e:
+        raise exception.Invalid(reason='expected_manifest: %s' % e)
+
+
+def expected_manifest_columns(expected):
+    """The columns of a row that holds ``expected_manifest``."""
+    expected = expected or {}
+    return {'expected_manifest_sha256': expected.get('sha256'),
+            'expected_package': expected.get('package')}
+
+
+def expected_manifest_of(row):
+    """A row's ``expected_manifest``: None when it expects nothing."""
+    if row.expected_manifest_sha256 is None and row.expected_package is None:
+        return None
+    return {'sha256': row.expected_manifest_sha256,
+            'package': row.expected_package}
 
 
 def bounded_detail(detail):

@@ -41,7 +41,8 @@ LOG = logging.getLogger(__name__)
 
 _UPGRADE_REQUIRED = frozenset(['instance_id', 'instance_version', 'strategy',
                                'location'])
-_UPGRADE_OPTIONAL = frozenset(['metadata', 'allow_downgrade', 'rollout_id'])
+_UPGRADE_OPTIONAL = frozenset(['metadata', 'allow_downgrade', 'rollout_id',
+                               'expected_manifest'])
 _UPGRADE_FILTERS = frozenset(['instance_id', 'status', 'instance_version',
                               'rollout_id'])
 # Columns a transition may set besides the ones it always sets itself.
@@ -76,6 +77,7 @@ def _upgrade_dict(row):
         'finished_at': row.finished_at,
         'resend_at': row.resend_at,
         'send_count': row.send_count,
+        'expected_manifest': common.expected_manifest_of(row),
     }
 
 
@@ -215,7 +217,9 @@ def _new_upgrade(context, values, resend_at):
     if not isinstance(allow_downgrade, bool):
         raise exception.Invalid(reason='allow_downgrade must be a boolean')
     now = timeutils.utcnow()
+    common.check_expected_manifest(values.get('expected_manifest'))
     upgrade = {
+        'expected_manifest': values.get('expected_manifest'),
         'id': uuidutils.generate_uuid(),
         'instance_id': values['instance_id'],
         'instance_version': values['instance_version'],
@@ -250,7 +254,10 @@ def _insert_upgrade(connection, upgrade, events):
     # Prebuilt INSERTs on a plain connection: the ORM's unit of work, and
     # building the statements, cost the API more CPU than executing them.
     # The events go in one execution (one statement on MySQL), in order.
-    connection.execute(_INSERT_UPGRADE, upgrade)
+    row = dict(upgrade, **common.expected_manifest_columns(
+        upgrade['expected_manifest']))
+    del row['expected_manifest']
+    connection.execute(_INSERT_UPGRADE, row)
     connection.execute(_INSERT_EVENT, events)
 
 

@@ -25,6 +25,7 @@ from trove_upgrade import fleet
 from trove_upgrade import package_registry
 from trove_upgrade.policies import packages as policies
 from trove_upgrade import policy
+from trove_upgrade import rpc_interface
 
 
 def _package_id(req):
@@ -40,7 +41,7 @@ def _view(req, package):
         {k: package[k] for k in (
             'id', 'name', 'version', 'strategy', 'location', 'state', 'size',
             'sha256', 'min_upgrade_from', 'signer_key_ids', 'project_id',
-            'user_id')},
+            'user_id', 'manifest_sha256', 'manifest_package')},
         manifest_created_at=util.isotime(package['manifest_created_at']),
         manifest_expires_at=util.isotime(package['manifest_expires_at']),
         created_at=util.isotime(package['created_at']),
@@ -49,14 +50,20 @@ def _view(req, package):
 
 
 def deploy_by_reference(context, values, agents_of):
-    """Fill ``strategy`` and ``location`` from a named package.
+    """Fill ``strategy``, ``location`` and the expectation from a package.
 
     ``values`` are an upgrade's or a rollout's, ``agents_of()`` the agents
     it targets now (for the package's ``min_upgrade_from`` floor), called
     only when a package is named. Without
     ``package`` both ``strategy`` and ``location`` are required, as
     before. Nothing is recorded or sent when this raises.
+
+    ``expected_manifest`` is the request's, when it gives one, or the
+    registered package's: an upgrade to a registered package is always
+    bound to the manifest verified at its registration, and a request
+    that expects another one is refused.
     """
+    _expectation(values)
     name = values.pop('package', None)
     if name is None:
         missing = [k for k in ('strategy', 'location') if k not in values]
@@ -75,7 +82,28 @@ def deploy_by_reference(context, values, agents_of):
     package_registry.check_floor(package, agents_of())
     values['strategy'] = package['strategy']
     values['location'] = package['location']
+    registered = package['expected_manifest']
+    given = values.get('expected_manifest')
+    if given is not None and registered is not None and any(
+            given[k] not in (None, registered[k]) for k in given):
+        raise webob.exc.HTTPBadRequest(
+            'Invalid JSON body: expected_manifest differs from that of the '
+            'registered package %s %s (sha256 %s, package %s).'
+            % (package['name'], package['version'], registered['sha256'],
+               registered['package']))
+    if registered is not None:
+        values['expected_manifest'] = registered
     return package
+
+
+def _expectation(values):
+    """The request's ``expected_manifest`` with both fields, or none."""
+    given = values.pop('expected_manifest', None)
+    if given is None:
+        return
+    given = {k: given.get(k) for k in rpc_interface.EXPECTED_MANIFEST_FIELDS}
+    if any(v is not None for v in given.values()):
+        values['expected_manifest'] = given
 
 
 @util.wsgify
