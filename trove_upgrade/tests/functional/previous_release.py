@@ -49,6 +49,7 @@ _PINNED = _pinned()
 COMMIT = _PINNED['commit']
 AGENT_API = _PINNED['agent_api']
 CONDUCTOR_API = _PINNED['conductor_api']
+SCHEMA = _PINNED['schema']
 
 
 class PreviousRelease(fixtures.Fixture):

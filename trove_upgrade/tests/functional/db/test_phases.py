@@ -31,13 +31,13 @@ from trove_upgrade.db import migration
 from trove_upgrade import exception
 from trove_upgrade.tests import base
 from trove_upgrade.tests.fixtures import database
+from trove_upgrade.tests.functional import previous_release
 
 _MANAGE = os.path.join(os.path.dirname(sys.executable),
                        'trove-upgrade-manage')
 
-# The newest revision of the previous release
-# (tools/previous_release.ini): what its ``db sync`` left.
-PREVIOUS_HEAD = 'c5e2a8f4d7b3'
+# The newest revision of the previous release: what its ``db sync`` left.
+PREVIOUS_HEAD = previous_release.SCHEMA
 
 # A made-up next release: a table and a column added, the data copied, the
 # old column dropped.
