@@ -168,7 +168,15 @@ class _PhaseTests(database.OpportunisticDBTestMixin):
         error = self.assertRaises(exception.Invalid, step, 'contract')
         self.assertIn('run trove-upgrade-manage db migrate first',
                       str(error))
+        # This release's services refuse the schema until it is
+        # migrated, then serve on it before its contraction.
+        self.useFixture(fixtures.MockPatchObject(
+            migration, 'script_directory', return_value=scripts))
+        self.assertEqual(migration.OLDER, migration.compare_with_head(
+            migration.version(self.engine)))
         self.assertEqual('f1000000a003', step('migrate'))
+        self.assertEqual(migration.CURRENT, migration.compare_with_head(
+            migration.version(self.engine)))
         with self.engine.connect() as connection:
             self.assertEqual('kept', connection.execute(sa.text(
                 'SELECT new_value FROM phase_test')).scalar())
