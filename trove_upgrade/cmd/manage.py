@@ -14,7 +14,15 @@
 
 ``trove-upgrade-manage db sync [REVISION]`` brings the schema up to the
 newest (or the given) migration; ``trove-upgrade-manage db version`` prints
-the revision the database is at.
+the revision the database is at and what is pending.
+
+A rolling upgrade of the control plane runs the phases one by one
+(``trove_upgrade.db.migration``, ``doc/source/admin/upgrading.rst``):
+``db expand`` while the previous release's API and conductors serve,
+``db migrate`` before this release's start, ``db contract`` once the
+previous release's are all gone. ``db check`` says what is pending and
+exits 0 when nothing is, 2 when an expansion is, 3 a data migration, 4 a
+contraction (keystone's ``db_sync --check`` codes).
 
 ``trove-upgrade-manage instance-key`` provisions the keys that seal the RPC
 messages of one instance (see ``doc/source/admin/message-sealing.rst``):
@@ -64,7 +72,45 @@ def _db_sync():
 
 
 def _db_version():
-    print(migration.version() or 'None (the database was never synced)')
+    current = migration.version()
+    print(current or 'None (the database was never synced)')
+    print('Pending: %s.' % migration.describe_pending(current))
+
+
+def _db_step(phase):
+    """``db expand``, ``db migrate`` or ``db contract``."""
+    def step():
+        current = migration.version()
+        target = migration.step_target(phase, current)
+        if target is None:
+            print('Nothing to %s: the database is at revision %s; pending: '
+                  '%s.' % (phase, current,
+                           migration.describe_pending(current)))
+            return
+        migration.upgrade(target)
+        current = migration.version()
+        print('Database is at revision %s; pending: %s.'
+              % (current, migration.describe_pending(current)))
+    return step
+
+
+# ``db check``'s exit codes by the first pending phase, keystone's.
+CHECK_CODES = {None: 0, migration.EXPAND: 2, migration.MIGRATE: 3,
+               migration.CONTRACT: 4}
+
+
+def _db_check():
+    current = migration.version()
+    waiting = migration.pending(current)
+    first = waiting[0][1] if waiting else None
+    if first is None:
+        print('The database is at revision %s: nothing is pending.'
+              % current)
+    else:
+        print('The database is at revision %s; pending: %s. Next: '
+              'trove-upgrade-manage db %s.'
+              % (current, migration.describe_pending(current), first))
+    return CHECK_CODES[first]
 
 
 def _key_set():
@@ -190,8 +236,22 @@ def _add_command_parsers(subparsers):
                       help='Alembic revision to upgrade to (default: head).')
     sync.set_defaults(func=_db_sync)
     ver = actions.add_parser(
-        'version', help='Print the revision the database is at.')
+        'version', help='Print the revision the database is at and what '
+                        'is pending.')
     ver.set_defaults(func=_db_version)
+    for phase, text in (
+            (migration.EXPAND, 'Add what this release needs; the previous '
+                               'release keeps serving.'),
+            (migration.MIGRATE, 'Move data, after expand, before this '
+                                'release\'s services start.'),
+            (migration.CONTRACT, 'Remove what only the previous release '
+                                 'used, once none of it serves.')):
+        step = actions.add_parser(phase, help=text)
+        step.set_defaults(func=_db_step(phase))
+    check = actions.add_parser(
+        'check', help='Say what is pending: exit 0 when nothing is, 2 for '
+                      'expand, 3 for migrate, 4 for contract.')
+    check.set_defaults(func=_db_check)
     _add_key_parsers(subparsers)
 
 
@@ -212,7 +272,7 @@ def main(argv=None):
              version=version.version_info.version_string())
     try:
         db_common.check_connection_url(CONF.database.connection)
-        CONF.command.func()
+        code = CONF.command.func()
     except db_exc.DBError as exc:
         print('Database error: %s' % exc, file=sys.stderr)
         return 1
@@ -232,4 +292,4 @@ def main(argv=None):
         # A key file that cannot be read or written; no key was stored.
         print('Error: %s' % exc, file=sys.stderr)
         return 1
-    return 0
+    return code or 0

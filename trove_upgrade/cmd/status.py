@@ -184,6 +184,14 @@ class Checks(upgradecheck.UpgradeCommands):
                 % (database_url(), _first_line(exc)))
         head = migration.script_directory().get_current_head()
         state = migration.compare_with_head(current)
+        if state == migration.CURRENT and current != head:
+            return _result(SUCCESS, 'The schema is at revision %s, which '
+                                    'this release serves on; pending: %s '
+                                    '(trove-upgrade-manage db contract, once '
+                                    'no service of the previous release '
+                                    'runs).' % (current,
+                                                migration.describe_pending(
+                                                    current)))
         if state == migration.CURRENT:
             return _result(SUCCESS, 'The schema is at revision %s, the '
                                     'newest of this release.' % head)

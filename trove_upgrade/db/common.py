@@ -327,6 +327,26 @@ def check_characters(name, value):
                 % name) from None
 
 
+# As rpc_interface.EXPECTED_MANIFEST_FIELDS, which imports the messaging
+# library the manage command must not load.
+EXPECTED_MANIFEST_FIELDS = ('sha256', 'package')
+
+
+def expected_manifest_columns(expected):
+    """The columns of a row that holds ``expected_manifest``."""
+    expected = expected or {}
+    return {'expected_manifest_sha256': expected.get('sha256'),
+            'expected_package': expected.get('package')}
+
+
+def expected_manifest_of(row):
+    """A row's ``expected_manifest``: None when it expects nothing."""
+    if row.expected_manifest_sha256 is None and row.expected_package is None:
+        return None
+    return {'sha256': row.expected_manifest_sha256,
+            'package': row.expected_package}
+
+
 def bounded_detail(detail):
     if detail is None:
         return None

@@ -251,7 +251,9 @@ def _create_upgrades(context, desired, package, targets, owner, resend_at):
             'status_detail': None, 'project_id': context.project_id,
             'user_id': context.user_id, 'request_id': context.request_id,
             'rollout_id': None, 'created_at': now, 'updated_at': now,
-            'finished_at': None, **db_upgrades.first_send(resend_at)})
+            'finished_at': None, **db_upgrades.first_send(resend_at),
+            **common.expected_manifest_columns(
+                package['expected_manifest'])})
         events.append(db_upgrades.event_row(
             context, upgrade_id, now, 'conductor', None, states.PENDING))
         dispatches.append({
@@ -275,6 +277,8 @@ def _create_upgrades(context, desired, package, targets, owner, resend_at):
         session.execute(sa.insert(models.UpgradeEvent.__table__), events)
         session.execute(sa.insert(models.DesiredVersionDispatch.__table__),
                         dispatches)
+    for upgrade in upgrades:
+        upgrade['expected_manifest'] = package['expected_manifest']
     return upgrades
 
 

@@ -10,7 +10,27 @@
 #    License for the specific language governing permissions and limitations
 #    under the License.
 
-"""Schema migrations with alembic, for the manage command and the tests."""
+"""Schema migrations with alembic, for the manage command and the tests.
+
+The revisions form one chain, and each belongs to a phase of a rolling
+upgrade (its module's ``phase``; ``expand`` when it names none, as every
+revision from before the phases did):
+
+* ``expand`` only adds what the previous release ignores (tables, nullable
+  or defaulted columns, indexes): applied while the previous release's
+  API and conductors still serve;
+* ``migrate`` moves data, online, between the expansion and the new
+  services;
+* ``contract`` removes what only the previous release used: applied once
+  none of its API and conductors runs any more.
+
+``trove-upgrade-manage db expand|migrate|contract`` applies the pending
+revisions of its phase, as keystone's ``db_sync --expand/--migrate/
+--contract`` and glance's ``db expand|migrate|contract`` do; ``db sync``
+applies them all. One chain rather than alembic branches keeps one
+revision in ``alembic_version``, which the previous release's services
+read at start: a revision they do not know is served on (``NEWER``).
+"""
 
 import os
 
@@ -18,6 +38,7 @@ from alembic import command as alembic_command
 from alembic import config as alembic_config
 from alembic import migration as alembic_migration
 from alembic import script as alembic_script
+from alembic.script import revision as alembic_revision
 from alembic import util as alembic_util
 from oslo_log import log as logging
 import sqlalchemy as sa
@@ -30,25 +51,29 @@ LOG = logging.getLogger(__name__)
 
 # What the services' refusal tells an operator to run.
 DB_SYNC = 'trove-upgrade-manage db sync'
+ROLLING_STEPS = ('trove-upgrade-manage db expand, then trove-upgrade-manage '
+                 'db migrate')
 
 _SCRIPT_LOCATION = os.path.join(os.path.dirname(__file__), 'migrations')
 
 
-def _alembic_config(connection=None):
+def _alembic_config(connection=None, script_location=None):
     config = alembic_config.Config()
-    config.set_main_option('script_location', _SCRIPT_LOCATION)
+    config.set_main_option('script_location',
+                           script_location or _SCRIPT_LOCATION)
     config.attributes['connection'] = connection
     return config
 
 
-def upgrade(revision='head', engine=None):
+def upgrade(revision='head', engine=None, script_location=None):
     """Bring the schema up to ``revision``.
 
     The configured database by default, or the given engine's.
     """
     engine = engine or common.get_engine()
     with engine.begin() as connection:
-        alembic_command.upgrade(_alembic_config(connection), revision)
+        alembic_command.upgrade(
+            _alembic_config(connection, script_location), revision)
 
 
 def version(engine=None):
@@ -59,9 +84,10 @@ def version(engine=None):
         return context.get_current_revision()
 
 
-def script_directory():
+def script_directory(script_location=None):
     """The migration scripts; their head is the newest revision here."""
-    return alembic_script.ScriptDirectory(_SCRIPT_LOCATION)
+    return alembic_script.ScriptDirectory(script_location
+                                          or _SCRIPT_LOCATION)
 
 
 # Where a database's revision stands against this release's newest.
@@ -72,7 +98,12 @@ OLDER = 'older'
 
 
 def compare_with_head(current):
-    """CURRENT, EMPTY, NEWER (unknown here) or OLDER, for ``current``."""
+    """CURRENT, EMPTY, NEWER (unknown here) or OLDER, for ``current``.
+
+    A schema whose only pending revisions are contractions is CURRENT:
+    this release serves on it from the moment it is expanded, and the
+    contraction waits for the previous release's services to be gone.
+    """
     scripts = script_directory()
     if current == scripts.get_current_head():
         return CURRENT
@@ -82,7 +113,79 @@ def compare_with_head(current):
         scripts.get_revision(current)
     except alembic_util.CommandError:
         return NEWER
+    try:
+        waiting = pending(current, scripts)
+    # A head of another release's scripts.
+    except (alembic_util.CommandError, alembic_revision.RevisionError):
+        return OLDER
+    if all(phase == CONTRACT for _, phase in waiting):
+        return CURRENT
     return OLDER
+
+
+# The phases of a rolling upgrade, in their order.
+EXPAND = 'expand'
+MIGRATE = 'migrate'
+CONTRACT = 'contract'
+PHASES = (EXPAND, MIGRATE, CONTRACT)
+
+
+def phase_of(script):
+    """The phase of an alembic ``Script``: its module's ``phase``."""
+    phase = getattr(script.module, 'phase', EXPAND)
+    if phase not in PHASES:
+        raise exception.Invalid(
+            reason='revision %s has phase %r, not one of %s'
+            % (script.revision, phase, ', '.join(PHASES)))
+    return phase
+
+
+def pending(current, scripts=None):
+    """``(revision, phase)`` of each revision above ``current``, oldest first.
+
+    ``current`` is a revision of ``scripts`` (this release's by default)
+    or None for an empty database.
+    """
+    scripts = scripts or script_directory()
+    found = scripts.iterate_revisions(scripts.get_current_head(),
+                                      current or 'base')
+    return [(script.revision, phase_of(script))
+            for script in reversed(list(found))]
+
+
+def step_target(phase, current, scripts=None):
+    """The revision ``db <phase>`` upgrades to, or None when none is due.
+
+    The leading pending revisions of ``phase``. When a revision of that
+    phase is pending behind one of another phase (a contract left over
+    from the previous upgrade before an expansion, an expansion before a
+    data migration), Invalid names the step to run first.
+    """
+    waiting = pending(current, scripts)
+    if not any(p == phase for _, p in waiting):
+        return None
+    target = None
+    for revision, revision_phase in waiting:
+        if revision_phase != phase:
+            break
+        target = revision
+    if target is None:
+        revision, first = waiting[0]
+        raise exception.Invalid(reason=(
+            'revision %s, a %s step, is pending before the %s revisions: '
+            'run trove-upgrade-manage db %s first'
+            % (revision, first, phase, first)))
+    return target
+
+
+def describe_pending(current, scripts=None):
+    """What is pending, phase by phase, as one line."""
+    waiting = pending(current, scripts)
+    if not waiting:
+        return 'nothing is pending'
+    return '; '.join(
+        '%s: %s' % (phase, ', '.join(r for r, p in waiting if p == phase))
+        for phase in PHASES if any(p == phase for _, p in waiting))
 
 
 def check_schema_at_start(url):
@@ -119,5 +222,7 @@ def check_schema_at_start(url):
         return
     raise exception.SchemaNotCurrent(
         reason='the database schema is at revision %s, not at %s, the '
-               'newest of this release; run: %s'
-        % (current, script_directory().get_current_head(), DB_SYNC))
+               'newest of this release (pending: %s); run: %s, or %s '
+               'during a rolling upgrade'
+        % (current, script_directory().get_current_head(),
+           describe_pending(current), DB_SYNC, ROLLING_STEPS))

@@ -96,6 +96,12 @@ class Upgrade(Base):
     # Casts of the upgrade to its agent, made or begun.
     send_count: orm.Mapped[int] = orm.mapped_column(
         sa.Integer, nullable=False, default=0, server_default='0')
+    # The manifest the agent must get (rpc_interface's expected_manifest):
+    # its SHA-256 and signed package name, either NULL when not bound.
+    expected_manifest_sha256: orm.Mapped[str | None] = orm.mapped_column(
+        sa.String(64))
+    expected_package: orm.Mapped[str | None] = orm.mapped_column(
+        sa.String(255))
 
 
 class UpgradeEvent(Base):
@@ -180,6 +186,11 @@ class Rollout(Base):
         sa.Boolean, nullable=False, default=True, server_default=sa.true())
     hold_set_on_failure: orm.Mapped[bool] = orm.mapped_column(
         sa.Boolean, nullable=False, default=True, server_default=sa.true())
+    # The manifest each of its upgrades expects, as an upgrade's.
+    expected_manifest_sha256: orm.Mapped[str | None] = orm.mapped_column(
+        sa.String(64))
+    expected_package: orm.Mapped[str | None] = orm.mapped_column(
+        sa.String(255))
     lease_owner: orm.Mapped[str | None] = orm.mapped_column(sa.String(255))
     lease_until: orm.Mapped[datetime.datetime | None] = orm.mapped_column(
         DateTime)
@@ -279,6 +290,13 @@ class Package(Base):
         DateTime)
     manifest_expires_at: orm.Mapped[datetime.datetime] = orm.mapped_column(
         DateTime)
+    # The SHA-256 of the manifest file verified at registration, and the
+    # package name it signs (NULL when it names none): what every upgrade
+    # to this package expects. NULL for packages registered before.
+    manifest_sha256: orm.Mapped[str | None] = orm.mapped_column(
+        sa.String(64))
+    manifest_package: orm.Mapped[str | None] = orm.mapped_column(
+        sa.String(255))
     project_id: orm.Mapped[str | None] = orm.mapped_column(sa.String(255))
     user_id: orm.Mapped[str | None] = orm.mapped_column(sa.String(255))
     created_at: orm.Mapped[datetime.datetime] = orm.mapped_column(DateTime)

@@ -31,7 +31,8 @@ from trove_upgrade.db import models
 _REQUIRED = frozenset([
     'name', 'version', 'strategy', 'location', 'state', 'size', 'sha256',
     'signer_key_ids', 'manifest_created_at', 'manifest_expires_at'])
-_OPTIONAL = frozenset(['min_upgrade_from'])
+_OPTIONAL = frozenset(['min_upgrade_from', 'manifest_sha256',
+                       'manifest_package'])
 _FILTERS = frozenset(['name', 'state', 'version'])
 
 # An upgrade that ended in one of these did not leave its version running.
@@ -53,6 +54,12 @@ def _package_dict(row):
         'signer_key_ids': [k for k in row.signer_key_ids.split(',') if k],
         'manifest_created_at': row.manifest_created_at,
         'manifest_expires_at': row.manifest_expires_at,
+        'manifest_sha256': row.manifest_sha256,
+        'manifest_package': row.manifest_package,
+        # What every upgrade to it expects; None for a package registered
+        # before its manifest's hash was kept.
+        'expected_manifest': row.manifest_sha256 and {
+            'sha256': row.manifest_sha256, 'package': row.manifest_package},
         'project_id': row.project_id,
         'user_id': row.user_id,
         'created_at': row.created_at,
@@ -76,7 +83,8 @@ def create_package(context, values):
                       _REQUIRED)
     common.check_strings(models.Package, values,
                          ['name', 'version', 'strategy', 'location',
-                          'state', 'sha256', 'min_upgrade_from'])
+                          'state', 'sha256', 'min_upgrade_from',
+                          'manifest_sha256', 'manifest_package'])
     now = timeutils.utcnow()
     row = models.Package(
         id=uuidutils.generate_uuid(),

@@ -41,7 +41,8 @@ _ROLLOUT_REQUIRED = frozenset([
     'canary', 'max_in_flight', 'max_in_flight_kind', 'max_failures',
     'max_failures_kind', 'per_agent_retries', 'agent_deadline', 'status'])
 _ROLLOUT_OPTIONAL = frozenset(['start_at', 'status_detail',
-                               'order_by_topology', 'hold_set_on_failure'])
+                               'order_by_topology', 'hold_set_on_failure',
+                               'expected_manifest'])
 _ROLLOUT_BOOLEANS = frozenset(['order_by_topology', 'hold_set_on_failure'])
 _ROLLOUT_INTEGERS = frozenset(['canary', 'max_in_flight', 'max_failures',
                                'per_agent_retries', 'agent_deadline',
@@ -73,6 +74,7 @@ def _rollout_dict(row):
         'failures_acknowledged': row.failures_acknowledged,
         'order_by_topology': row.order_by_topology,
         'hold_set_on_failure': row.hold_set_on_failure,
+        'expected_manifest': common.expected_manifest_of(row),
         'project_id': row.project_id,
         'user_id': row.user_id,
         'created_at': row.created_at,
@@ -116,6 +118,10 @@ def create_rollout(context, values):
             raise exception.Invalid(reason='%s must be true or false, not %r'
                                     % (name, values[name]))
     common.check_json_object('selector', values['selector'])
+    common.check_expected_manifest(values.get('expected_manifest'))
+    values = dict(values, **common.expected_manifest_columns(
+        values.get('expected_manifest')))
+    values.pop('expected_manifest', None)
     now = timeutils.utcnow()
     start_at = values.get('start_at')
     rollout = models.Rollout(
@@ -329,6 +335,7 @@ def _batch_columns(context, rollout, now, resend_at):
         'user_id': context.user_id, 'request_id': context.request_id,
         'rollout_id': rollout['id'], 'created_at': now,
         'updated_at': now, 'finished_at': None,
+        **common.expected_manifest_columns(rollout.get('expected_manifest')),
         **db_upgrades.first_send(resend_at)}
 
 
@@ -413,7 +420,8 @@ def _create_rollout_upgrades(context, rollout, targets, owner, resend_at):
              'created_at': now}
             for (upgrade_id, _), (instance_id, attempt, canary)
             in zip(rows, targets)])
-    return [dict(shared, id=upgrade_id, instance_id=instance_id, metadata={})
+    return [dict(shared, id=upgrade_id, instance_id=instance_id, metadata={},
+                 expected_manifest=rollout.get('expected_manifest'))
             for upgrade_id, instance_id in rows]
 
 

@@ -31,7 +31,8 @@ LOG = logging.getLogger(__name__)
 
 _UPGRADE_REQUIRED = frozenset(['instance_id', 'instance_version', 'strategy',
                                'location'])
-_UPGRADE_OPTIONAL = frozenset(['metadata', 'allow_downgrade', 'rollout_id'])
+_UPGRADE_OPTIONAL = frozenset(['metadata', 'allow_downgrade', 'rollout_id',
+                               'expected_manifest'])
 _UPGRADE_FILTERS = frozenset(['instance_id', 'status', 'instance_version',
                               'rollout_id'])
 
@@ -62,6 +63,7 @@ def upgrade_dict(row):
         'finished_at': row.finished_at,
         'resend_at': row.resend_at,
         'send_count': row.send_count,
+        'expected_manifest': common.expected_manifest_of(row),
     }
 
 
@@ -202,6 +204,7 @@ def _new_upgrade(context, values, resend_at):
         raise exception.Invalid(reason='allow_downgrade must be a boolean')
     now = timeutils.utcnow()
     upgrade = {
+        'expected_manifest': values.get('expected_manifest'),
         'id': uuidutils.generate_uuid(),
         'instance_id': values['instance_id'],
         'instance_version': values['instance_version'],
@@ -236,7 +239,10 @@ def _insert_upgrade(connection, upgrade, events):
     # Prebuilt INSERTs on a plain connection: the ORM's unit of work, and
     # building the statements, cost the API more CPU than executing them.
     # The events go in one execution (one statement on MySQL), in order.
-    connection.execute(_INSERT_UPGRADE, upgrade)
+    row = dict(upgrade, **common.expected_manifest_columns(
+        upgrade['expected_manifest']))
+    del row['expected_manifest']
+    connection.execute(_INSERT_UPGRADE, row)
     connection.execute(INSERT_EVENT, events)
 
 

@@ -246,18 +246,21 @@ class Client:
 
     def create_upgrade(self, instance_id, instance_version, strategy,
                        location, metadata=None, allow_downgrade=None,
-                       package=None):
+                       package=None, expected_manifest=None):
         """Ask for an upgrade; return the recorded upgrade.
 
         ``package`` names a registered package instead of ``strategy``
-        and ``location`` (None then).
+        and ``location`` (None then). ``expected_manifest``
+        (``{'sha256': ..., 'package': ...}``) binds the upgrade to one
+        manifest.
         """
         body = {'instance_id': instance_id,
                 'instance_version': instance_version}
         for name, value in (('strategy', strategy), ('location', location),
                             ('metadata', metadata),
                             ('allow_downgrade', allow_downgrade),
-                            ('package', package)):
+                            ('package', package),
+                            ('expected_manifest', expected_manifest)):
             if value is not None:
                 body[name] = value
         return self._request('POST', '/upgrades', json=body)['upgrade']

@@ -30,6 +30,7 @@ version, or agents running its version (agents report a version, not a
 package name, so any package of that version counts as in use).
 """
 
+import hashlib
 import os
 import tempfile
 import types
@@ -96,7 +97,10 @@ def _trusted_keys():
 
 
 def verified_manifest(name, version, strategy_name, location):
-    """Fetch and verify a package's manifest; PackageRejected otherwise."""
+    """Fetch and verify a package's manifest; PackageRejected otherwise.
+
+    Returns the trusted keys, the manifest and its file's SHA-256.
+    """
     label = '%s %s' % (name, version)
     trusted = _trusted_keys()
     try:
@@ -106,7 +110,7 @@ def verified_manifest(name, version, strategy_name, location):
             package=label, reason='its manifest could not be fetched: %s: %s'
                                   % (type(e).__name__, e))
     try:
-        return trusted, verify.verify_manifest(
+        manifest = verify.verify_manifest(
             manifest_bytes, trusted, expected_version=version,
             installed_version=None,
             max_payload_size=CONF.packages.max_payload_size)
@@ -114,6 +118,7 @@ def verified_manifest(name, version, strategy_name, location):
         raise exception.PackageRejected(
             package=label, reason='its manifest failed verification: %s: %s'
                                   % (type(e).__name__, e))
+    return trusted, manifest, hashlib.sha256(manifest_bytes).hexdigest()
 
 
 def register_package(context, values):
@@ -126,8 +131,8 @@ def register_package(context, values):
     if db.find_package(context, name, version) is not None:
         raise exception.PackageConflict(reason=(
             'Package %s version %s is registered already.' % (name, version)))
-    trusted, manifest = verified_manifest(name, version, values['strategy'],
-                                          values['location'])
+    trusted, manifest, manifest_sha256 = verified_manifest(
+        name, version, values['strategy'], values['location'])
     package = db.create_package(context, {
         'name': name, 'version': version, 'strategy': values['strategy'],
         'location': values['location'], 'state': ACTIVE,
@@ -136,7 +141,9 @@ def register_package(context, values):
         'signer_key_ids': sorted({s.key_id for s in manifest.signatures
                                   if s.key_id in trusted}),
         'manifest_created_at': manifest.created,
-        'manifest_expires_at': manifest.expires})
+        'manifest_expires_at': manifest.expires,
+        'manifest_sha256': manifest_sha256,
+        'manifest_package': manifest.package})
     LOG.info('Package %(name)s %(version)s registered from %(location)s.',
              {'name': name, 'version': version,
               'location': values['location']})

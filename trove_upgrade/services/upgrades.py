@@ -159,7 +159,8 @@ def _send(context, agent_api, upgrade):
     agent_api.upgrade(context, upgrade['instance_id'], upgrade['id'],
                       upgrade['instance_version'], upgrade['strategy'],
                       upgrade['location'], upgrade['metadata'],
-                      upgrade['allow_downgrade'])
+                      upgrade['allow_downgrade'],
+                      upgrade['expected_manifest'])
 
 
 def send_held_upgrades(context, agent_api):

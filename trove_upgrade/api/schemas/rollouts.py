@@ -85,6 +85,7 @@ _ROLLOUT = {
         'hold_set_on_failure': {'type': 'boolean'},
         # A registered package, instead of strategy and location.
         'package': upgrades.PACKAGE_NAME,
+        'expected_manifest': upgrades.EXPECTED_MANIFEST,
     },
     'required': ['name', 'instance_version', 'selector'],
     'additionalProperties': False,

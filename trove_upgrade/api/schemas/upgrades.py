@@ -33,6 +33,18 @@ INSTANCE = {'type': 'string', 'minLength': 1, 'maxLength': 255,
 PACKAGE_NAME = {'type': 'string', 'minLength': 1, 'maxLength': 255,
                 'pattern': '^[A-Za-z0-9][A-Za-z0-9._-]*$'}
 
+# The manifest the agent must get (rpc_interface's expected_manifest):
+# the SHA-256 of its manifest file and the package name it signs.
+EXPECTED_MANIFEST = {
+    'type': 'object',
+    'properties': {
+        'sha256': {'type': ['string', 'null'],
+                   'pattern': '^[0-9a-f]{64}$'},
+        'package': {'oneOf': [PACKAGE_NAME, {'type': 'null'}]},
+    },
+    'additionalProperties': False,
+}
+
 _UPGRADE = {
     'type': 'object',
     'properties': {
@@ -63,6 +75,7 @@ _UPGRADE = {
         'allow_downgrade': {'type': 'boolean'},
         # A registered package, instead of strategy and location.
         'package': PACKAGE_NAME,
+        'expected_manifest': EXPECTED_MANIFEST,
     },
     'required': ['instance_id', 'instance_version'],
     'additionalProperties': False,

@@ -47,6 +47,28 @@ def _show(package):
     return output.show(package, FORMATTERS)
 
 
+def add_expectation_arguments(parser):
+    """``--expect-manifest-sha256`` and ``--expect-package``."""
+    parser.add_argument(
+        '--expect-manifest-sha256', metavar='<hex>', default=None,
+        help='SHA-256 of the manifest file the agent must get '
+             '(`trove-upgrade-package verify` prints it); a registered '
+             'package sets it itself')
+    parser.add_argument(
+        '--expect-package', metavar='<name>', default=None,
+        help='Package name the manifest must sign')
+
+
+def expectation_from(parsed_args):
+    """The body's ``expected_manifest``, or None when none is given."""
+    sha256 = parsed_args.expect_manifest_sha256
+    package = parsed_args.expect_package
+    if sha256 is None and package is None:
+        return None
+    # The API checks them (400): the CLI loads nothing of the packaging.
+    return {'sha256': sha256, 'package': package}
+
+
 def check_deploy_source(parsed_args):
     """Either ``--package``, or ``--strategy`` and ``--location``.
 

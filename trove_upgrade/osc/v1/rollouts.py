@@ -197,6 +197,7 @@ class CreateRollout(command.ShowOne):
                             help='Where the agents find the package')
         parser.add_argument('--package', metavar='<name>',
                             help=packages.PACKAGE_HELP)
+        packages.add_expectation_arguments(parser)
         add_selector_arguments(parser)
         add_threshold_arguments(parser, {
             'canary': 1, 'max_in_flight': 1, 'max_failures': 0,
@@ -226,6 +227,9 @@ class CreateRollout(command.ShowOne):
             value = getattr(parsed_args, name)
             if value is not None:
                 body[name] = value
+        expected = packages.expectation_from(parsed_args)
+        if expected is not None:
+            body['expected_manifest'] = expected
         client = self.app.client_manager.guest_upgrade
         return _show(client.create_rollout(body))
 

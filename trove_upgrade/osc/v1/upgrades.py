@@ -106,6 +106,7 @@ class CreateUpgrade(command.ShowOne):
                  'the guest, or rsync://<host>/<module>/<path>')
         parser.add_argument(
             '--package', metavar='<name>', help=packages.PACKAGE_HELP)
+        packages.add_expectation_arguments(parser)
         parser.add_argument(
             '--metadata', metavar='<key=value>', default=None,
             action=parseractions.KeyValueAction,
@@ -127,7 +128,8 @@ class CreateUpgrade(command.ShowOne):
             parsed_args.strategy, parsed_args.location,
             metadata=parsed_args.metadata,
             allow_downgrade=parsed_args.allow_downgrade,
-            package=parsed_args.package)
+            package=parsed_args.package,
+            expected_manifest=packages.expectation_from(parsed_args))
         if parsed_args.wait:
             upgrade = UpgradeProgress(client, self.app.stderr).follow(
                 upgrade)

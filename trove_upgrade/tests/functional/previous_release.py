@@ -12,15 +12,17 @@
 
 """The services of the previous release, run from its source.
 
-A mixed-version test runs some processes from :data:`COMMIT`, the last
-commit of the previous RPC API versions (agent API 1.1, conductor API
-1.2), beside today's: its ``trove_upgrade`` tree, taken from git, comes
-first on their ``PYTHONPATH``, and ``PYTHONSAFEPATH`` keeps the working
-directory (today's tree) off their path, and off the path of the
-children they start. The installed dependencies and entry points are
-today's, which the previous release shares.
+A mixed-version test runs some processes from :data:`COMMIT`, the
+previous release pinned in ``tools/previous_release.ini`` with the RPC
+API versions it speaks, beside today's: its ``trove_upgrade`` tree,
+taken from git, comes first on their ``PYTHONPATH``, and
+``PYTHONSAFEPATH`` keeps the working directory (today's tree) off their
+path, and off the path of the children they start. The installed
+dependencies and entry points are today's, which the previous release
+shares.
 """
 
+import configparser
 import os
 import subprocess
 
@@ -28,14 +30,26 @@ import fixtures
 
 import trove_upgrade
 
-# Agent API 1.1, conductor API 1.2: the versions before arguments were
-# declared by version, upgrades bound to a manifest and answers sealed.
-COMMIT = '20043d459ff142e772f0f064a8c0ec6f65e6ff5b'
-AGENT_API = '1.1'
-CONDUCTOR_API = '1.2'
-
 _REPOSITORY = os.path.dirname(os.path.dirname(os.path.abspath(
     trove_upgrade.__file__)))
+
+# The one place the previous release is named.
+PINNED_FILE = os.path.join(_REPOSITORY, 'tools', 'previous_release.ini')
+
+
+def _pinned():
+    parser = configparser.ConfigParser()
+    if not parser.read(PINNED_FILE):
+        raise RuntimeError('%s is missing: it names the previous release'
+                           % PINNED_FILE)
+    return parser['previous_release']
+
+
+_PINNED = _pinned()
+COMMIT = _PINNED['commit']
+AGENT_API = _PINNED['agent_api']
+CONDUCTOR_API = _PINNED['conductor_api']
+SCHEMA = _PINNED['schema']
 
 
 class PreviousRelease(fixtures.Fixture):

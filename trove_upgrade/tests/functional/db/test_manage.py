@@ -57,13 +57,16 @@ class TestManageDefaultSQLite(_ManageTests, base.TestCase):
         config = self._write_config()
         before = self._manage(config, 'db', 'version')
         self.assertEqual(0, before.returncode, before.stderr)
-        self.assertEqual('None (the database was never synced)\n',
+        self.assertEqual('None (the database was never synced)\nPending: '
+                         'expand: %s.\n' % ', '.join(
+                             r for r, _ in migration.pending(None)),
                          before.stdout)
         sync = self._manage(config, 'db', 'sync')
         self.assertEqual(0, sync.returncode, sync.stderr)
         after = self._manage(config, 'db', 'version')
         self.assertEqual(0, after.returncode, after.stderr)
-        self.assertEqual(_head() + '\n', after.stdout)
+        self.assertEqual(_head() + '\nPending: nothing is pending.\n',
+                         after.stdout)
         path = os.path.join(self.directory, 'trove_upgrade.sqlite')
         engine = sa.create_engine('sqlite:///' + path)
         self.addCleanup(engine.dispose)

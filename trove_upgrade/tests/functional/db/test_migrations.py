@@ -188,6 +188,30 @@ class _MigrationsWalk:
                 "rollouts WHERE id = 'r1'"))])
         connection.rollback()
 
+    def _check_e7a1c4b9d2f5(self, connection):
+        # Expand only: nullable columns, and a row the previous release
+        # writes without them reads back expecting no manifest.
+        for table, names in (
+                ('packages', ('manifest_sha256', 'manifest_package')),
+                ('upgrades', ('expected_manifest_sha256',
+                              'expected_package')),
+                ('rollouts', ('expected_manifest_sha256',
+                              'expected_package'))):
+            columns = {c['name']: c for c in
+                       sa.inspect(connection).get_columns(table)}
+            for name in names:
+                self.assertTrue(columns[name]['nullable'], name)
+        connection.execute(sa.text(
+            "INSERT INTO upgrades (id, instance_id, instance_version, "
+            "strategy, location, metadata, allow_downgrade, status, "
+            "created_at) VALUES ('u1', 'i1', '2.0', 'local', '/p', '{}', "
+            ":false, 'PENDING', :now)"),
+            {'now': datetime.datetime(2026, 12, 7), 'false': False})
+        self.assertEqual([(None, None)], list(connection.execute(sa.text(
+            "SELECT expected_manifest_sha256, expected_package FROM "
+            "upgrades WHERE id = 'u1'"))))
+        connection.rollback()
+
     def _check_9b6f3d2c8e41(self, connection):
         inspector = sa.inspect(connection)
         self.assertTrue({'packages', 'desired_versions',

@@ -20,6 +20,7 @@ fetches each manifest with the agents' ``http`` strategy and verifies it.
 
 import dataclasses
 import datetime
+import hashlib
 import os
 import shutil
 import tempfile
@@ -154,7 +155,12 @@ class _RegistryTests:
         package = self.publish('26.1.0')['package']
         with open(os.path.join(self.workdir, 'repo',
                                'guest-26.1.0.pkg.manifest'), 'rb') as f:
-            manifest = manifest_mod.Manifest.from_bytes(f.read())
+            manifest_bytes = f.read()
+        manifest = manifest_mod.Manifest.from_bytes(manifest_bytes)
+        # The manifest file verified: what every upgrade to it expects.
+        self.assertEqual(
+            (hashlib.sha256(manifest_bytes).hexdigest(), manifest.package),
+            (package['manifest_sha256'], package['manifest_package']))
         self.assertEqual(
             ('trove-guestagent', '26.1.0', 'active', manifest.payload.size,
              manifest.payload.sha256, '25.0',
@@ -230,6 +236,9 @@ class _RegistryTests:
         upgrade = resp.json['upgrade']
         self.assertEqual(('http', package['location']),
                          (upgrade['strategy'], upgrade['location']))
+        self.assertEqual({'sha256': package['manifest_sha256'],
+                          'package': package['manifest_package']},
+                         upgrade['expected_manifest'])
         for body, status, reason in (
                 ({'instance_id': instance, 'instance_version': '26.2.0',
                   'package': 'trove-guestagent'}, 400,

@@ -238,7 +238,9 @@ class TestAPISamples(base.APITestCase):
             'min_upgrade_from': '1.0.0',
             'signer_key_ids': ['5b0e6a2f4c1d8e93'],
             'manifest_created_at': created,
-            'manifest_expires_at': created + datetime.timedelta(days=365)})
+            'manifest_expires_at': created + datetime.timedelta(days=365),
+            'manifest_sha256': '3b1d8f0e' * 8,
+            'manifest_package': 'trove-guestagent'})
 
     def test_packages(self):
         self._request_sample('package-create-request.json')

@@ -112,6 +112,22 @@ class TestDatabaseSchema(StatusTestCase):
                                     'Run: trove-upgrade-manage db sync'],
                           result)
 
+    def test_success_with_only_a_contraction_pending(self):
+        current = migration.version()
+        self.useFixture(fixtures.MockPatchObject(
+            alembic_script.ScriptDirectory, 'get_current_head',
+            return_value='0123456789ab'))
+        self.useFixture(fixtures.MockPatchObject(
+            migration, 'pending',
+            return_value=[('0123456789ab', migration.CONTRACT)]))
+
+        result = self.checks._check_database_schema()
+
+        self.assertResult(SUCCESS, [current, 'which this release serves on',
+                                    'pending: contract: 0123456789ab',
+                                    'trove-upgrade-manage db contract'],
+                          result)
+
     def test_failure_at_a_revision_this_release_does_not_know(self):
         with self.database.engine.begin() as connection:
             connection.execute(sa.text(

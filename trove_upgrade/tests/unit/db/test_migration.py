@@ -115,6 +115,18 @@ class TestSchemaAtStart(base.TestCase):
         self.assertIn('Could not read the database schema', self.logged.output)
         self.assertFalse(os.path.exists(directory))
 
+    def test_phases(self):
+        scripts = migration.script_directory()
+        self.assertEqual(migration.EXPAND, migration.phase_of(
+            scripts.get_revision(_head())))
+        # The revisions from before the phases are expansions.
+        self.assertEqual({migration.EXPAND}, {
+            phase for _, phase in migration.pending(None)})
+        self.assertEqual([], migration.pending(_head()))
+        self.assertEqual(_head(), migration.step_target(migration.EXPAND,
+                                                        None))
+        self.assertIsNone(migration.step_target(migration.CONTRACT, None))
+
     def test_compare_with_head(self):
         self.assertEqual(migration.CURRENT,
                          migration.compare_with_head(_head()))
@@ -173,7 +185,8 @@ class TestManage(base.TestCase):
         self.stdout.seek(0)
         self.stdout.truncate()
         self.assertEqual(0, self._manage(config, 'db', 'version'))
-        self.assertEqual(_head() + '\n', self.stdout.getvalue())
+        self.assertEqual(_head() + '\nPending: nothing is pending.\n',
+                         self.stdout.getvalue())
 
     def test_sync_twice(self):
         config = self._config()

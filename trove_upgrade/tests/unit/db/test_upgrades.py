@@ -56,6 +56,7 @@ class TestCreateUpgrade(db_base.DbTestCase):
             'finished_at': None,
             'resend_at': None,
             'send_count': 0,
+            'expected_manifest': None,
         }, upgrade)
         stored = db_upgrades.get_upgrade(self.context, upgrade['id'],
                                          with_events=True)
