@@ -41,3 +41,20 @@ def pause_at(root, name):
     LOG.warning('Test hook: paused at %s until killed', name)
     while True:
         time.sleep(3600)
+
+
+def pause_once(root, name):
+    """:func:`pause_at`, the first time a process of the root reaches it.
+
+    For the hand-over, whose next process (a watcher started again, the
+    agent restarted by its service manager) inherits the variable and
+    must carry on past the checkpoint where its predecessor was killed.
+    """
+    if os.environ.get(ENV) != name:
+        return
+    done = os.path.join(root, MARKER_PREFIX + 'once-' + name)
+    if os.path.exists(done):
+        return
+    with open(done, 'w') as f:
+        f.write('%d\n' % os.getpid())
+    pause_at(root, name)
