@@ -167,7 +167,11 @@ class SelfUpgradeTestCase(harness.AgentTestCase):
             os.path.join(self.self_root, 'current')))
 
     def kill_paused(self, checkpoint):
-        """kill -9 the process paused at ``checkpoint``."""
+        """kill -9 the process paused at ``checkpoint``.
+
+        An agent with its launcher, as a crash of the service would: the
+        agent's service process group, which supervisord then restarts.
+        """
         marker = os.path.join(self.self_root,
                               pause_hook.MARKER_PREFIX + checkpoint)
         self.wait_for(lambda: os.path.exists(marker),
@@ -175,7 +179,20 @@ class SelfUpgradeTestCase(harness.AgentTestCase):
         with open(marker) as f:
             pid = int(f.read())
         os.unlink(marker)
-        os.kill(pid, signal.SIGKILL)
+        service = self.supervisord.pid()
+        if service is not None and os.getpgid(pid) == service:
+            os.killpg(service, signal.SIGKILL)
+        else:
+            os.kill(pid, signal.SIGKILL)
+
+    def assert_converged(self, version):
+        """One agent, of ``version``, the link at it, no hand-over left."""
+        self.wait_for(lambda: self.journal()['current_upgrade'] is None,
+                      'the hand-over to end in the journal')
+        self.wait_for_agent(version)
+        self.assertEqual(version, self.self_current())
+        self.wait_for(lambda: not self._pids_in(self.self_root),
+                      'the watcher to exit')
 
 
 class TestSelfUpgrade(SelfUpgradeTestCase):
@@ -211,3 +228,46 @@ class TestSelfUpgrade(SelfUpgradeTestCase):
         upgrade = self.create_upgrade('2.0.0')
         self.wait_for_status(upgrade['id'], 'SUCCESS')
         self.wait_for_guest('2.0.0')
+
+    def test_kill_9_of_the_old_agent_and_of_the_watcher_before_the_switch(
+            self):
+        self.start_self_managed_agent(pause_at='handover,watcher-handover')
+        self.wait_for_agent(OLD)
+        upgrade_id = self.upgrade_agent(NEW)
+        # The old agent recorded the hand-over, started no watcher yet.
+        self.kill_paused('handover')
+        # Restarted by supervisord, it starts the watcher, killed too.
+        self.kill_paused('watcher-handover')
+        self.wait_for_status(upgrade_id, 'SUCCESS')
+        self.assert_converged(NEW)
+
+    def test_kill_9_of_the_new_agent_before_it_confirms(self):
+        self.start_self_managed_agent(pause_at='confirm')
+        self.wait_for_agent(OLD)
+        upgrade_id = self.upgrade_agent(NEW)
+        self.kill_paused('confirm')
+        failed = self.wait_for_status(upgrade_id, 'FAILED')
+        self.assertIn('upgrade agent %s stopped before it confirmed' % NEW,
+                      failed['status_detail'])
+        self.assert_converged(OLD)
+        self.assertFalse(os.path.exists(
+            os.path.join(self.self_root, 'versions', NEW)))
+
+    def test_rolled_back_without_the_control_plane_despite_a_killed_watcher(
+            self):
+        self.handover_timeout = 15
+        self.start_self_managed_agent(pause_at='watcher-rolling_back')
+        self.wait_for_agent(OLD)
+        upgrade_id = self.upgrade_agent(NEW)
+        self.wait_for(lambda: (self.journal()['current_upgrade'] or {}).get(
+            'step') in ('verifying', 'installing'), 'the install to start')
+        # The new agent cannot register: no conductor answers.
+        self._kill(self.processes.pop('conductor'))
+        self.kill_paused('watcher-rolling_back')
+        self.assert_converged(OLD)
+        self.start_conductor()
+        failed = self.wait_for_status(upgrade_id, 'FAILED')
+        self.assertIn('upgrade agent %s did not register and confirm'
+                      % NEW, failed['status_detail'])
+        self.assertIn('rolled back to %s, which is running' % OLD,
+                      failed['status_detail'])
