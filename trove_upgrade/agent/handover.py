@@ -99,10 +99,12 @@ def watcher_running(conf):
 
 
 def watcher_argv(conf):
+    """The watcher's command line: this agent's interpreter and files."""
     argv = [sys.executable, '-m', 'trove_upgrade.agent.handover']
-    for path in conf.config_file or ():
+    # Registered when the command line is parsed, as the agent's is.
+    for path in getattr(conf, 'config_file', None) or ():
         argv += ['--config-file', path]
-    if conf.config_dir:
+    if getattr(conf, 'config_dir', None):
         argv += ['--config-dir', conf.config_dir]
     if conf.self_upgrade.service_manager == 'systemd':
         argv = ['systemd-run', '--quiet', '--collect', '--'] + argv
