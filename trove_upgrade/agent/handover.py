@@ -113,8 +113,9 @@ def watcher_argv(conf):
 
 def ensure_watcher(conf):
     """Start the watcher unless one runs; True when this call started it."""
+    # One this agent started may not hold the lock yet.
     _spawned[:] = [p for p in _spawned if p.poll() is None]
-    if watcher_running(conf):
+    if _spawned or watcher_running(conf):
         return False
     log_path = os.path.join(conf.self_upgrade.install_root, LOG_NAME)
     with open(log_path, 'ab') as log:

@@ -349,5 +349,6 @@ class AgentManager:
             self.journal.add_report(
                 data, upgrade['id'], states.DEFERRED,
                 'the guest is %s; the upgrade starts when it is running'
-                % state, self.pipeline.installs.current_version(),
+                % state, self_upgrade.running_version(
+                    upgrade, self.pipeline.installs),
                 upgrade['instance_version'])
