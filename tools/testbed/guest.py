@@ -194,13 +194,14 @@ class TroveGuestLayout(lifecycle.Resource):
 
 
 class Supervisord(lifecycle.Resource):
-    """supervisord running one program, the guest agent."""
+    """supervisord running one program: the guest agent by default."""
 
-    def __init__(self, root, command, environment):
+    def __init__(self, root, command, environment, program=PROGRAM):
         super().__init__()
         self.root = root
         self.command = command
         self.environment = environment
+        self.program = program
 
     def _setUp(self):
         os.makedirs(self.root, exist_ok=True)
@@ -222,8 +223,9 @@ class Supervisord(lifecycle.Resource):
                 'killasgroup=true\nstopasgroup=true\n'
                 'redirect_stderr=true\n'
                 'stdout_logfile=%(root)s/guest-agent.out\n'
-                % {'sock': sock, 'root': self.root, 'prog': PROGRAM,
-                   'command': self.command, 'env': env})
+                % {'sock': sock, 'root': self.root,
+                   'prog': self.program, 'command': self.command,
+                   'env': env})
         self.log = open(os.path.join(self.root, 'supervisord.out'), 'ab')
         self.addCleanup(self.log.close)
         self.proc = subprocess.Popen(
@@ -238,10 +240,10 @@ class Supervisord(lifecycle.Resource):
             if self.pid() is not None:
                 return
             time.sleep(0.2)
-        raise AssertionError('supervisord did not start %s' % PROGRAM)
+        raise AssertionError('supervisord did not start %s' % self.program)
 
     def pid(self):
-        out = subprocess.run(self.ctl.split() + ['pid', PROGRAM],
+        out = subprocess.run(self.ctl.split() + ['pid', self.program],
                              stdout=subprocess.PIPE, text=True).stdout
         try:
             return int(out.strip().splitlines()[-1]) or None

@@ -39,6 +39,11 @@ its upgrade id, since nobody can tell whether that id is genuine. The ids
 of accepted messages stay in the journal for ``[agent] seal_max_age``
 seconds, across restarts, to refuse replays.
 
+From version 1.3 an upgrade names its ``component``: the guest agent
+(the default) or the upgrade agent itself (``agent.self_upgrade``). Both
+go through the one queue and the one runner, so that upgrades of the two
+never overlap on an instance.
+
 From version 1.2 an upgrade may name the package it expects
 (``expected_manifest``: the SHA-256 of its manifest file, the package
 name the manifest signs): the download step then refuses any other
@@ -55,6 +60,7 @@ from oslo_utils import uuidutils
 from trove_upgrade.agent import guest_state
 from trove_upgrade.agent import install
 from trove_upgrade.agent import journal as journal_mod
+from trove_upgrade.agent import self_upgrade
 from trove_upgrade.agent import strategies
 from trove_upgrade.agent.strategies import exceptions as strategy_exc
 from trove_upgrade.common import exception
@@ -66,7 +72,7 @@ from trove_upgrade.package_format import manifest as manifest_mod
 
 LOG = logging.getLogger(__name__)
 
-RPC_API_VERSION = '1.2'
+RPC_API_VERSION = '1.3'
 
 
 def _is_upgrade_id(value):
@@ -185,7 +191,7 @@ class AgentManager:
     @rpc_interface.AGENT.endpoint
     def upgrade(self, context, upgrade_id, instance_id, instance_version,
                 strategy, location, metadata=None, allow_downgrade=False,
-                expected_manifest=None, sealed=None):
+                expected_manifest=None, component=None, sealed=None):
         """Validate and queue an upgrade; the runner carries it out."""
         if not _is_upgrade_id(upgrade_id):
             # Nothing can be recorded or reported under it: the journal's
@@ -217,6 +223,7 @@ class AgentManager:
                    'metadata': metadata if metadata is not None else {},
                    'allow_downgrade': allow_downgrade,
                    'expected_manifest': expected_manifest,
+                   'component': component or rpc_interface.GUEST_AGENT,
                    'deferred_reported': False}
         with self._accept_lock:
             if self.journal.is_known(upgrade_id):
@@ -269,6 +276,10 @@ class AgentManager:
         problem = _expected_manifest_problem(upgrade['expected_manifest'])
         if problem:
             return problem
+        problem = self_upgrade.component_problem(self.conf,
+                                                 upgrade['component'])
+        if problem:
+            return problem
         try:
             # Loaded, not asked: the location's check talks to its server,
             # which the download step does (untrusted.InProcessSteps).
@@ -294,10 +305,12 @@ class AgentManager:
         if not guest_state.is_upgradeable(state):
             self._defer(upgrade, state)
             return False
+        from_version = self_upgrade.running_version(
+            upgrade, self.pipeline.installs)
         try:
             claim = self.conductor_api.start_upgrade(
                 self.admin_context, self.conf.agent.instance_id,
-                upgrade['id'], self.pipeline.installs.current_version())
+                upgrade['id'], from_version)
         except Exception as e:
             LOG.warning('Cannot claim upgrade %s from the conductor, will '
                         'retry: %s', upgrade['id'], e)
@@ -315,8 +328,7 @@ class AgentManager:
             entry = dict(upgrade)
             entry.pop('deferred_reported', None)
             entry.update(step='accepted', attempts=1, detail='',
-                         from_version=self.pipeline.installs
-                         .current_version(),
+                         from_version=from_version,
                          to_version=upgrade['instance_version'])
             data['current_upgrade'] = entry
         self.pipeline.run(entry)
@@ -337,5 +349,6 @@ class AgentManager:
             self.journal.add_report(
                 data, upgrade['id'], states.DEFERRED,
                 'the guest is %s; the upgrade starts when it is running'
-                % state, self.pipeline.installs.current_version(),
+                % state, self_upgrade.running_version(
+                    upgrade, self.pipeline.installs),
                 upgrade['instance_version'])

@@ -41,3 +41,26 @@ def pause_at(root, name):
     LOG.warning('Test hook: paused at %s until killed', name)
     while True:
         time.sleep(3600)
+
+
+def pause_once(root, name):
+    """:func:`pause_at`, once per root, where the variable names ``name``.
+
+    For the self-upgrade's hand-over, whose next process (a watcher
+    started again, the agent restarted by its service manager) inherits
+    the variable and must carry on past the checkpoint where its
+    predecessor was killed. The variable may name several checkpoints,
+    separated by commas, each reached once.
+    """
+    if name not in os.environ.get(ENV, '').split(','):
+        return
+    done = os.path.join(root, MARKER_PREFIX + 'once-' + name)
+    if os.path.exists(done):
+        return
+    with open(done, 'w') as f:
+        f.write('%d\n' % os.getpid())
+    with open(os.path.join(root, MARKER_PREFIX + name), 'w') as f:
+        f.write('%d\n' % os.getpid())
+    LOG.warning('Test hook: paused at %s until killed', name)
+    while True:
+        time.sleep(3600)

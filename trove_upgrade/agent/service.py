@@ -49,6 +49,7 @@ from trove_upgrade.agent import manager as manager_mod
 from trove_upgrade.agent import nova_metadata
 from trove_upgrade.agent import outbox as outbox_mod
 from trove_upgrade.agent import pipeline as pipeline_mod
+from trove_upgrade.agent import self_upgrade
 from trove_upgrade.agent import service_manager
 from trove_upgrade.agent import trove_guest
 from trove_upgrade.agent import unprivileged
@@ -195,9 +196,15 @@ class AgentService(service.Service):
         self.supervisor = service_manager.load(
             conf, self.installs, probe=trove_probe(conf, self.trove_guest))
         self.state_provider = guest_state.load(conf)
-        self.pipeline = pipeline_mod.UpgradePipeline(
-            conf, self.journal, self.installs, self.supervisor,
-            build_verifier(conf))
+        verifier = build_verifier(conf)
+        self.pipeline = self_upgrade.Pipelines(
+            pipeline_mod.UpgradePipeline(
+                conf, self.journal, self.installs, self.supervisor,
+                verifier),
+            self_upgrade.SelfUpgradePipeline(
+                conf, self.journal, verifier,
+                is_registered=lambda: self.registered)
+            if conf.self_upgrade.enabled else None)
         self.keyring = load_instance_keys(conf)
         self.labels = nova_metadata.labels(conf)
         self.context = tu_context.get_admin_context()
@@ -278,12 +285,15 @@ class AgentService(service.Service):
                     # kill -9, it ends once the disk has room again.
                     self.pipeline.recover()
                     self.outbox.flush()
-                    continue
-                ran = self.manager.run_next()
-                if ran:
-                    self.outbox.flush()
-                    continue
-                self._supervise()
+                    # A hand-over of the agent itself lasts: looked at
+                    # again after the wait.
+                    if self.journal.read()['current_upgrade'] is None:
+                        continue
+                else:
+                    if self.manager.run_next():
+                        self.outbox.flush()
+                        continue
+                    self._supervise()
             except untrusted.StepStopped:
                 return
             except OSError as e:

@@ -32,7 +32,7 @@ RELEASE_MAPPING = {
         'conductor': '1.0',
     },
     'master': {
-        'agent': '1.2',
+        'agent': '1.3',
         'conductor': '1.3',
     },
 }

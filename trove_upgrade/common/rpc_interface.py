@@ -297,15 +297,25 @@ MAX_REPORTS_PER_CALL = 50
 # name it must sign, either may be null.
 EXPECTED_MANIFEST_FIELDS = ('sha256', 'package')
 
+# What an upgrade installs (``component``, agent API 1.3): Trove's guest
+# agent, or trove-upgrade-agent itself (``agent.self_upgrade``). None in a
+# message is the guest agent, the only component before 1.3.
+GUEST_AGENT = 'guest-agent'
+UPGRADE_AGENT = 'upgrade-agent'
+COMPONENTS = (GUEST_AGENT, UPGRADE_AGENT)
+
 # The upgrade agent's API: the control plane sends, the agent serves.
 # ``expected_manifest`` (1.2) binds the upgrade to one package: an agent
 # of 1.1 would install any package of the version, so it is binding.
+# ``component`` (1.3) is binding too: an agent of 1.2 would install the
+# upgrade agent's package as its guest agent.
 AGENT = Interface('agent', {
     'upgrade': Method('cast', ('upgrade_id', 'instance_id',
                                'instance_version', 'strategy', 'location',
                                'metadata', 'allow_downgrade'),
-                      added={'1.2': ('expected_manifest',)},
-                      binding=('expected_manifest',)),
+                      added={'1.2': ('expected_manifest',),
+                             '1.3': ('component',)},
+                      binding=('expected_manifest', 'component')),
 })
 
 # The conductor's API: agents send, the conductors serve. Progress reports

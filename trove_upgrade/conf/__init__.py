@@ -36,6 +36,7 @@ from trove_upgrade.conf import conductor
 from trove_upgrade.conf import packages
 from trove_upgrade.conf import paths
 from trove_upgrade.conf import rpc
+from trove_upgrade.conf import self_upgrade
 from trove_upgrade.conf import strategies
 from trove_upgrade.conf import trove
 from trove_upgrade.conf import trove_guest
@@ -55,6 +56,7 @@ AREAS = (
     packages,
     paths,
     rpc,
+    self_upgrade,
     strategies,
     trove,
     trove_guest,

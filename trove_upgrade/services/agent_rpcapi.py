@@ -105,9 +105,12 @@ class AgentAPI:
     | 1.2 - upgrade() takes ``expected_manifest``, the SHA-256 of the
     |       manifest and the package name the agent must get, or null;
     |       binding: not sent to 1.1 agents, which cannot check it.
+    | 1.3 - upgrade() takes ``component``, what the upgrade installs:
+    |       ``guest-agent`` (null: the same) or ``upgrade-agent``, the
+    |       agent itself; binding: not sent to 1.2 agents.
     """
 
-    RPC_API_VERSION = '1.2'
+    RPC_API_VERSION = '1.3'
 
     def __init__(self):
         _check_version_cap()
@@ -156,7 +159,7 @@ class AgentAPI:
 
     def upgrade(self, context, instance_id, upgrade_id, instance_version,
                 strategy, location, metadata, allow_downgrade,
-                expected_manifest=None):
+                expected_manifest=None, component=None):
         """Ask the agent of ``instance_id`` to carry out an upgrade (cast).
 
         The message waits in the instance's queue, which the agent declares
@@ -169,12 +172,13 @@ class AgentAPI:
         The message is sealed with the instance's newest key when it has
         one; that needs version 1.1, which every agent holding a key
         speaks. ``expected_manifest`` (``{'sha256': ..., 'package': ...}``
-        or None) needs 1.2.
+        or None) needs 1.2, ``component`` other than None (the guest
+        agent) 1.3.
 
         :raises: MessageUndeliverable when RabbitMQ returned it;
             RPCVersionCapError when the cap is below 1.0;
             ArgumentNeedsNewerVersion when ``expected_manifest`` is given
-            but the cap is below 1.2;
+            but the cap is below 1.2, or ``component`` below 1.3;
             SealingUnavailable when the instance has a key but the cap is
             below 1.1, or has none while ``[conductor] require_sealed`` is
             set; an oslo.messaging or driver connection error when the
@@ -247,6 +251,7 @@ class AgentAPI:
         """
         values = dict(upgrade, upgrade_id=upgrade['id'])
         values.setdefault('expected_manifest', None)
+        values.setdefault('component', None)
         self._cast_upgrade(context, version_cap, keys, values)
 
     def _cast_upgrade(self, context, version_cap, keys, values):

@@ -136,7 +136,7 @@ class TestPreviousConductor(MixedVersionsTestCase):
     def test_capped_agent_upgrades_through_the_previous_conductor(self):
         self.start_agent(sections={'upgrade_levels': {
             'conductor': previous_release.CONDUCTOR_API}})
-        self.wait_for_agent('1.2')
+        self.wait_for_agent(agent_rpcapi.AgentAPI.RPC_API_VERSION)
         upgrade = self.create_upgrade('2.0.0')
         self.assertSucceeds(upgrade)
 
@@ -175,7 +175,7 @@ class TestTodaysAgentBound(MixedVersionsTestCase):
     def setUp(self):
         super().setUp()
         self.start_agent()
-        self.wait_for_agent('1.2')
+        self.wait_for_agent(agent_rpcapi.AgentAPI.RPC_API_VERSION)
 
     def test_the_expected_manifest_is_installed(self):
         upgrade = self.record_upgrade('2.0.0')

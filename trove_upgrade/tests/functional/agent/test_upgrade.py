@@ -84,7 +84,8 @@ class TestUpgrade(harness.AgentTestCase):
         agent = self.wait_for(
             lambda: self._agent_row(guest_version='1.0.0'),
             'the agent to register with guest version 1.0.0')
-        self.assertEqual('1.2', agent['rpc_api_version'])
+        self.assertEqual(agent_rpcapi.AgentAPI.RPC_API_VERSION,
+                         agent['rpc_api_version'])
         self.assertEqual({'group': 'blue', 'datastore': 'mysql'},
                          agent['labels'])
         self.assertEqual('running', agent['state'])

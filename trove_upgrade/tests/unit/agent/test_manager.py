@@ -18,6 +18,7 @@ import fixtures
 
 from trove_upgrade.agent import journal as journal_mod
 from trove_upgrade.agent import manager
+from trove_upgrade.agent import self_upgrade
 from trove_upgrade.agent.strategies import exceptions as strategy_exc
 from trove_upgrade.common import states
 from trove_upgrade.tests import base
@@ -156,6 +157,27 @@ class TestAgentManager(base.TestCase):
 
     def test_strategy_not_allowed_is_refused(self):
         self._assert_refused('not allowed', strategy='swift')
+
+    def test_unknown_component_is_refused(self):
+        self._assert_refused("component 'trove' is none of",
+                             component='trove')
+
+    def test_self_upgrade_needs_it_enabled(self):
+        self._assert_refused('[self_upgrade] enabled is false',
+                             component='upgrade-agent')
+
+    def test_self_upgrade_starts_from_the_agent_s_own_version(self):
+        self.flags(group='self_upgrade', enabled=True)
+        self._upgrade(component='upgrade-agent')
+        self.assertTrue(self.manager.run_next())
+        entry = self.pipeline.ran[0]
+        self.assertEqual('upgrade-agent', entry['component'])
+        self.assertEqual(self_upgrade.own_version(), entry['from_version'])
+
+    def test_guest_agent_is_the_default_component(self):
+        self._upgrade()
+        self.manager.run_next()
+        self.assertEqual('guest-agent', self.pipeline.ran[0]['component'])
 
     def test_location_is_not_checked_under_the_accept_lock(self):
         # Its server may hang: the download step asks it, not the RPC call.

@@ -46,7 +46,11 @@ class TestSealedUpgrade(test_manager.TestAgentManager):
 
     def _upgrade(self, upgrade_id=U1, keys=None, **kw):
         args = self._args(upgrade_id, **kw)
-        sealed = sealing.seal(keys or self.keys, 'upgrade', '1.1',
+        # 1.1, or 1.3 for a component, which 1.1 does not carry.
+        version = '1.3' if 'component' in kw else '1.1'
+        if 'component' in kw:
+            args.setdefault('expected_manifest', None)
+        sealed = sealing.seal(keys or self.keys, 'upgrade', version,
                               sealing.TO_AGENT, args)
         self.manager.upgrade(None, sealed=sealed, **args)
 

@@ -250,8 +250,29 @@ class TestArgumentsByVersion(base.TestCase):
             self.assertIsNone(rpc_interface.sealed_version(sealed))
 
     def test_declared_apis_bind_what_older_agents_could_not_check(self):
-        self.assertEqual(('expected_manifest',),
+        self.assertEqual(('expected_manifest', 'component'),
                          rpc_interface.AGENT.methods['upgrade']
                          .added_since('1.1'))
-        self.assertIn('expected_manifest',
-                      rpc_interface.AGENT.methods['upgrade'].binding)
+        self.assertEqual(('component',),
+                         rpc_interface.AGENT.methods['upgrade']
+                         .added_since('1.2'))
+        self.assertEqual({'expected_manifest', 'component'},
+                         rpc_interface.AGENT.methods['upgrade'].binding)
+
+    def test_component_is_not_sent_to_older_agents(self):
+        upgrade = rpc_interface.AGENT
+        values = dict(upgrade_id='u', instance_id='i', instance_version='2',
+                      strategy='local', location='l', metadata={},
+                      allow_downgrade=False, expected_manifest=None,
+                      component=None)
+        self.assertEqual('1.1', upgrade.version_to_send('upgrade', values,
+                                                        '1.1', None))
+        self.assertNotIn('component', upgrade.message('upgrade', values,
+                                                      '1.2'))
+        values['component'] = rpc_interface.UPGRADE_AGENT
+        self.assertEqual('1.3', upgrade.version_to_send('upgrade', values,
+                                                        '1.1', None))
+        self.assertEqual(rpc_interface.UPGRADE_AGENT, upgrade.message(
+            'upgrade', values, '1.3')['component'])
+        self.assertRaises(exception.ArgumentNeedsNewerVersion,
+                          upgrade.message, 'upgrade', values, '1.2')

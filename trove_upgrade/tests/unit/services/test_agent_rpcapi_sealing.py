@@ -108,6 +108,29 @@ class TestSealedUpgrade(base.TestCase):
         [message] = self.server.wait_for(1)
         self.assertEqual('1.1', message.version)
 
+    def test_a_component_goes_sealed_at_1_3_and_never_below(self):
+        self.endpoint.target = messaging.Target(version='1.3')
+        sealing_keys.add_key(self.context, INSTANCE)
+        self.flags(group='upgrade_levels', agent='1.2')
+        e = self.assertRaises(
+            exception.ArgumentNeedsNewerVersion, rpcapi.AgentAPI().upgrade,
+            self.context, INSTANCE,
+            component=rpc_interface.UPGRADE_AGENT, **ARGS)
+        self.assertIn('component', str(e))
+        self.flags(group='upgrade_levels', agent='latest')
+        rpcapi.AgentAPI().upgrade(self.context, INSTANCE,
+                                  component=rpc_interface.UPGRADE_AGENT,
+                                  **ARGS)
+        [message] = self.server.wait_for(1)
+        self.assertEqual('1.3', message.version)
+        args = dict(message.args)
+        sealed = args.pop('sealed')
+        self.assertEqual(rpc_interface.UPGRADE_AGENT, args['component'])
+        sealing.open_sealed(
+            sealing_keys.keyring(self.context, INSTANCE), sealed,
+            'upgrade', sealing.TO_AGENT, args, 60,
+            sealing.MemoryReplayCache())
+
     def test_require_sealed_without_key_refused(self):
         self.flags(group='conductor', require_sealed=True)
         e = self.assertRaises(exception.SealingUnavailable, self.send)
