@@ -173,24 +173,28 @@ def _extract_range(source, rng, layout, decryptor, stage, others):
     skip = rng.skip
     files = list(rng.files)
     check = None
-    for index in range(rng.first_frame, rng.first_frame + rng.frames):
-        frame = _read(source, layout.frame_size(index), index)
-        plaintext = memoryview(decryptor.open(index, frame,
-                                              index == layout.count - 1))
-        plaintext, skip = plaintext[skip:], 0
-        while plaintext and (files or check):
-            if check is None:
-                check = _FileCheck(files.pop(0), stage, others)
-            taken = plaintext[:check.left]
-            check.write(taken)
-            plaintext = plaintext[len(taken):]
-            if check.left == 0:
-                try:
-                    check.close()
-                finally:
-                    check = None
+    try:
+        for index in range(rng.first_frame, rng.first_frame + rng.frames):
+            frame = _read(source, layout.frame_size(index), index)
+            plaintext = memoryview(decryptor.open(
+                index, frame, index == layout.count - 1))
+            plaintext, skip = plaintext[skip:], 0
+            while plaintext and (files or check):
+                if check is None:
+                    check = _FileCheck(files.pop(0), stage, others)
+                taken = plaintext[:check.left]
+                check.write(taken)
+                plaintext = plaintext[len(taken):]
+                if check.left == 0:
+                    done, check = check, None
+                    done.close()
+    except BaseException:
+        if check is not None:
+            check.abort()
+        raise
+    if check is not None:
+        check.abort()
     if check is not None or files:
-        check and check.abort()
         raise exceptions.PlaintextSizeError(
             'the chunks of a range end before its files do')
 
