@@ -96,8 +96,10 @@ class UpgradePipeline:
         self.supervisor = supervisor
         self.verifier = verifier
         if steps is None and load_strategy is not None:
-            steps = untrusted.InProcessSteps(conf, verifier, load_strategy)
-        self.steps = steps or untrusted.ChildProcessSteps(conf, verifier)
+            steps = untrusted.InProcessSteps(conf, verifier, load_strategy,
+                                             store=installs.wheel_store)
+        self.steps = steps or untrusted.ChildProcessSteps(
+            conf, verifier, store=installs.wheel_store)
         self.load_strategy = load_strategy or (
             lambda name: strategies.load(name, conf=conf))
         self.work_root = os.path.join(installs.root, WORK_DIR)
@@ -264,9 +266,11 @@ class UpgradePipeline:
             raise UpgradeFailed('no trusted keys are configured: set [agent] '
                                 'trusted_key_files and decryption_key_files')
         try:
-            size = self.steps.download(upgrade, work)['size']
+            fetched = self.steps.download(upgrade, work)
             self._set_step(upgrade, VERIFYING, states.VERIFYING,
-                           'verifying and decrypting %d bytes' % size)
+                           'verifying and decrypting %d bytes fetched; %d '
+                           'wheel(s) kept from earlier installs'
+                           % (fetched['size'], fetched['kept']))
             self._checkpoint('verifying')
             result = self.steps.verify(upgrade, work)
         except untrusted.StepFailed as e:

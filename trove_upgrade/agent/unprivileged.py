@@ -142,6 +142,15 @@ def open_dir(path, owner, dir_fd=None):
     return fd
 
 
+def left(dir_fd, name):
+    """Whether the child left an entry ``name`` (copy_verified checks it)."""
+    try:
+        os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    return True
+
+
 def copy_verified(dir_fd, entry, owner, dest):
     """Copy file ``entry`` (a manifest's) from ``dir_fd`` to new ``dest``.
 

@@ -27,9 +27,12 @@ the step ends in :class:`StepFailed` with a bounded reason.
 The child works in ``<work>/fetch``, which belongs to ``[agent]
 untrusted_user``: it reads its keys, settings and secrets as root, then
 gives root up (:mod:`.unprivileged`) before it talks to a server or reads
-a byte of the package. After the verify step root takes over only the
-wheels the signed manifest names, copied into ``<work>/wheels`` and
-checked again against it; what the child said is not believed.
+a byte of the package. The child is told the SHA-256 of the wheels the
+agent keeps, and fetches only the others where it can
+(:mod:`trove_upgrade.agent.delta`). After the verify step root takes over
+only the wheels the signed manifest names, copied into ``<work>/wheels``
+and checked again against it, and takes the others from the wheels it
+keeps, hashed again; what the child said is not believed.
 
 :class:`InProcessSteps` runs the same code in the calling thread, for the
 child itself and for unit tests that inject fakes.
@@ -49,6 +52,7 @@ import threading
 from oslo_config import cfg
 from oslo_log import log as logging
 
+from trove_upgrade.agent import delta
 from trove_upgrade.agent import guest_files
 from trove_upgrade.agent import reasons
 from trove_upgrade.agent.strategies import exceptions as strategy_exc
@@ -70,7 +74,7 @@ _KILL_WAIT = 10
 # What each step's result holds: the parent reads no other shape.
 _OPTIONAL_TEXT = (str, type(None))
 _RESULT_SHAPES = {
-    DOWNLOAD: {'size': int},
+    DOWNLOAD: {'size': int, 'kept': int},
     VERIFY: {'wheels': list, 'health_command': _OPTIONAL_TEXT,
              'health_timeout': (int, type(None)),
              'console_script': _OPTIONAL_TEXT},
@@ -116,12 +120,22 @@ def describe(exc):
 
 
 class InProcessSteps:
-    """Download and verify in this process; errors become StepFailed."""
+    """Download and verify in this process; errors become StepFailed.
 
-    def __init__(self, conf, verifier, load_strategy):
+    ``store`` (a WheelStore) holds the wheels not to fetch; the child is
+    given their SHA-256 (``held``) instead.
+    """
+
+    def __init__(self, conf, verifier, load_strategy, store=None):
         self.conf = conf
         self.verifier = verifier
         self.load_strategy = load_strategy
+        self.store = store
+
+    def _held(self, held):
+        if held is not None:
+            return held
+        return self.store.held() if self.store is not None else []
 
     def _manifest(self, upgrade, work):
         path = os.path.join(work, PAYLOAD + manifest_mod.MANIFEST_SUFFIX)
@@ -133,11 +147,13 @@ class InProcessSteps:
             self.conf.agent.max_package_size,
             upgrade.get('expected_manifest'))
 
-    def download(self, upgrade, work):
+    def download(self, upgrade, work, held=None):
         """Fetch and check the manifest; then ask for the payload.
 
         Nothing about the payload is asked of the store before its signed
         manifest is verified and found to be the one the upgrade expects.
+        Only the wheels whose SHA-256 is not ``held`` are fetched, where
+        the strategy reads ranges.
         """
         try:
             strategy = self.load_strategy(upgrade['strategy'])
@@ -147,24 +163,42 @@ class InProcessSteps:
                            self.verifier.max_manifest_size)
             manifest = self._manifest(upgrade, work)
             strategy.check_location(upgrade['location'])
-            # The signed size bounds the download: a server sending more
-            # is cut off after one byte too many.
-            size = strategy.fetch(upgrade['location'], payload,
-                                  manifest.payload.size)
+            result = delta.download(strategy, upgrade['location'], manifest,
+                                    self._held(held), payload)
+            if result is None:
+                # The signed size bounds the download: a server sending
+                # more is cut off after one byte too many.
+                result = {'size': strategy.fetch(upgrade['location'],
+                                                 payload,
+                                                 manifest.payload.size),
+                          'kept': 0}
         except Exception as e:
             raise StepFailed(describe(e))
-        return {'size': size}
+        return result
 
-    def verify(self, upgrade, work):
-        """Verify the downloaded package and write out its wheels."""
+    def verify(self, upgrade, work, held=None):
+        """Verify what was downloaded and write out its wheels.
+
+        With a store, the wheels not fetched are taken from it.
+        """
+        payload = os.path.join(work, PAYLOAD)
+        dest = os.path.join(work, WHEELS)
         try:
             manifest = self._manifest(upgrade, work)
-            wheels = self.verifier.extract(
-                os.path.join(work, PAYLOAD), manifest,
-                os.path.join(work, WHEELS),
-                self.conf.agent.max_package_size)
-            os.unlink(os.path.join(work, PAYLOAD))
+            ranges = delta.fetched_ranges(payload)
+            if ranges:
+                wheels = delta.extract(self.verifier, ranges, manifest,
+                                       self._held(held), dest)
+            else:
+                wheels = self.verifier.extract(
+                    payload, manifest, dest,
+                    self.conf.agent.max_package_size)
+                os.unlink(payload)
+            if self.store is not None:
+                wheels = delta.take_kept(self.store, manifest, dest)
             command, timeout = self.verifier.health_check(manifest)
+        except delta.KeptWheelMissing as e:
+            raise StepFailed(str(e))
         except Exception as e:
             raise StepFailed(describe(e))
         guest_agent = manifest.guest_agent
@@ -198,9 +232,10 @@ class ChildProcessSteps:
     ``verifier`` checks again, as root, what root takes over.
     """
 
-    def __init__(self, conf, verifier=None):
+    def __init__(self, conf, verifier=None, store=None):
         self.conf = conf
         self.verifier = verifier
+        self.store = store
         self._lock = threading.Lock()
         self._child = None
         self._stopped = False
@@ -256,16 +291,20 @@ class ChildProcessSteps:
             shutil.rmtree(dest, ignore_errors=True)
             os.mkdir(dest, 0o700)
             try:
-                wheels = []
                 for entry in manifest.files:
-                    wheels.append(os.path.join(dest, entry.name))
-                    unprivileged.copy_verified(wheels_fd, entry, owner,
-                                               wheels[-1])
+                    if unprivileged.left(wheels_fd, entry.name):
+                        unprivileged.copy_verified(
+                            wheels_fd, entry, owner,
+                            os.path.join(dest, entry.name))
             finally:
                 os.close(wheels_fd)
         finally:
             os.close(dir_fd)
         shutil.rmtree(fetched)
+        try:
+            wheels = delta.take_kept(self.store, manifest, dest)
+        except delta.KeptWheelMissing as e:
+            raise StepFailed(str(e))
         command, timeout = self.verifier.health_check(manifest)
         guest_agent = manifest.guest_agent
         return {'wheels': wheels, 'health_command': command,
@@ -278,8 +317,10 @@ class ChildProcessSteps:
         os.makedirs(fetched, exist_ok=True)
         unprivileged.give(fetched, unprivileged.ids(self.conf))
         result_path = os.path.join(fetched, step + RESULT_SUFFIX)
+        held = self.store.held() if self.store is not None else []
         request = json.dumps({'config': _config_args(self.conf),
                               'step': step, 'upgrade': upgrade,
+                              'held': held,
                               'work': fetched, 'result': result_path,
                               'parent': os.getpid()})
         with self._lock:
@@ -434,7 +475,8 @@ def main():
             # The parent-death signal does not survive the switch.
             _die_with_parent(request['parent'])
         run = getattr(steps, request['step'])
-        result = {'ok': run(request['upgrade'], work)}
+        result = {'ok': run(request['upgrade'], work,
+                            held=request.get('held', []))}
     except StepFailed as e:
         result = {'failed': str(e)}
     except Exception as e:

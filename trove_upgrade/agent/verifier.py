@@ -66,6 +66,12 @@ class PackageVerifier:
                                          self.keyring, dest_dir,
                                          max_payload_size=max_payload_size)
 
+    def extract_files(self, ranges_path, manifest, dest_dir, wanted):
+        """Check the fetched ranges of ``wanted``; return the wheel paths."""
+        return verify.verify_and_extract_files(ranges_path, manifest,
+                                               self.keyring, dest_dir,
+                                               wanted)
+
     @staticmethod
     def health_check(manifest):
         """The manifest's ``(command line, timeout)``, or ``(None, None)``."""

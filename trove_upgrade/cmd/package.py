@@ -379,7 +379,7 @@ def build_parser():
                            metavar='SECONDS', help='default %(default)s')
     build_cmd.add_argument('--chunk-size', type=_size,
                            default=chunked_aead.DEFAULT_CHUNK_SIZE,
-                           help='encryption chunk size, default 1M')
+                           help='encryption chunk size, default 64K')
     build_cmd.set_defaults(func=do_build)
 
     sign = commands.add_parser(

@@ -32,8 +32,10 @@ that stop them:
   genuinely signed package than the one the upgrade names):
   :class:`WrongVersionError`, :class:`ManifestHashMismatchError`,
   :class:`PackageNameMismatchError`.
-* **Mix-and-match** (a manifest with another package's payload):
-  :class:`PayloadMismatchError`, :class:`PayloadHashMismatchError`.
+* **Mix-and-match** (a manifest with another package's payload, or a
+  fetched file with another file's bytes):
+  :class:`PayloadMismatchError`, :class:`PayloadHashMismatchError`,
+  :class:`FileHashMismatchError`.
 * **Endless data** (filling memory or disk): :class:`ManifestTooLargeError`,
   :class:`PayloadTooLargeError`, :class:`EndlessDataError`,
   :class:`PlaintextSizeError`.
@@ -204,6 +206,10 @@ class EndlessDataError(PayloadError):
 
 class PayloadHashMismatchError(PayloadError):
     """The payload's SHA-256 differs from the signed one."""
+
+
+class FileHashMismatchError(PayloadError):
+    """A file fetched alone has not the signed size and SHA-256."""
 
 
 # Writing the files out.

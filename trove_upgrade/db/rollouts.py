@@ -118,7 +118,6 @@ def create_rollout(context, values):
             raise exception.Invalid(reason='%s must be true or false, not %r'
                                     % (name, values[name]))
     common.check_json_object('selector', values['selector'])
-    common.check_expected_manifest(values.get('expected_manifest'))
     values = dict(values, **common.expected_manifest_columns(
         values.get('expected_manifest')))
     values.pop('expected_manifest', None)

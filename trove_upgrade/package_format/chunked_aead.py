@@ -51,7 +51,9 @@ SALT_SIZE = 32
 TAG_SIZE = 16
 HEADER_SIZE = len(MAGIC) + 1 + 4 + KEY_ID_SIZE + SALT_SIZE
 MAX_CHUNK_SIZE = 16 * 1024 * 1024
-DEFAULT_CHUNK_SIZE = 1024 * 1024
+# Small enough that fetching one changed wheel by its chunks
+# (:mod:`payload_ranges`) costs at most two chunks more than the wheel.
+DEFAULT_CHUNK_SIZE = 64 * 1024
 KDF_INFO = b'trove-upgrade chunked AES-256-GCM v1'
 _HEADER = struct.Struct('>8sBI%ds%ds' % (KEY_ID_SIZE, SALT_SIZE))
 _NOT_LAST, _LAST = b'\x00', b'\x01'

@@ -71,6 +71,11 @@ payload (:func:`verify_and_extract`), in one streaming pass:
   14. rename the staging directory into place; on any failure it is
       deleted instead, so nothing stays extracted.
 
+some files of the payload, from byte ranges of it
+(:func:`verify_and_extract_files`, :mod:`.payload_ranges`): checks 9,
+then the fetched size, each chunk at its position and each file's signed
+size and SHA-256 (FileHashMismatchError), then 14.
+
 Whatever the input, only :class:`~exceptions.PackageError` subclasses
 leave these functions (``OSError`` from the local disk aside), with
 messages of bounded length.
@@ -86,6 +91,7 @@ import struct
 from trove_upgrade.common import package_exceptions as exceptions
 from trove_upgrade.package_format import chunked_aead
 from trove_upgrade.package_format import manifest as manifest_mod
+from trove_upgrade.package_format import payload_ranges
 from trove_upgrade.package_format import safe_unpack
 
 DEFAULT_MAX_PAYLOAD_SIZE = 2 * 1024 ** 3
@@ -342,6 +348,23 @@ def verify_and_extract(payload, manifest, keyring, dest_dir, *,
         names = _extract(_Readable(payload), manifest, key, dest_dir)
     root = os.path.abspath(dest_dir)
     return [os.path.join(root, name) for name in names]
+
+
+@_only_package_errors(exceptions.PayloadFormatError)
+def verify_and_extract_files(ranges_path, manifest, keyring, dest_dir,
+                             wanted):
+    """Check and write the files ``wanted`` from their fetched ranges.
+
+    ``ranges_path`` holds the ranges :func:`payload_ranges.plan` gives for
+    ``wanted`` (manifest entries), back to back; ``manifest`` must come
+    from :func:`verify_manifest`. Returns the paths of the files written.
+    """
+    if not isinstance(manifest, VerifiedManifest):
+        raise TypeError('verify the manifest with verify_manifest() first')
+    key = check_decryption_key(manifest, keyring)
+    with open(ranges_path, 'rb') as source:
+        return payload_ranges.extract(source, manifest, key, wanted,
+                                      dest_dir)
 
 
 def read_manifest_file(path, max_manifest_size=DEFAULT_MAX_MANIFEST_SIZE):

@@ -44,6 +44,7 @@ from trove_upgrade.common import package_exceptions as package_exc
 from trove_upgrade.common import rollout_states
 from trove_upgrade.common import versions
 from trove_upgrade import conf
+from trove_upgrade.db import common as db_common
 from trove_upgrade.db import desired_versions as dv_db
 from trove_upgrade.db import packages as db
 from trove_upgrade.package_format import keys
@@ -240,13 +241,20 @@ def resolve(context, name, version):
 
 
 def deploy_by_reference(context, values, agents):
-    """Fill ``strategy`` and ``location`` from the package ``values`` name.
+    """Fill ``strategy``, ``location`` and the expectation from a package.
 
     ``values`` are an upgrade's or a rollout's; ``agents`` those it
     targets (or a function returning them, called only when a package is
     named), refused when below the package's floor. Without ``package``
-    nothing changes. Nothing is recorded.
+    only the request's own ``expected_manifest`` is kept. Nothing is
+    recorded.
+
+    ``expected_manifest`` is the request's, when it gives one, or the
+    registered package's: an upgrade to a registered package is always
+    bound to the manifest verified at its registration, and a request
+    that expects another one is refused.
     """
+    _expectation(values)
     name = values.pop('package', None)
     if name is None:
         return
@@ -254,6 +262,31 @@ def deploy_by_reference(context, values, agents):
     check_floor(package, agents() if callable(agents) else agents)
     values['strategy'] = package['strategy']
     values['location'] = package['location']
+    registered = package['expected_manifest']
+    given = values.get('expected_manifest')
+    if given is not None and registered is not None and any(
+            given[k] not in (None, registered[k]) for k in given):
+        raise exception.Invalid(reason=(
+            'expected_manifest differs from that of the registered '
+            'package %s %s (sha256 %s, package %s).'
+            % (package['name'], package['version'], registered['sha256'],
+               registered['package'])))
+    if registered is not None:
+        values['expected_manifest'] = registered
+
+
+def _expectation(values):
+    """The request's ``expected_manifest`` with both fields, or none."""
+    given = values.pop('expected_manifest', None)
+    if given is None:
+        return
+    given = {k: given.get(k) for k in db_common.EXPECTED_MANIFEST_FIELDS}
+    try:
+        manifest_mod.check_expectation(given['sha256'], given['package'])
+    except package_exc.InvalidExpectationError as e:
+        raise exception.Invalid(reason='expected_manifest: %s' % e)
+    if any(v is not None for v in given.values()):
+        values['expected_manifest'] = given
 
 
 def below_floor(package, running_version):

@@ -27,6 +27,11 @@ The agent uses a strategy through these calls only::
         # InvalidLocation, LocationUnreachable (and subclasses),
         # SizeLimitExceeded, DownloadFailed, DestinationError (the local
         # file could not be written: missing directory, disk full)
+    strategy.serves_ranges
+    strategy.fetch_ranges(location, ranges, dest_path) -> bytes written
+        # only where serves_ranges: the byte ranges [(start, length)] of
+        # the object, back to back; the errors of fetch, and
+        # RangesNotServed when the server answers with the whole object
 
 Every upgrade fetches two objects: the package at ``location`` and its signed
 manifest at ``location + '.manifest'``; every location format accepts that
@@ -48,6 +53,11 @@ What every strategy guarantees, whatever the transport:
   location, not found, access denied, size limit) fail at once.
 * Errors derive from :class:`~.exceptions.StrategyError` and read as the
   reason of a FAILED upgrade.
+* ``fetch_ranges`` writes exactly ``length`` bytes for each range: one
+  byte more is :class:`~.exceptions.SizeLimitExceeded`, fewer a
+  transient failure retried from the range's start. What the bytes are is
+  the package verifier's business (:mod:`trove_upgrade.packaging
+  .payload_ranges`), as for ``fetch``.
 
 Each strategy reads its own settings from the drop-in file
 ``<[agent] strategy_config_dir>/<name>.conf`` (section ``[<name>]``) into a
@@ -184,6 +194,8 @@ class Strategy(metaclass=abc.ABCMeta):
     name = None
     opt_group = None
     opts = ()
+    # Whether the transport reads part of an object (``fetch_ranges``).
+    serves_ranges = False
 
     def __init__(self, conf):
         self.conf = conf
@@ -211,6 +223,14 @@ class Strategy(metaclass=abc.ABCMeta):
         hold the bytes of a broken previous attempt; a strategy that cannot
         resume starts it over.
         """
+
+    def _fetch_range_once(self, target, out, start, length, deadline):
+        """One attempt to append bytes ``start`` to ``start + length``.
+
+        Only strategies that set ``serves_ranges`` implement it; returns
+        the bytes appended to ``out``, at most ``length``.
+        """
+        raise NotImplementedError()
 
     def check_location(self, location):
         """Raise unless ``location`` is well formed and reachable."""
@@ -245,6 +265,56 @@ class Strategy(metaclass=abc.ABCMeta):
                  'strategy %(name)s', {'location': location, 'size': size,
                                        'dest': dest_path, 'name': self.name})
         return size
+
+    def fetch_ranges(self, location, ranges, dest_path):
+        """Write byte ranges of ``location`` back to back to ``dest_path``.
+
+        ``ranges`` is a list of ``(start, length)``; returns the bytes
+        written, their sum. Each range is retried on its own.
+        """
+        target = self.parse_location(location)
+        part_path = dest_path + '.part'
+        try:
+            remove_quietly(part_path)
+            out = open(part_path, 'wb')
+        except OSError as exc:
+            raise exceptions.DestinationError(path=part_path,
+                                              reason=exc.strerror) from exc
+        try:
+            with out:
+                for start, length in ranges:
+                    self._with_retries(
+                        location, exceptions.DownloadFailed,
+                        self._range_attempt(target, out, start, length))
+            self._commit(part_path, dest_path)
+        except OSError as exc:
+            remove_quietly(part_path)
+            raise exceptions.DestinationError(path=dest_path,
+                                              reason=exc.strerror) from exc
+        except BaseException:
+            remove_quietly(part_path)
+            raise
+        size = sum(length for _, length in ranges)
+        LOG.info('Downloaded %(count)d range(s) of %(location)s (%(size)d '
+                 'bytes) to %(dest)s with strategy %(name)s',
+                 {'count': len(ranges), 'location': location, 'size': size,
+                  'dest': dest_path, 'name': self.name})
+        return size
+
+    def _range_attempt(self, target, out, start, length):
+        offset = out.tell()
+
+        def attempt():
+            out.seek(offset)
+            out.truncate()
+            written = self._fetch_range_once(target, out, start, length,
+                                             self._deadline())
+            if written != length:
+                raise exceptions.TransientError(
+                    reason='received %d of the %d bytes of the range at '
+                           '%d' % (written, length, start))
+            return written
+        return attempt
 
     def invalid(self, location, reason):
         return exceptions.InvalidLocation(

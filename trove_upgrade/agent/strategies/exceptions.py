@@ -72,6 +72,11 @@ class SizeLimitExceeded(StrategyError):
                'more than the %(max_bytes)d bytes allowed: %(reason)s.')
 
 
+class RangesNotServed(StrategyError):
+    msg_fmt = ('The server of location "%(location)s" (strategy '
+               '"%(strategy)s") does not serve byte ranges: %(reason)s.')
+
+
 class DestinationError(StrategyError):
     msg_fmt = 'Cannot write the download to %(path)s: %(reason)s.'
 

@@ -27,6 +27,12 @@ in the reasons.
 A transfer broken mid-body resumes with ``Range: bytes=N-`` (and
 ``If-Range`` when the server gave a validator). A 206 is accepted only when
 its Content-Range starts at N; a 200 restarts the file from zero.
+
+Part of a package (``fetch_ranges``) is asked for with ``Range:
+bytes=A-B``; only a 206 whose Content-Range is exactly ``A-B`` is read, at
+most ``B - A + 1`` bytes of it. A 200 (a server that ignores ranges) is
+:class:`~.exceptions.RangesNotServed`, and the agent downloads the whole
+package instead.
 """
 
 import contextlib
@@ -58,6 +64,7 @@ class _Target:
 
 class HttpStrategy(base.Strategy):
     name = 'http'
+    serves_ranges = True
     opt_group, opts = conf_strategies.STRATEGY_OPTS['http']
 
     def __init__(self, conf):
@@ -141,6 +148,41 @@ class HttpStrategy(base.Strategy):
                                'bytes short of the announced length'
                                % (written, resp.length))
                 return written
+
+    def _fetch_range_once(self, target, out, start, length, deadline):
+        end = start + length - 1
+        conn = self._connection(target)
+        with base.Watchdog(deadline) as watchdog, contextlib.closing(conn):
+            watchdog.watch(conn)
+            resp = self._request(conn, target, 'GET',
+                                 {'Range': 'bytes=%d-%d' % (start, end)},
+                                 deadline)
+            self._raise_for_status(target, resp)
+            if resp.status != 206:
+                raise exceptions.RangesNotServed(
+                    location=target.location, strategy=self.name,
+                    reason='it answered a range request with HTTP %d'
+                           % resp.status)
+            match = _CONTENT_RANGE.match(resp.getheader('Content-Range', ''))
+            if not match or (int(match.group(1)),
+                             int(match.group(2))) != (start, end):
+                raise exceptions.RequestRejected(
+                    location=target.location, strategy=self.name,
+                    reason='it answered the range %d-%d with Content-Range '
+                           '"%s"' % (start, end, base.server_text(
+                               resp.getheader('Content-Range'))))
+            chunk_size = self.settings.chunk_size
+            chunks = iter(lambda: resp.read(chunk_size), b'')
+            try:
+                written = self.write_capped(chunks, out, 0, target.location,
+                                            length, deadline)
+            except (http.client.HTTPException, OSError) as exc:
+                self.check_deadline(deadline)
+                raise exceptions.TransientError(
+                    reason='the transfer broke in the range at %d: %s'
+                           % (start, _describe(exc))) from exc
+            self.check_deadline(deadline)
+            return written
 
     def _start_offset(self, target, resp, out, offset):
         """Position ``out`` where the response body starts."""

@@ -33,6 +33,7 @@ _PERMANENT_ERRNOS = (errno.ENOENT, errno.ENOTDIR, errno.EACCES, errno.EPERM,
 
 class LocalStrategy(base.Strategy):
     name = 'local'
+    serves_ranges = True
     opt_group, opts = conf_strategies.STRATEGY_OPTS['local']
 
     def parse_location(self, location):
@@ -78,6 +79,18 @@ class LocalStrategy(base.Strategy):
                 raise exceptions.TransientError(
                     reason='reading %s failed: %s' % (path, exc)) from exc
 
+    def _fetch_range_once(self, path, out, start, length, deadline):
+        fd = self._open(path, path)
+        with os.fdopen(fd, 'rb') as src:
+            try:
+                src.seek(start)
+                return self.write_capped(
+                    _read_at_most(src, length, self.settings.chunk_size),
+                    out, 0, path, length, deadline)
+            except OSError as exc:
+                raise exceptions.TransientError(
+                    reason='reading %s failed: %s' % (path, exc)) from exc
+
     def _open(self, location, path):
         """Open ``path`` read-only once it is proven safe to read."""
         real = os.path.realpath(path)
@@ -110,6 +123,15 @@ class LocalStrategy(base.Strategy):
     def _allowed(self):
         return [os.path.realpath(d) for d in self.settings.allowed_dirs
                 if os.path.isabs(d)]
+
+
+def _read_at_most(source, length, chunk_size):
+    while length > 0:
+        block = source.read(min(chunk_size, length))
+        if not block:
+            return
+        length -= len(block)
+        yield block
 
 
 def _inside(path, directory):

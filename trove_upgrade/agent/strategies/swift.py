@@ -24,7 +24,8 @@ Locations:
 Credentials come from Keystone v3 through a keystoneauth session, or from
 Swift's own v1 auth (tempauth). Each attempt authenticates afresh and makes
 one request to the object with swiftclient's functions; the base class
-retries.
+retries. Part of a package (``fetch_ranges``) is a ranged GET, read only
+when Swift answers 206 with exactly the range asked for.
 
 Each attempt ends at ``[agent] download_timeout``: every connection the
 attempt opens (to Keystone, to the v1 auth URL, to the object server) goes
@@ -40,6 +41,7 @@ reasons.
 
 import contextlib
 import functools
+import re
 import socket
 import urllib.parse
 
@@ -59,6 +61,7 @@ _MAX_CONTAINER = 256
 _MAX_OBJECT = 1024
 # Transport errors quote URLs and causes: room for them, but bounded.
 _MAX_ERROR_TEXT = 300
+_CONTENT_RANGE = re.compile(r'^bytes (\d+)-(\d+)/(\d+|\*)$')
 
 
 class _Target:
@@ -71,6 +74,7 @@ class _Target:
 
 class SwiftStrategy(base.Strategy):
     name = 'swift'
+    serves_ranges = True
     opt_group, opts = conf_strategies.STRATEGY_OPTS['swift']
 
     def __init__(self, conf):
@@ -149,6 +153,32 @@ class SwiftStrategy(base.Strategy):
                 reason='received %d of the %d bytes of the object'
                        % (written, announced))
         return written
+
+    def _fetch_range_once(self, target, out, start, length, deadline):
+        end = start + length - 1
+        with self._attempt(target, deadline) as (url, token, http_conn):
+            headers, body = swift_client.get_object(
+                url, token, target.container, target.obj,
+                http_conn=http_conn, resp_chunk_size=self.settings.chunk_size,
+                headers={'Range': 'bytes=%d-%d' % (start, end)})
+            with contextlib.closing(body):
+                match = _CONTENT_RANGE.match(
+                    headers.get('content-range') or '')
+                if not match:
+                    raise exceptions.RangesNotServed(
+                        location=target.location, strategy=self.name,
+                        reason='it answered a range request with the whole '
+                               'object')
+                answered = (int(match.group(1)), int(match.group(2)))
+                if answered != (start, end):
+                    raise exceptions.RequestRejected(
+                        location=target.location, strategy=self.name,
+                        reason='it answered the range %d-%d with '
+                               'Content-Range "%s"' % (
+                                   start, end, base.server_text(
+                                       headers.get('content-range'))))
+                return self.write_capped(body, out, 0, target.location,
+                                         length, deadline)
 
     @contextlib.contextmanager
     def _attempt(self, target, deadline):

@@ -21,7 +21,7 @@ def package(req, tenant_id, package):
         {k: package[k] for k in (
             'id', 'name', 'version', 'strategy', 'location', 'state', 'size',
             'sha256', 'min_upgrade_from', 'signer_key_ids', 'project_id',
-            'user_id')},
+            'user_id', 'manifest_sha256', 'manifest_package')},
         manifest_created_at=util.isotime(package['manifest_created_at']),
         manifest_expires_at=util.isotime(package['manifest_expires_at']),
         created_at=util.isotime(package['created_at']),

@@ -42,6 +42,7 @@ def rollout(req, tenant_id, rollout, plan=None):
         'failures_acknowledged': rollout['failures_acknowledged'],
         'order_by_topology': rollout['order_by_topology'],
         'hold_set_on_failure': rollout['hold_set_on_failure'],
+        'expected_manifest': rollout['expected_manifest'],
         'project_id': rollout['project_id'],
         'user_id': rollout['user_id'],
         'created_at': util.isotime(rollout['created_at']),

@@ -42,6 +42,7 @@ def upgrade(req, tenant_id, upgrade):
         'location': upgrade['location'],
         'metadata': upgrade['metadata'],
         'allow_downgrade': upgrade['allow_downgrade'],
+        'expected_manifest': upgrade['expected_manifest'],
         'status': upgrade['status'],
         'status_detail': upgrade['status_detail'],
         'rollout_id': upgrade['rollout_id'],

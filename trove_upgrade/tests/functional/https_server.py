@@ -12,6 +12,7 @@
 
 """A real HTTPS file server on loopback, with its own certificate authority."""
 
+import collections
 import datetime
 import email.utils
 import http.server
@@ -121,7 +122,7 @@ class _FileHandler(http.server.BaseHTTPRequestHandler):
     """GET and HEAD of files under the server root, with single ranges."""
 
     protocol_version = 'HTTP/1.1'
-    _RANGE = re.compile(r'^bytes=(\d+)-$')
+    _RANGE = re.compile(r'^bytes=(\d+)-(\d*)$')
 
     def log_message(self, fmt, *args):
         pass
@@ -148,7 +149,7 @@ class _FileHandler(http.server.BaseHTTPRequestHandler):
             data = f.read()
         stat = os.stat(path)
         etag = '"%x-%x"' % (stat.st_mtime_ns, stat.st_size)
-        start = self._range_start(etag)
+        start, end = self._range(etag, len(data))
         if start is not None and start >= len(data):
             self.send_response(416)
             self.send_header('Content-Range', 'bytes */%d' % len(data))
@@ -161,7 +162,10 @@ class _FileHandler(http.server.BaseHTTPRequestHandler):
         else:
             self.send_response(206)
             self.send_header('Content-Range', 'bytes %d-%d/%d'
-                             % (start, len(data) - 1, len(data)))
+                             % (start, end - 1, len(data)))
+        if fault is not None and fault.kind == 'shift':
+            data = data[fault.after:]
+        data = data[:end]
         self.send_header('Content-Length', str(len(data) - start))
         self.send_header('ETag', etag)
         self.send_header('Last-Modified',
@@ -192,15 +196,19 @@ class _FileHandler(http.server.BaseHTTPRequestHandler):
             self.connection.shutdown(socket.SHUT_RDWR)
             return
         self.wfile.write(data[start:])
+        server.count_sent(name, len(data) - start)
 
-    def _range_start(self, etag):
+    def _range(self, etag, size):
+        """``(start, end)`` of the range asked, ``(None, size)`` if none."""
         match = self._RANGE.match(self.headers.get('Range', ''))
         if match is None:
-            return None
+            return None, size
         if_range = self.headers.get('If-Range')
         if if_range is not None and if_range != etag:
-            return None
-        return int(match.group(1))
+            return None, size
+        last = match.group(2)
+        return int(match.group(1)), min(size, int(last) + 1) if last \
+            else size
 
     def _endless(self, fault, body):
         self.send_response(200)
@@ -244,9 +252,9 @@ class HttpsFileServer(fixtures.Fixture):
     ``client_ca`` (a CertificateAuthority) makes the server require a client
     certificate it issued. ``tls=False`` serves plain HTTP. Faults are set
     per file name with :meth:`drop_after`, :meth:`stall_after`, :meth:`drip`,
-    :meth:`fail_with`, :meth:`send_endless` and :meth:`lie_about_length`;
-    ``requests`` lists
-    (method, name, Range header) of every request received.
+    :meth:`fail_with`, :meth:`send_endless`, :meth:`lie_about_length` and
+    :meth:`shift_ranges`; ``requests`` lists (method, name, Range header)
+    of every request received, ``sent`` the body bytes sent per name.
     """
 
     def __init__(self, root, ca=None, client_ca=None, tls=True):
@@ -258,6 +266,7 @@ class HttpsFileServer(fixtures.Fixture):
 
     def _setUp(self):
         self.requests = []
+        self.sent = collections.Counter()
         self._faults = {}
         self._lock = threading.Lock()
         self.stalled = threading.Event()
@@ -312,6 +321,18 @@ class HttpsFileServer(fixtures.Fixture):
     def lie_about_length(self, name, length):
         """Announce ``length`` bytes, then send endless data."""
         self._set_fault(name, _Fault('lying_length', length))
+
+    def shift_ranges(self, name, by):
+        """Answer each range ``A-B`` with the bytes ``by`` later, as ``A-B``.
+
+        A server (or a man in the middle) returning other bytes of the
+        same object than those asked for.
+        """
+        self._set_fault(name, _Fault('shift', by))
+
+    def count_sent(self, name, nbytes):
+        with self._lock:
+            self.sent[name] += nbytes
 
     def clear_faults(self):
         with self._lock:

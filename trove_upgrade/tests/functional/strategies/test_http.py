@@ -72,6 +72,18 @@ class HttpsStrategyTestCase(base.StrategyTestCase):
         self.assertEqual(['pkg.tar', 'pkg.tar.manifest'],
                          sorted(os.listdir(self.dest_dir)))
 
+    def test_ranges_are_asked_for_and_read_back_to_back(self):
+        ranges = [(0, 10), (100000, 70000), (len(PACKAGE) - 5, 5)]
+        size = self._strategy().fetch_ranges(self.server.url('pkg.tar'),
+                                             ranges, self.dest)
+        self.assertEqual(70015, size)
+        self.assertEqual(b''.join(PACKAGE[a:a + n] for a, n in ranges),
+                         self._read_dest())
+        self.assertEqual(['bytes=0-9', 'bytes=100000-169999',
+                          'bytes=%d-%d' % (len(PACKAGE) - 5,
+                                           len(PACKAGE) - 1)],
+                         [r[2] for r in self._requests('pkg.tar')])
+
     def test_resumes_broken_transfer_with_range(self):
         self.server.drop_after('pkg.tar', 100000)
         strategy = self._strategy()

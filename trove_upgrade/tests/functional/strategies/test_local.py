@@ -65,6 +65,20 @@ class LocalStrategyTestCase(base.TestCase):
         self.assertEqual(['pkg.tar', 'pkg.tar.manifest'],
                          sorted(os.listdir(self.dest_dir)))
 
+    def test_ranges_are_read_back_to_back(self):
+        ranges = [(0, 10), (1 << 20, 70000), (len(PACKAGE) - 5, 5)]
+        size = self.strategy.fetch_ranges(self.package, ranges, self.dest)
+        self.assertEqual(70015, size)
+        with open(self.dest, 'rb') as f:
+            self.assertEqual(b''.join(PACKAGE[a:a + n] for a, n in ranges),
+                             f.read())
+
+    def test_a_range_past_the_end_fails_and_leaves_nothing(self):
+        self.assertRaises(exceptions.DownloadFailed,
+                          self.strategy.fetch_ranges, self.package,
+                          [(len(PACKAGE) - 5, 6)], self.dest)
+        self.assertEqual([], os.listdir(self.dest_dir))
+
     def test_check_location(self):
         self.strategy.check_location(self.package)
         self.assertRaises(exceptions.ObjectNotFound,

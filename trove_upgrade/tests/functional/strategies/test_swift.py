@@ -63,6 +63,14 @@ class SwiftStrategyTestCase(base.StrategyTestCase):
         self.assertEqual(['pkg.tar', 'pkg.tar.manifest'],
                          sorted(os.listdir(self.dest_dir)))
 
+    def test_ranges_are_ranged_gets_read_back_to_back(self):
+        ranges = [(0, 10), (500000, 70000), (len(PACKAGE) - 5, 5)]
+        size = self._strategy().fetch_ranges(
+            'swift://packages/guest/pkg-2.0.0.tar', ranges, self.dest)
+        self.assertEqual(70015, size)
+        self.assertEqual(b''.join(PACKAGE[a:a + n] for a, n in ranges),
+                         self._read_dest())
+
     def test_default_container(self):
         strategy = self._strategy()
 

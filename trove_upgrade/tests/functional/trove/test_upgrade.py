@@ -45,9 +45,12 @@ PING_WAIT = 120
 STOP_TIMEOUT = 0.5
 
 
-class TestTroveGuestAgentUpgrade(harness.AgentTestCase):
+class TroveGuestTestCase(harness.AgentTestCase):
+    """A real Trove guest and packages of 26.0.0: ``builds`` names them."""
 
     packages = {}
+    # Package name -> how its Trove wheel is broken (None: it is not).
+    builds = {'good': None}
 
     @classmethod
     def setUpClass(cls):
@@ -57,8 +60,7 @@ class TestTroveGuestAgentUpgrade(harness.AgentTestCase):
         cls.cache = trove_release.cache_dir()
         guest.wheelhouse(FROM, cls.cache)
         builds = []
-        for name, kind in (('good', None), ('no-import', 'import'),
-                           ('exits', 'exit'), ('plain', 'plain')):
+        for name, kind in cls.builds.items():
             extra = []
             if kind:
                 extra.append(guest.broken_trove_wheel(
@@ -85,9 +87,8 @@ class TestTroveGuestAgentUpgrade(harness.AgentTestCase):
         self.layout = self.useFixture(guest.TroveGuestLayout(
             os.path.join(self.tmp, 'guest'), self.instance_id,
             harness.RABBIT_URL, self.trove_exchange))
-        guest.make_venv(self.layout.venv, FROM, self.cache)
         self.program_link = guest.program_link(
-            os.path.join(self.tmp, 'guest'), self.layout.venv)
+            os.path.join(self.tmp, 'guest'), self.install_image())
         docker = self.useFixture(guest.DockerVersionAPI())
         # Enabled by the upgrade agent; enabled here too so that the
         # image's agent answers before any restart.
@@ -101,6 +102,10 @@ class TestTroveGuestAgentUpgrade(harness.AgentTestCase):
             harness.RABBIT_URL, self.trove_exchange, self.instance_id, 2,
             key=self.layout.instance_key)
         self.addCleanup(self.pinger.close)
+
+    def install_image(self):
+        """The image's virtualenv of 25.1.0, installed by pip; its path."""
+        return guest.make_venv(self.layout.venv, FROM, self.cache)
 
     def agent_conf(self, **overrides):
         conf = super().agent_conf(
@@ -144,11 +149,18 @@ class TestTroveGuestAgentUpgrade(harness.AgentTestCase):
                              'the guest agent to answer on its topic',
                              PING_WAIT)
 
-    def upgrade(self, package):
+    def upgrade(self, package, strategy='local', location=None):
         upgrade = self.create_upgrade(
-            TO, location=os.path.join(self.repo, 'trove-%s.pkg' % package))
+            TO, strategy=strategy, location=location or os.path.join(
+                self.repo, 'trove-%s.pkg' % package))
         return self.wait_for_status(upgrade['id'], states.FINAL_STATES,
                                     timeout=600)
+
+
+class TestTroveGuestAgentUpgrade(TroveGuestTestCase):
+
+    builds = {'good': None, 'no-import': 'import', 'exits': 'exit',
+              'plain': 'plain'}
 
     def test_adopt_refuse_broken_builds_then_upgrade(self):
         self.wait_for_pong()

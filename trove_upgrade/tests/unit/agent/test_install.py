@@ -25,6 +25,8 @@ from oslo_log import log as logging
 from tools.testbed import sample_guest
 from trove_upgrade.agent import install
 from trove_upgrade.agent import journal
+from trove_upgrade.agent import venv_build
+from trove_upgrade.agent import wheel_store
 from trove_upgrade.tests import base
 
 
@@ -200,7 +202,7 @@ class TestInstallRoot(base.TestCase):
                          reason)
 
     def _module_file(self, version, name='__init__.py'):
-        top, = install.site_packages(self.installs.path(version))
+        top, = venv_build.site_packages(self.installs.path(version))
         return os.path.join(top, sample_guest.DIST, name)
 
     def _compiled(self, version):
@@ -304,7 +306,8 @@ class TestInstallRoot(base.TestCase):
         os.makedirs(self.installs.path('2.0.0'))
         self.installs.remove_incomplete()
         self.assertFalse(os.path.exists(self.installs.uv_cache))
-        self.assertFalse(os.path.exists(self.installs.uv_wheels))
+        # The kept wheels stay: each is hashed again before it is used.
+        self.assertEqual(1, len(self.installs.wheel_store.held()))
         self._check_imports('1.0.0')
 
     def test_prune_bounds_what_only_uv_s_cache_holds(self):
@@ -318,10 +321,15 @@ class TestInstallRoot(base.TestCase):
         # Every unpacked file of the cache is linked by an install.
         self.assertEqual([], self.installs.prune(3, protect=[]))
         self.assertTrue(os.path.isdir(self.installs.uv_cache))
-        # 1.0.0's 2 MiB, linked by none after it went, empty it.
+        self.assertEqual(3, len(self.installs.wheel_store.held()))
+        # 1.0.0's 2 MiB, linked by none after it went, empty it; its
+        # wheel goes with it, the others' stay.
         self.assertEqual(['1.0.0'], self.installs.prune(2, protect=[]))
         self.assertFalse(os.path.exists(self.installs.uv_cache))
-        self.assertFalse(os.path.exists(self.installs.uv_wheels))
+        self.assertEqual(
+            sorted(wheel_store.read_record(self.installs.path('2.0.0'))
+                   + wheel_store.read_record(self.installs.path('3.0.0'))),
+            self.installs.wheel_store.held())
         self._check_imports('2.0.0')
 
     def test_resolve_command(self):

@@ -77,8 +77,9 @@ class TestChildProcessSteps(base.TestCase):
         result = self.run_child(
             'import json, sys\n'
             'r = json.load(sys.stdin)\n'
-            'open(r["result"], "w").write(json.dumps({"ok": {"size": 7}}))\n')
-        self.assertEqual({'size': 7}, result)
+            'open(r["result"], "w").write(\n'
+            '    json.dumps({"ok": {"size": 7, "kept": 2}}))\n')
+        self.assertEqual({'size': 7, 'kept': 2}, result)
         self.assertEqual([untrusted.UNTRUSTED_DIR], os.listdir(self.work))
         self.assertEqual([], os.listdir(
             os.path.join(self.work, untrusted.UNTRUSTED_DIR)))
@@ -122,12 +123,12 @@ class TestChildProcessSteps(base.TestCase):
             f.write('untouched')
         os.symlink(victim, path + '.tmp')
 
-        untrusted._write_result(path, {'ok': {'size': 1}})
+        untrusted._write_result(path, {'ok': {'size': 1, 'kept': 0}})
 
         with open(victim) as f:
             self.assertEqual('untouched', f.read())
         self.assertFalse(os.path.islink(path))
-        self.assertEqual({'size': 1},
+        self.assertEqual({'size': 1, 'kept': 0},
                          untrusted._read_result(path, 'download', 0))
         self.assertEqual(['victim'], os.listdir(self.work))
 
