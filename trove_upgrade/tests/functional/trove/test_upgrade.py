@@ -45,9 +45,15 @@ PING_WAIT = 120
 STOP_TIMEOUT = 0.5
 
 
-class TestTroveGuestAgentUpgrade(harness.AgentTestCase):
+class TroveGuestTestCase(harness.AgentTestCase):
+    """A real Trove guest agent of FROM under supervisord, and builds of TO.
+
+    ``builds`` names each package built once per class and how its copy
+    of Trove is broken (``guest.broken_trove_wheel``; None: not at all).
+    """
 
     packages = {}
+    builds = {'good': None}
 
     @classmethod
     def setUpClass(cls):
@@ -57,8 +63,7 @@ class TestTroveGuestAgentUpgrade(harness.AgentTestCase):
         cls.cache = trove_release.cache_dir()
         guest.wheelhouse(FROM, cls.cache)
         builds = []
-        for name, kind in (('good', None), ('no-import', 'import'),
-                           ('exits', 'exit'), ('plain', 'plain')):
+        for name, kind in cls.builds.items():
             extra = []
             if kind:
                 extra.append(guest.broken_trove_wheel(
@@ -84,7 +89,8 @@ class TestTroveGuestAgentUpgrade(harness.AgentTestCase):
         self.bus_exchanges.append(self.trove_exchange)
         self.layout = self.useFixture(guest.TroveGuestLayout(
             os.path.join(self.tmp, 'guest'), self.instance_id,
-            harness.RABBIT_URL, self.trove_exchange))
+            harness.RABBIT_URL, self.trove_exchange,
+            instance_key=self.guest_instance_key()))
         guest.make_venv(self.layout.venv, FROM, self.cache)
         self.program_link = guest.program_link(
             os.path.join(self.tmp, 'guest'), self.layout.venv)
@@ -93,14 +99,21 @@ class TestTroveGuestAgentUpgrade(harness.AgentTestCase):
         # image's agent answers before any restart.
         trove_guest.write_managed_config(self.layout.conf_dir)
         self.supervisord = self.useFixture(guest.Supervisord(
-            os.path.join(self.tmp, 'supervisor'),
-            self.layout.command(self.program_link),
+            os.path.join(self.tmp, 'supervisor'), self.guest_command(),
             {'DOCKER_HOST': docker.docker_host}))
         # Trove's secure RPC, with the key Trove wrote in guest_info.conf.
         self.pinger = trove_guest.RpcPing(
             harness.RABBIT_URL, self.trove_exchange, self.instance_id, 2,
             key=self.layout.instance_key)
         self.addCleanup(self.pinger.close)
+
+    def guest_instance_key(self):
+        """The key Trove gives the instance: a new one by default."""
+        return guest.SECURE
+
+    def guest_command(self):
+        """The command supervisord starts the guest agent with."""
+        return self.layout.command(self.program_link)
 
     def agent_conf(self, **overrides):
         conf = super().agent_conf(
@@ -149,6 +162,19 @@ class TestTroveGuestAgentUpgrade(harness.AgentTestCase):
             TO, location=os.path.join(self.repo, 'trove-%s.pkg' % package))
         return self.wait_for_status(upgrade['id'], states.FINAL_STATES,
                                     timeout=600)
+
+    def _agent_registered(self):
+        try:
+            agent = db_agents.get_agent(self.context, self.instance_id)
+        except exception.AgentNotFound:
+            return None
+        return agent if agent['guest_version'] == FROM else None
+
+
+class TestTroveGuestAgentUpgrade(TroveGuestTestCase):
+
+    builds = {'good': None, 'no-import': 'import', 'exits': 'exit',
+              'plain': 'plain'}
 
     def test_adopt_refuse_broken_builds_then_upgrade(self):
         self.wait_for_pong()
@@ -241,10 +267,3 @@ class TestTroveGuestAgentUpgrade(harness.AgentTestCase):
         self.assertIn('already adopted', again.stdout)
         self.assertEqual(TO, self.current_version())
         self.assertEqual(pid, self.supervisord.pid())
-
-    def _agent_registered(self):
-        try:
-            agent = db_agents.get_agent(self.context, self.instance_id)
-        except exception.AgentNotFound:
-            return None
-        return agent if agent['guest_version'] == FROM else None
