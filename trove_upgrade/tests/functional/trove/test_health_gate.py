@@ -56,6 +56,8 @@ HEARTBEAT_WAIT = 150
 # How often Trove's guest agent looks whether its status task is due.
 REPORT_INTERVAL = 2
 PREPARE_END = '.guestagent.prepare.end'
+# Trove's default of its [DEFAULT] host option.
+TROVE_DEFAULT_HOST = '0.0.0.0'
 
 
 class TestTroveHealthGate(test_upgrade.TroveGuestTestCase):
@@ -75,6 +77,8 @@ class TestTroveHealthGate(test_upgrade.TroveGuestTestCase):
     def start_conductor(self):
         self.trove = self.useFixture(trove_db.TroveDatabase())
         self.trove.add_instance('db-1', instance_id=self.instance_id)
+        # The test's own API calls seal with Trove's key, as the API does.
+        self.flags(group='trove', connection=self.trove.url)
         self.addCleanup(trove_db_api.dispose)
         return super().start_conductor()
 
@@ -91,9 +95,10 @@ class TestTroveHealthGate(test_upgrade.TroveGuestTestCase):
         """The guest agent, heartbeating to this test's trove-conductor."""
         self.trove_conductor_queue = 'trove-conductor-test-%s' % (
             uuid.uuid4().hex[:12])
+        # trove-conductor's server is named after Trove's [DEFAULT] host.
         self.bus_queues += [self.trove_conductor_queue,
                             '%s.%s' % (self.trove_conductor_queue,
-                                       os.uname().nodename)]
+                                       TROVE_DEFAULT_HOST)]
         conffile.write_conf(
             os.path.join(self.layout.conf_dir, 'test-heartbeats.conf'),
             {'DEFAULT': {'conductor_queue': self.trove_conductor_queue,
