@@ -64,7 +64,8 @@ def broken_trove_wheel(version, kind, dest_dir, cache_dir):
 
     ``import``: it cannot import; ``exit``: its guest agent exits at start;
     ``plain``: its guest agent runs without secure RPC, ignoring the
-    instance key.
+    instance key; ``silent``: its guest agent runs and answers pings but
+    never heartbeats to Trove's conductor.
     """
     source = trove_wheel(version, cache_dir)
     os.makedirs(dest_dir, exist_ok=True)
@@ -82,6 +83,11 @@ def broken_trove_wheel(version, kind, dest_dir, cache_dir):
         extra = (b'\n\n_init = SecureSerializer.__init__\n'
                  b'SecureSerializer.__init__ = (\n'
                  b'    lambda self, base, key: _init(self, base, None))\n')
+    elif kind == 'silent':
+        # Serves its topic, but its status never reaches trove-conductor.
+        member = 'trove/guestagent/datastore/service.py'
+        extra = (b'\n\nBaseDbStatus.set_status = (\n'
+                 b'    lambda self, status, force=False: None)\n')
     else:
         raise ValueError(kind)
     with zipfile.ZipFile(source) as src, zipfile.ZipFile(
@@ -120,14 +126,28 @@ def make_venv(path, version, cache_dir):
     return path
 
 
+# What Docker says of the datastore's container, named ``database`` by
+# Trove's guest agent: running, and healthy by its health check.
+DATABASE_CONTAINER = {'Id': 'a' * 64, 'Name': '/database',
+                      'State': {'Status': 'running',
+                                'Health': {'Status': 'healthy'}}}
+
+
 class DockerVersionAPI(lifecycle.Resource):
-    """A loopback HTTP endpoint answering Docker's ``GET /version``."""
+    """A loopback HTTP endpoint answering Docker's ``GET /version``.
+
+    And the inspection of the datastore's container, which the guest
+    agent's status check (and so its heartbeats to Trove) reads.
+    """
 
     def _setUp(self):
         class Handler(http.server.BaseHTTPRequestHandler):
             def do_GET(self):
-                body = json.dumps({'ApiVersion': '1.41',
-                                   'Version': '24.0.0'}).encode()
+                answer = {'ApiVersion': '1.41', 'Version': '24.0.0'}
+                if self.path.split('?')[0].endswith(
+                        '/containers/database/json'):
+                    answer = DATABASE_CONTAINER
+                body = json.dumps(answer).encode()
                 self.send_response(200)
                 self.send_header('Content-Type', 'application/json')
                 self.send_header('Content-Length', str(len(body)))

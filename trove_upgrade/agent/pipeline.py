@@ -37,6 +37,12 @@ Test hook (:mod:`trove_upgrade.agent.pause_hook`): the checkpoints
 ``downloading``, ``verifying``, ``installing``, ``switching``,
 ``restarting`` and ``health-check`` let the crash tests ``kill -9`` the
 agent at a known step.
+
+With ``trove_health`` (a Trove guest agent, :mod:`agent.trove_health`)
+the restarted guest agent must also pass Trove's health gate: Trove's
+status is asked before the switch and kept in the journal's upgrade, and
+after the ping passes Trove must record a fresh heartbeat no worse, or
+the upgrade rolls back.
 """
 
 import contextlib
@@ -53,6 +59,7 @@ from trove_upgrade.agent import pause_hook
 from trove_upgrade.agent import reasons
 from trove_upgrade.agent import strategies
 from trove_upgrade.agent import supervisor as supervisor_mod
+from trove_upgrade.agent import trove_health as trove_health_mod
 from trove_upgrade.agent import untrusted
 from trove_upgrade.common import exception
 from trove_upgrade.common import package_exceptions as package_exc
@@ -89,8 +96,9 @@ class UpgradePipeline:
     """
 
     def __init__(self, conf, journal, installs, supervisor, verifier,
-                 load_strategy=None, steps=None):
+                 load_strategy=None, steps=None, trove_health=None):
         self.conf = conf
+        self.trove_health = trove_health
         self.journal = journal
         self.installs = installs
         self.supervisor = supervisor
@@ -307,6 +315,7 @@ class UpgradePipeline:
 
     def _after_switch(self, upgrade):
         to_version = upgrade['to_version']
+        gate = self._trove_gate(upgrade)
         self._set_step(upgrade, SWITCHING)
         self._checkpoint('switching')
         try:
@@ -323,11 +332,34 @@ class UpgradePipeline:
             return self._roll_back(upgrade, str(e))
         except Exception as e:
             return self._roll_back(upgrade, untrusted.describe(e))
+        trove_said = None
+        if gate is not None:
+            failure, trove_said = self.trove_health.wait(upgrade, gate)
+            if failure:
+                return self._roll_back(upgrade, failure)
         self._finish(upgrade, states.SUCCESS,
-                     'guest agent %s is running and healthy' % to_version,
+                     'guest agent %s is running and healthy%s' % (
+                         to_version, '; %s' % trove_said if trove_said
+                         else ''),
                      last_known_good=to_version)
         self._prune()
         return states.SUCCESS
+
+    def _trove_gate(self, upgrade):
+        """Trove's health gate of ``upgrade``, asked once and journaled.
+
+        None without a gate; a restarted agent keeps the first baseline,
+        taken before the switch.
+        """
+        if self.trove_health is None:
+            return None
+        key = trove_health_mod.JOURNAL_KEY
+        if key not in upgrade:
+            gate = self.trove_health.baseline(upgrade)
+            with self.journal.update() as data:
+                data['current_upgrade'][key] = gate
+            upgrade[key] = gate
+        return upgrade[key]
 
     def _restart(self, version, upgrading=False, keep_unhealthy=False):
         """Restart the guest agent of ``current`` and check ``version``."""

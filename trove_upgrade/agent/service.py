@@ -52,6 +52,7 @@ from trove_upgrade.agent import pipeline as pipeline_mod
 from trove_upgrade.agent import self_upgrade
 from trove_upgrade.agent import service_manager
 from trove_upgrade.agent import trove_guest
+from trove_upgrade.agent import trove_health
 from trove_upgrade.agent import unprivileged
 from trove_upgrade.agent import untrusted
 from trove_upgrade.agent import verifier as verifier_mod
@@ -243,6 +244,10 @@ class AgentService(service.Service):
     def start(self):
         super().start()
         self.conductor_api = conductor_rpcapi.ConductorAPI(self.keyring)
+        if self.supervisor.probe is not None:
+            # A Trove guest agent: Trove's own view gates its upgrades.
+            self.pipeline.trove_health = trove_health.TroveHealthGate(
+                self.conductor_api, self.context, self.instance_id)
         self.outbox = outbox_mod.Outbox(
             self.journal, self.conductor_api, self.context, self.instance_id,
             self.conf.agent.report_confirm_interval)

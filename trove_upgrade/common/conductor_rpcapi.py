@@ -67,9 +67,11 @@ class ConductorAPI:
     | 1.3 - The answer to a sealed call is sealed with the call's key and
     |       bound to its message id (``sealing.seal_reply``); casts stay
     |       at 1.2, having no answer.
+    | 1.4 - trove_health(): Trove's status of the instance and, given a
+    |       marker, the verdict on the heartbeats Trove recorded since.
     """
 
-    RPC_API_VERSION = '1.3'
+    RPC_API_VERSION = '1.4'
 
     def __init__(self, keyring=None):
         """``keyring``: the instance's keys; None sends unsealed."""
@@ -228,3 +230,18 @@ class ConductorAPI:
         self._send(context, 'report_upgrade_states',
                    dict(instance_id=instance_id, reports=reports),
                    kind='cast')
+
+    def can_ask_trove_health(self):
+        """Whether the cap lets :meth:`trove_health` be sent (1.4)."""
+        return self.client.can_send_version(
+            rpc_interface.CONDUCTOR_TROVE_HEALTH)
+
+    def trove_health(self, context, instance_id, upgrade_id, before, since):
+        """Trove's status of the instance, and its verdict (call, 1.4).
+
+        See ``services.trove_health.verdict``: without ``since`` a
+        baseline and a marker, with it the verdict on what Trove recorded
+        since the marker, compared with ``before``. A conductor older
+        than 1.4 refuses the call (UnsupportedVersion).
+        """
+        return self._send(context, 'trove_health', locals())

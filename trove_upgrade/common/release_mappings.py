@@ -33,7 +33,7 @@ RELEASE_MAPPING = {
     },
     'master': {
         'agent': '1.3',
-        'conductor': '1.3',
+        'conductor': '1.4',
     },
 }
 

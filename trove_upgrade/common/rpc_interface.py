@@ -57,6 +57,11 @@ def agent_topic(instance_id):
 CONDUCTOR_SEALED_REPLIES = '1.3'
 
 
+# The conductor API version that answers ``trove_health``: Trove's own
+# view of a restarted guest agent (``services.trove_health``).
+CONDUCTOR_TROVE_HEALTH = '1.4'
+
+
 def _key(version):
     return release_mappings.version_key(version)
 
@@ -320,7 +325,8 @@ AGENT = Interface('agent', {
 
 # The conductor's API: agents send, the conductors serve. Progress reports
 # may go by cast (``agent.outbox``): the conductor records them the same
-# way and the answer nobody waits for is dropped.
+# way and the answer nobody waits for is dropped. ``trove_health`` (1.4)
+# asks for Trove's verdict on a restarted guest agent.
 CONDUCTOR = Interface('conductor', {
     'register_agent': Method('call', _AGENT_FIELDS),
     'heartbeat': Method('cast', _AGENT_FIELDS),
@@ -331,4 +337,7 @@ CONDUCTOR = Interface('conductor', {
     'report_upgrade_states': Method(('call', 'cast'),
                                     ('instance_id', 'reports'),
                                     since='1.2'),
+    'trove_health': Method('call', ('instance_id', 'upgrade_id', 'before',
+                                    'since'),
+                           since=CONDUCTOR_TROVE_HEALTH),
 })

@@ -38,6 +38,9 @@ on the bus can answer an agent in a conductor's name: an answer holding
 only ``sealed_reply``. A sealed message takes the arguments of the version
 its seal names (``rpc_interface``), and is refused when it carries one
 that version does not have.
+
+From version 1.4 an agent asks for Trove's view of its restarted guest
+agent (``trove_health``, answered by ``services.trove_health``).
 """
 
 import threading
@@ -59,12 +62,20 @@ from trove_upgrade.db import agents as db_agents
 from trove_upgrade.services import sealing_keys
 from trove_upgrade.services import upgrade_memory
 from trove_upgrade.services import upgrades
+from trove_upgrade.db import upgrades as db_upgrades
+from trove_upgrade import exception
+from trove_upgrade.packaging import exceptions as package_exc
+from trove_upgrade import rpc_interface
+from trove_upgrade import sealing
+from trove_upgrade import sealing_keys
+from trove_upgrade.services import trove_health
+from trove_upgrade import upgrades
 
 CONF = conf.CONF
 
 LOG = logging.getLogger(__name__)
 
-RPC_API_VERSION = '1.3'
+RPC_API_VERSION = '1.4'
 
 # What the endpoints that answer refuse with: sent back to the caller as
 # itself, and logged by oslo.messaging without a traceback.
@@ -299,3 +310,26 @@ class ConductorManager:
                                                memory=self.upgrades,
                                                writer=self.reports)
         return self._answer(keys, 'report_upgrade_states', sealed, outcomes)
+
+    @messaging.expected_exceptions(*_REFUSALS)
+    @db_outage.endpoint
+    @rpc_interface.CONDUCTOR.endpoint
+    def trove_health(self, context, instance_id, upgrade_id, before, since,
+                     sealed=None):
+        """Trove's status of the instance and the gate's verdict (1.4)."""
+        keys = self._authenticate(context, 'trove_health', locals())
+        if not uuidutils.is_uuid_like(upgrade_id):
+            raise exception.Invalid(reason='upgrade_id must be a UUID, not %s'
+                                    % package_exc.quoted(upgrade_id))
+        for name, value in (('before', before), ('since', since)):
+            if value is not None and not (isinstance(value, str)
+                                          and len(value) <= 64):
+                raise exception.Invalid(
+                    reason='%s must be null or a string of at most 64 '
+                           'characters' % name)
+        answer = trove_health.verdict(instance_id, before, since)
+        LOG.debug('Trove health of instance %(instance)s for upgrade '
+                  '%(upgrade)s: %(answer)s', {'instance': instance_id,
+                                              'upgrade': upgrade_id,
+                                              'answer': answer})
+        return self._answer(keys, 'trove_health', sealed, answer)

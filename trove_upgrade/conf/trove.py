@@ -36,14 +36,17 @@ trove_opts = [
                help='SQLAlchemy URL of Trove\'s database, for example '
                     'mysql+pymysql://trove_ro:secret@db/trove. Only read, '
                     'never written: grant a user SELECT on the instances, '
-                    'datastores, datastore_versions and backups tables. '
+                    'datastores, datastore_versions, backups and '
+                    'service_statuses tables. '
                     'When set, an upgrade must name an instance Trove '
                     'knows (by id or by name), is held DEFERRED while '
                     'Trove works on the instance or its agent has not '
                     'registered yet, rollouts may select by Trove\'s '
                     'facts, and rollouts and desired versions follow '
                     'Trove\'s replication sets and clusters '
-                    '(instances.slave_of_id and cluster_id).'),
+                    '(instances.slave_of_id and cluster_id), and Trove\'s '
+                    'health gates upgrades of Trove guest agents '
+                    '(health_gate).'),
     cfg.StrOpt('inst_rpc_key_encr_key',
                default='emYjgHFqfXNB1NGehAFIUeoyw4V4XwWHEaKP',
                secret=True,
@@ -52,6 +55,30 @@ trove_opts = [
                     'there), with which Trove encrypts each instance\'s '
                     'RPC key in its database. The control plane decrypts '
                     'those keys to derive the instances\' sealing keys.'),
+    cfg.BoolOpt('health_gate',
+                default=True,
+                help='When [trove] connection is set, an upgrade of a Trove '
+                     'guest agent ends SUCCESS only once Trove\'s conductor '
+                     'has recorded a heartbeat of the restarted guest agent '
+                     '(service_statuses.updated_at after the restart) whose '
+                     'status is no worse than before the upgrade; otherwise '
+                     'the agent rolls back after health_gate_timeout and the '
+                     'upgrade ends FAILED with Trove\'s status in the '
+                     'reason. The agents ask the conductors (RPC API 1.4); '
+                     'an agent whose conductor is older checks the RPC '
+                     'ping only.'),
+    cfg.IntOpt('health_gate_timeout',
+               default=180,
+               min=5,
+               max=3600,
+               help='Seconds a restarted Trove guest agent has, after it '
+                    'answers the RPC ping, for Trove to record a fresh '
+                    'heartbeat no worse than before the upgrade. A Trove '
+                    'guest agent heartbeats about once a minute (its '
+                    'status task runs every 60 s, looked at every '
+                    'report_interval of its configuration, 30 s by '
+                    'default), the first time about a minute after it '
+                    'starts: keep this well above 90 s.'),
 ]
 
 guest_opts = [

@@ -66,6 +66,15 @@ BACKUPS = sa.Table(
     sa.Column('deleted', sa.Boolean),
 )
 
+# Written by trove-conductor from each guest agent's heartbeats.
+SERVICE_STATUSES = sa.Table(
+    'service_statuses', _META,
+    sa.Column('id', sa.String(36), primary_key=True),
+    sa.Column('instance_id', sa.String(36)),
+    sa.Column('status_description', sa.String(64)),
+    sa.Column('updated_at', sa.DateTime),
+)
+
 # Trove's BackupState.RUNNING_STATES: a backup in one of these is running.
 BACKUP_RUNNING_STATES = ('NEW', 'BUILDING', 'SAVING')
 
@@ -184,3 +193,21 @@ def get_topology_rows():
         sa.or_(INSTANCES.c.deleted.is_(None), sa.not_(INSTANCES.c.deleted)))
     with _engine().connect() as connection:
         return [tuple(r) for r in connection.execute(query)]
+
+
+def get_service_status(instance_id):
+    """``{'status', 'updated_at'}`` Trove recorded for the instance, or None.
+
+    ``status`` is Trove's status description (``healthy``, ``crashed``,
+    ...), ``updated_at`` trove-conductor's time (UTC, naive) of the last
+    heartbeat it recorded. Trove keeps one row per instance.
+    """
+    query = (sa.select(SERVICE_STATUSES.c.status_description,
+                       SERVICE_STATUSES.c.updated_at)
+             .where(SERVICE_STATUSES.c.instance_id == instance_id)
+             .order_by(SERVICE_STATUSES.c.id).limit(1))
+    with _engine().connect() as connection:
+        row = connection.execute(query).first()
+    if row is None:
+        return None
+    return {'status': row.status_description, 'updated_at': row.updated_at}

@@ -14,8 +14,9 @@
 
 The previous release (``previous_release``: agent API 1.1, conductor API
 1.2) runs from its own source; between it and today, the agent API's
-``upgrade`` gained ``expected_manifest`` (1.2) and the conductor's
-answers were sealed (1.3). Every instance has a key, so every message is
+``upgrade`` gained ``expected_manifest`` (1.2), the conductor's
+answers were sealed (1.3) and the conductor answers Trove's health
+gate (``trove_health``, 1.4). Every instance has a key, so every message is
 sealed. A client capped at the previous version works with today's
 server; today's client, capped, works with the previous server; and a
 binding argument the previous agent could not check is refused before it
@@ -26,11 +27,15 @@ import hashlib
 import os
 
 import oslo_messaging as messaging
+from oslo_utils import uuidutils
 
 
 from trove_upgrade.common import conductor_rpcapi as conductor_rpcapi
 from trove_upgrade.common import exception
 from trove_upgrade.common import states
+from trove_upgrade.agent import trove_health
+from trove_upgrade.conductor import agent_rpcapi
+from trove_upgrade.conductor import rpcapi as conductor_rpcapi
 from trove_upgrade.db import upgrades as db_upgrades
 from trove_upgrade.services import agent_rpcapi
 from trove_upgrade.services import sealing_keys
@@ -167,6 +172,13 @@ class TestPreviousConductor(MixedVersionsTestCase):
                               .register_agent, self.context, **fields)
         self.assertIn('UnsupportedVersion', '%s %s %s' % (
             type(e).__name__, getattr(e, 'exc_type', ''), e))
+        # Trove's health gate (1.4): the previous conductor refuses the
+        # question, and today's agent falls back to the ping alone.
+        gate = trove_health.TroveHealthGate(
+            conductor_rpcapi.ConductorAPI(keys), self.context,
+            self.instance_id).baseline({'id': uuidutils.generate_uuid()})
+        self.assertEqual({'gate': False, 'reason': 'the conductor is older '
+                          'than RPC API 1.4'}, gate)
 
 
 class TestTodaysAgentBound(MixedVersionsTestCase):

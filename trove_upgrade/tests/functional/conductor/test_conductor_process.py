@@ -149,7 +149,7 @@ class TestConductorProcess(ConductorProcessTestCase):
 
     def test_register_and_heartbeat(self):
         labels = {'group': 'blue', 'datastore': 'mysql'}
-        self.assertEqual('1.3', self.api.register_agent(
+        self.assertEqual('1.4', self.api.register_agent(
             self.agent_context, self.instance_id, '2026.2.0', '21.0.0',
             '1.0', 'RUNNING', labels, 'guest-1'))
         agent = db_agents.get_agent(self.admin, self.instance_id)

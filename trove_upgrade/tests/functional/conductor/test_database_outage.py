@@ -70,7 +70,7 @@ class TestDatabaseOutage(test_conductor_process.ConductorProcessTestCase):
                          'is unavailable. Try again later.' % method, str(e))
 
     def test_refused_in_one_line_each_then_recorded(self):
-        self.assertEqual('1.3', self.api.register_agent(
+        self.assertEqual('1.4', self.api.register_agent(
             self.agent_context, *self.agent()))
         self.outage()
 

@@ -105,7 +105,7 @@ class TestTwoDeploymentsOnOneVhost(base.TestCase):
                                 for _ in range(PER_DEPLOYMENT))
             for instance_id in sent[name]:
                 # A call: it returns once a conductor recorded it.
-                self.assertEqual('1.3', api.register_agent(
+                self.assertEqual('1.4', api.register_agent(
                     context.get_admin_context(), instance_id=instance_id,
                     **AGENT))
         rpc.cleanup()

@@ -46,10 +46,13 @@ STOP_TIMEOUT = 0.5
 
 
 class TroveGuestTestCase(harness.AgentTestCase):
-    """A real Trove guest and packages of 26.0.0: ``builds`` names them."""
+    """A real Trove guest agent of FROM under supervisord, and builds of TO.
+
+    ``builds`` names each package built once per class and how its copy
+    of Trove is broken (``guest.broken_trove_wheel``; None: not at all).
+    """
 
     packages = {}
-    # Package name -> how its Trove wheel is broken (None: it is not).
     builds = {'good': None}
 
     @classmethod
@@ -86,7 +89,8 @@ class TroveGuestTestCase(harness.AgentTestCase):
         self.bus_exchanges.append(self.trove_exchange)
         self.layout = self.useFixture(guest.TroveGuestLayout(
             os.path.join(self.tmp, 'guest'), self.instance_id,
-            harness.RABBIT_URL, self.trove_exchange))
+            harness.RABBIT_URL, self.trove_exchange,
+            instance_key=self.guest_instance_key()))
         self.program_link = guest.program_link(
             os.path.join(self.tmp, 'guest'), self.install_image())
         docker = self.useFixture(guest.DockerVersionAPI())
@@ -94,8 +98,7 @@ class TroveGuestTestCase(harness.AgentTestCase):
         # image's agent answers before any restart.
         trove_guest.write_managed_config(self.layout.conf_dir)
         self.supervisord = self.useFixture(guest.Supervisord(
-            os.path.join(self.tmp, 'supervisor'),
-            self.layout.command(self.program_link),
+            os.path.join(self.tmp, 'supervisor'), self.guest_command(),
             {'DOCKER_HOST': docker.docker_host}))
         # Trove's secure RPC, with the key Trove wrote in guest_info.conf.
         self.pinger = trove_guest.RpcPing(
@@ -106,6 +109,14 @@ class TroveGuestTestCase(harness.AgentTestCase):
     def install_image(self):
         """The image's virtualenv of 25.1.0, installed by pip; its path."""
         return guest.make_venv(self.layout.venv, FROM, self.cache)
+
+    def guest_instance_key(self):
+        """The key Trove gives the instance: a new one by default."""
+        return guest.SECURE
+
+    def guest_command(self):
+        """The command supervisord starts the guest agent with."""
+        return self.layout.command(self.program_link)
 
     def agent_conf(self, **overrides):
         conf = super().agent_conf(
@@ -155,6 +166,13 @@ class TroveGuestTestCase(harness.AgentTestCase):
                 self.repo, 'trove-%s.pkg' % package))
         return self.wait_for_status(upgrade['id'], states.FINAL_STATES,
                                     timeout=600)
+
+    def _agent_registered(self):
+        try:
+            agent = db_agents.get_agent(self.context, self.instance_id)
+        except exception.AgentNotFound:
+            return None
+        return agent if agent['guest_version'] == FROM else None
 
 
 class TestTroveGuestAgentUpgrade(TroveGuestTestCase):
@@ -253,10 +271,3 @@ class TestTroveGuestAgentUpgrade(TroveGuestTestCase):
         self.assertIn('already adopted', again.stdout)
         self.assertEqual(TO, self.current_version())
         self.assertEqual(pid, self.supervisord.pid())
-
-    def _agent_registered(self):
-        try:
-            agent = db_agents.get_agent(self.context, self.instance_id)
-        except exception.AgentNotFound:
-            return None
-        return agent if agent['guest_version'] == FROM else None

@@ -416,3 +416,50 @@ class TestUpgradePipeline(base.TestCase):
                             test_manager.upgrade_id(number))))
         self.assertEqual(['2.0.0', '2.1.0'],
                          self.installs.installed_versions())
+
+    def _trove_gate(self, wait):
+        gate = {'gate': True, 'before': 'healthy', 'timeout': 5.0}
+        self.pipeline.trove_health = mock.Mock()
+        self.pipeline.trove_health.baseline.return_value = gate
+        self.pipeline.trove_health.wait.return_value = wait
+        return gate
+
+    def test_trove_health_gate_failure_rolls_back_with_trove_reason(self):
+        gate = self._trove_gate(('Trove\'s health gate did not pass within '
+                                 '5s: Trove recorded no heartbeat', None))
+        result = self.pipeline.run(self._entry(self._package('2.0.0'),
+                                               '2.0.0'))
+        self.assertEqual(states.FAILED, result)
+        detail = self._reports()[-1][1]
+        self.assertIn('Trove recorded no heartbeat', detail)
+        self.assertIn('rolled back to 1.0.0, which is running', detail)
+        self.assertEqual('1.0.0', self.sup.running_version())
+        # Asked after the new release ran: the baseline came first.
+        upgrade = self.pipeline.trove_health.wait.call_args[0][0]
+        self.assertEqual(gate, upgrade['trove_health'])
+        self.pipeline.trove_health.baseline.assert_called_once()
+
+    def test_trove_health_gate_pass_is_in_the_success_report(self):
+        self._trove_gate((None, 'Trove recorded status healthy'))
+        result = self.pipeline.run(self._entry(self._package('2.0.0'),
+                                               '2.0.0'))
+        self.assertEqual(states.SUCCESS, result)
+        self.assertIn('; Trove recorded status healthy',
+                      self._reports()[-1][1])
+
+    def test_recovery_keeps_the_trove_baseline_taken_before_the_switch(self):
+        gate = self._trove_gate((None, 'ok'))
+        entry = self._entry(self._package('2.0.0'), '2.0.0')
+        wheel = sample_guest.build_wheel(os.path.join(self.tmp, 'w2'),
+                                         '2.0.0')
+        self.installs.install('2.0.0', [wheel],
+                              sample_guest.health_command(STATE_DIR))
+        self.installs.switch('2.0.0')
+        entry.update(step=pipeline.RESTARTING, trove_health=dict(
+            gate, before='running'))
+        with self.journal.update() as data:
+            data['current_upgrade'] = entry
+        self.assertEqual(states.SUCCESS, self.pipeline.recover())
+        self.pipeline.trove_health.baseline.assert_not_called()
+        self.assertEqual('running', self.pipeline.trove_health.wait
+                         .call_args[0][1]['before'])

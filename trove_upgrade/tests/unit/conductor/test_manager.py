@@ -84,7 +84,7 @@ class TestAgents(ManagerTestCase):
     def test_register(self):
         now = datetime.datetime(2026, 11, 29, 10, 0, 0)
         self.useFixture(utils_fixture.TimeFixture(now))
-        self.assertEqual('1.3', self.manager.register_agent(
+        self.assertEqual('1.4', self.manager.register_agent(
             self.context, INSTANCE, **AGENT))
         agent = db_agents.get_agent(self.context, INSTANCE)
         self.assertEqual(dict(AGENT, instance_id=INSTANCE,

@@ -239,7 +239,7 @@ class TestSealedAnswers(SealedTestCase):
 
     def test_an_unsealed_call_is_answered_as_before(self):
         other = dict(AGENT, instance_id=test_manager.OTHER_INSTANCE)
-        self.assertEqual('1.3', self.manager.register_agent(self.context,
+        self.assertEqual('1.4', self.manager.register_agent(self.context,
                                                             **other))
 
 
@@ -254,7 +254,7 @@ class TestSealingClients(SealedTestCase):
 
     def test_conductor_api_seals(self):
         api = rpcapi.ConductorAPI(self.keys)
-        self.assertEqual('1.3', api.register_agent(
+        self.assertEqual('1.4', api.register_agent(
             context.get_admin_context(), **AGENT))
         [message] = self.server.wait_for(1)
         self.assertEqual('1.3', message.version)
@@ -264,7 +264,7 @@ class TestSealingClients(SealedTestCase):
         # A 1.2 conductor does not seal its answers: none is expected.
         self.flags(group='upgrade_levels', conductor='1.2')
         api = rpcapi.ConductorAPI(self.keys)
-        self.assertEqual('1.3', api.register_agent(
+        self.assertEqual('1.4', api.register_agent(
             context.get_admin_context(), **AGENT))
         [message] = self.server.wait_for(1)
         self.assertEqual('1.1', message.version)

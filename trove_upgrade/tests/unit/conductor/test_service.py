@@ -64,7 +64,7 @@ class TestConductorService(base.TestCase):
 
     def test_serves_the_conductor_topic(self):
         self.start()
-        self.assertEqual('1.3', rpcapi.ConductorAPI().register_agent(
+        self.assertEqual('1.4', rpcapi.ConductorAPI().register_agent(
             self.context, INSTANCE, '2026.2.0', '21.0.0', '1.0', 'RUNNING',
             {}, 'guest-1'))
         self.assertEqual('RUNNING',
