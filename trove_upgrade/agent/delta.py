@@ -23,7 +23,7 @@ every package ever built can be fetched so, and a strategy that cannot
 read part of an object (rsync) downloads the whole package, as does a
 server that answers a range with the whole object. The ranges are written
 back to back into ``package.ranges`` in the download step; the verify step
-authenticates and checks them (:mod:`trove_upgrade.packaging
+authenticates and checks them (:mod:`trove_upgrade.package_format
 .payload_ranges`) before any wheel is written out.
 
 The whole package is downloaded, as before, when the guest holds none of
@@ -36,7 +36,7 @@ import os
 from oslo_log import log as logging
 
 from trove_upgrade.agent.strategies import exceptions as strategy_exc
-from trove_upgrade.packaging import payload_ranges
+from trove_upgrade.package_format import payload_ranges
 
 LOG = logging.getLogger(__name__)
 

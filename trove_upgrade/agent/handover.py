@@ -54,8 +54,8 @@ from trove_upgrade.agent import install
 from trove_upgrade.agent import journal as journal_mod
 from trove_upgrade.agent import pause_hook
 from trove_upgrade.agent import service_manager
-from trove_upgrade import exception
-from trove_upgrade import rpc_interface
+from trove_upgrade.common import exception
+from trove_upgrade.common import rpc_interface
 
 LOG = logging.getLogger(__name__)
 

@@ -48,9 +48,9 @@ from trove_upgrade.agent import handover
 from trove_upgrade.agent import install
 from trove_upgrade.agent import pause_hook
 from trove_upgrade.agent import pipeline as pipeline_mod
-from trove_upgrade.packaging import exceptions as package_exc
-from trove_upgrade import rpc_interface
-from trove_upgrade import states
+from trove_upgrade.common import package_exceptions as package_exc
+from trove_upgrade.common import rpc_interface
+from trove_upgrade.common import states
 from trove_upgrade import version as version_mod
 
 LOG = logging.getLogger(__name__)

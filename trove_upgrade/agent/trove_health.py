@@ -39,7 +39,7 @@ from oslo_log import log as logging
 import oslo_messaging as messaging
 
 from trove_upgrade.agent import reasons
-from trove_upgrade import rpc_interface
+from trove_upgrade.common import rpc_interface
 
 LOG = logging.getLogger(__name__)
 

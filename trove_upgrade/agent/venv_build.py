@@ -53,7 +53,7 @@ except ImportError:
 
 from trove_upgrade.agent import child_process
 from trove_upgrade.agent import reasons
-from trove_upgrade import exception
+from trove_upgrade.common import exception
 
 LOG = logging.getLogger(__name__)
 

@@ -60,16 +60,9 @@ from trove_upgrade.conductor import report_writer
 from trove_upgrade import conf
 from trove_upgrade.db import agents as db_agents
 from trove_upgrade.services import sealing_keys
+from trove_upgrade.services import trove_health
 from trove_upgrade.services import upgrade_memory
 from trove_upgrade.services import upgrades
-from trove_upgrade.db import upgrades as db_upgrades
-from trove_upgrade import exception
-from trove_upgrade.packaging import exceptions as package_exc
-from trove_upgrade import rpc_interface
-from trove_upgrade import sealing
-from trove_upgrade import sealing_keys
-from trove_upgrade.services import trove_health
-from trove_upgrade import upgrades
 
 CONF = conf.CONF
 

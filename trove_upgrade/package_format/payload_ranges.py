@@ -47,9 +47,9 @@ import dataclasses
 import hashlib
 import os
 
-from trove_upgrade.packaging import chunked_aead
-from trove_upgrade.packaging import exceptions
-from trove_upgrade.packaging import safe_unpack
+from trove_upgrade.common import package_exceptions as exceptions
+from trove_upgrade.package_format import chunked_aead
+from trove_upgrade.package_format import safe_unpack
 
 _BLOCK = 1 << 20
 

@@ -56,7 +56,7 @@ What every strategy guarantees, whatever the transport:
 * ``fetch_ranges`` writes exactly ``length`` bytes for each range: one
   byte more is :class:`~.exceptions.SizeLimitExceeded`, fewer a
   transient failure retried from the range's start. What the bytes are is
-  the package verifier's business (:mod:`trove_upgrade.packaging
+  the package verifier's business (:mod:`trove_upgrade.package_format
   .payload_ranges`), as for ``fetch``.
 
 Each strategy reads its own settings from the drop-in file

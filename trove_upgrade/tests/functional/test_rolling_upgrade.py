@@ -31,8 +31,8 @@ import fixtures
 import requests
 
 from tools.testbed import conffile
+from trove_upgrade.common import states
 from trove_upgrade.db import migration
-from trove_upgrade import states
 from trove_upgrade.tests.fixtures import database
 from trove_upgrade.tests.functional.agent import harness
 from trove_upgrade.tests.functional import previous_release

@@ -30,12 +30,10 @@ import oslo_messaging as messaging
 from oslo_utils import uuidutils
 
 
+from trove_upgrade.agent import trove_health
 from trove_upgrade.common import conductor_rpcapi as conductor_rpcapi
 from trove_upgrade.common import exception
 from trove_upgrade.common import states
-from trove_upgrade.agent import trove_health
-from trove_upgrade.conductor import agent_rpcapi
-from trove_upgrade.conductor import rpcapi as conductor_rpcapi
 from trove_upgrade.db import upgrades as db_upgrades
 from trove_upgrade.services import agent_rpcapi
 from trove_upgrade.services import sealing_keys

@@ -31,11 +31,11 @@ from tools.testbed import guest as guest_mod
 from trove_upgrade.agent import install
 from trove_upgrade.agent import journal
 from trove_upgrade.agent import pause_hook
-from trove_upgrade.conductor import agent_rpcapi
+from trove_upgrade.common import rpc_interface
 from trove_upgrade.db import upgrades as db_upgrades
-from trove_upgrade import resends
-from trove_upgrade import rpc_interface
-from trove_upgrade import sealing_keys
+from trove_upgrade.services import agent_rpcapi
+from trove_upgrade.services import resends
+from trove_upgrade.services import sealing_keys
 from trove_upgrade.tests.functional.agent import harness
 
 OLD = '10.0.0'

@@ -26,9 +26,9 @@ import sys
 import fixtures
 import sqlalchemy as sa
 
+from trove_upgrade.common import exception
 from trove_upgrade.db import common as db_common
 from trove_upgrade.db import migration
-from trove_upgrade import exception
 from trove_upgrade.tests import base
 from trove_upgrade.tests.fixtures import database
 from trove_upgrade.tests.functional import previous_release

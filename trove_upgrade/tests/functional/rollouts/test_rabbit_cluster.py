@@ -33,10 +33,10 @@ from oslo_utils import timeutils
 import testtools
 from testtools import content
 
+from trove_upgrade.common import rollout_states as rs
+from trove_upgrade.common import rpc_interface
+from trove_upgrade.common import states
 from trove_upgrade.db import upgrades as db_upgrades
-from trove_upgrade import rollout_states as rs
-from trove_upgrade import rpc_interface
-from trove_upgrade import states
 from trove_upgrade.tests.functional import rabbit
 from trove_upgrade.tests.functional import rabbit_cluster
 from trove_upgrade.tests.functional.rollouts import test_rollouts

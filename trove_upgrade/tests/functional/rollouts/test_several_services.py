@@ -31,9 +31,9 @@ from oslo_utils import timeutils
 import requests
 from testtools import content
 
+from trove_upgrade.common import rollout_states as rs
+from trove_upgrade.common import states
 from trove_upgrade.db import upgrades as db_upgrades
-from trove_upgrade import rollout_states as rs
-from trove_upgrade import states
 from trove_upgrade.tests.functional.rollouts import test_rollouts
 
 PROJECT = 'fleet-admin'

@@ -27,9 +27,9 @@ import shutil
 from tools.testbed import guest
 from trove_upgrade.agent import install
 from trove_upgrade.agent import journal as journal_mod
-from trove_upgrade.packaging import manifest as manifest_mod
-from trove_upgrade.packaging import payload_ranges
-from trove_upgrade import states
+from trove_upgrade.common import states
+from trove_upgrade.package_format import manifest as manifest_mod
+from trove_upgrade.package_format import payload_ranges
 from trove_upgrade.tests.functional.trove import test_upgrade
 
 FROM = test_upgrade.FROM

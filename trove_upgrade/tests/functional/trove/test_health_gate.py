@@ -44,8 +44,8 @@ from oslo_utils import timeutils
 import sqlalchemy as sa
 
 from tools.testbed import conffile
+from trove_upgrade.common import states
 from trove_upgrade.db import trove as trove_db_api
-from trove_upgrade import states
 from trove_upgrade.tests.functional.agent import harness
 from trove_upgrade.tests.functional.trove import test_upgrade
 from trove_upgrade.tests.functional.trove import trove_db

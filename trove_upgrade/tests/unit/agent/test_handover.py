@@ -25,7 +25,7 @@ import fixtures
 from trove_upgrade.agent import handover
 from trove_upgrade.agent import journal as journal_mod
 from trove_upgrade.agent import self_upgrade
-from trove_upgrade import states
+from trove_upgrade.common import states
 from trove_upgrade.tests import base
 
 UPGRADE = '00000000-0000-4000-8000-000000000001'

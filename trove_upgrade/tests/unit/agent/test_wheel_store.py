@@ -18,7 +18,7 @@ import os
 import fixtures
 
 from trove_upgrade.agent import wheel_store
-from trove_upgrade.packaging import manifest as manifest_mod
+from trove_upgrade.package_format import manifest as manifest_mod
 from trove_upgrade.tests import base
 
 

@@ -20,13 +20,13 @@ an agent API capped below 1.2 cannot carry ends FAILED with the reason.
 import datetime
 from unittest import mock
 
-from trove_upgrade.conductor import agent_rpcapi
+from trove_upgrade.common import context
+from trove_upgrade.common import states
 from trove_upgrade.conductor import reconciler
-from trove_upgrade import context
 from trove_upgrade.db import agents as db_agents
 from trove_upgrade.db import packages as package_db
 from trove_upgrade.db import upgrades as db_upgrades
-from trove_upgrade import states
+from trove_upgrade.services import agent_rpcapi
 from trove_upgrade.tests.unit.api import base
 
 SHA = '3b1d' * 16

@@ -16,12 +16,12 @@ import dataclasses
 import io
 import os
 
-from trove_upgrade.packaging import chunked_aead
-from trove_upgrade.packaging import exceptions
-from trove_upgrade.packaging import keys
-from trove_upgrade.packaging import payload_ranges
-from trove_upgrade.packaging import verify
-from trove_upgrade.tests.unit.packaging import base
+from trove_upgrade.common import package_exceptions as exceptions
+from trove_upgrade.package_format import chunked_aead
+from trove_upgrade.package_format import keys
+from trove_upgrade.package_format import payload_ranges
+from trove_upgrade.package_format import verify
+from trove_upgrade.tests.unit.package_format import base
 
 # Files of every shape: across chunk boundaries, inside one, empty.
 SIZES = (70000, 5000, 0, 9000, 100, 12345)
