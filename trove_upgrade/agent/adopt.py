@@ -50,7 +50,7 @@ from oslo_log import log as logging
 from trove_upgrade.agent import guest_files
 from trove_upgrade.agent import install
 from trove_upgrade.agent import pause_hook
-from trove_upgrade.agent import service_manager
+from trove_upgrade.agent import init_system
 from trove_upgrade.agent import trove_guest
 from trove_upgrade.agent import undo_log
 from trove_upgrade.common import exception
@@ -197,12 +197,12 @@ def _undo(log, driver):
     """Put back what ``log`` recorded, and what systemd read of it."""
     undone = log.undo()
     if DROP_IN_STEP in undone and isinstance(
-            driver, service_manager.SystemdDriver):
+            driver, init_system.SystemdDriver):
         driver.reload()
     log.done()
 
 
-_UNDO_ERRORS = (undo_log.UndoLogError, service_manager.ServiceManagerError,
+_UNDO_ERRORS = (undo_log.UndoLogError, init_system.InitSystemError,
                 OSError)
 
 
@@ -335,7 +335,7 @@ def _run_steps(steps, installs, journal, venv, version, adopted,
                     % (program_link, program), program_link)
         changed = point_link(program_link, program) or changed
     if driver is not None:
-        if isinstance(driver, service_manager.SystemdDriver):
+        if isinstance(driver, init_system.SystemdDriver):
             drop_in = driver.drop_in_path()
             steps.begin(DROP_IN_STEP, 'writing the systemd drop-in %s'
                         % drop_in, drop_in)

@@ -49,7 +49,7 @@ from trove_upgrade.agent import manager as manager_mod
 from trove_upgrade.agent import nova_metadata
 from trove_upgrade.agent import outbox as outbox_mod
 from trove_upgrade.agent import pipeline as pipeline_mod
-from trove_upgrade.agent import service_manager
+from trove_upgrade.agent import init_system
 from trove_upgrade.agent import trove_guest
 from trove_upgrade.agent import unprivileged
 from trove_upgrade.agent import untrusted
@@ -192,7 +192,7 @@ class AgentService(service.Service):
                 'trove-upgrade-adopt to finish it' % agent.install_root)
         self.installs = install.InstallRoot(agent.install_root,
                                             self.journal.lock)
-        self.supervisor = service_manager.load(
+        self.supervisor = init_system.load(
             conf, self.installs, probe=trove_probe(conf, self.trove_guest))
         self.state_provider = guest_state.load(conf)
         self.pipeline = pipeline_mod.UpgradePipeline(

@@ -28,10 +28,10 @@ import fixtures
 from trove_upgrade.agent import adopt
 from trove_upgrade.agent import child_process
 from trove_upgrade.agent import guest_files
+from trove_upgrade.agent import init_system
 from trove_upgrade.agent import install
 from trove_upgrade.agent import journal
 from trove_upgrade.agent import service as agent_service
-from trove_upgrade.agent import service_manager
 from trove_upgrade.agent import supervisor
 from trove_upgrade.agent import trove_guest
 from trove_upgrade.agent import undo_log
@@ -96,9 +96,9 @@ class Guest(fixtures.Fixture):
         self.journal = journal.UpgradeJournal(self.root)
         self.journal.read()  # the lock file, as trove-upgrade-adopt makes
         self.installs = install.InstallRoot(self.root, self.journal.lock)
-        self.driver = service_manager.SystemdDriver(
+        self.driver = init_system.SystemdDriver(
             'guest-agent', 'systemctl', unit_dir)
-        self.supervisor = service_manager.ServiceManagedSupervisor(
+        self.supervisor = init_system.InitSystemSupervisor(
             self.installs, self.driver)
 
     def adopt(self):
@@ -123,7 +123,7 @@ STEPS = [
      lambda jour, data: True),
     ('program-link', 'guest-agent at', adopt, 'point_link',
      lambda link, target: link.endswith('guest-agent')),
-    ('drop-in', 'systemd drop-in', service_manager.SystemdDriver,
+    ('drop-in', 'systemd drop-in', init_system.SystemdDriver,
      'point_at', lambda driver, program: True),
     ('pid', "guest agent's pid", supervisor.GuestSupervisor,
      '_write_pidfile', lambda sup, record: True),

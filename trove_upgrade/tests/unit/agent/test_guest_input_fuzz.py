@@ -32,9 +32,9 @@ from hypothesis import strategies as st
 
 from trove_upgrade.agent import adopt
 from trove_upgrade.agent import guest_files
+from trove_upgrade.agent import init_system
 from trove_upgrade.agent import install
 from trove_upgrade.agent import journal
-from trove_upgrade.agent import service_manager
 from trove_upgrade.agent import supervisor
 from trove_upgrade.agent import trove_guest
 from trove_upgrade.tests import base
@@ -355,14 +355,14 @@ class TestUnitAndPidfileFuzz(GuestInputTestCase):
     def setUp(self):
         super().setUp()
         self.dir = self.useFixture(fixtures.TempDir()).path
-        self.driver = service_manager.SystemdDriver(
+        self.driver = init_system.SystemdDriver(
             'guest-agent', unit_dir=self.dir)
         self.unit = os.path.join(self.dir, 'guest-agent.service')
 
     def _exec_start(self, data):
         write(self.unit, data)
         return self.outcome(self.driver.exec_start,
-                            service_manager.ServiceManagerError)
+                            init_system.InitSystemError)
 
     def test_sample_unit(self):
         self.assertEqual(['/usr/local/bin/guest-agent',
@@ -382,7 +382,7 @@ class TestUnitAndPidfileFuzz(GuestInputTestCase):
             self.assertIsNone(self._exec_start(data))
         os.unlink(self.unit)
         sparse(self.unit)
-        e = self.assertRaises(service_manager.ServiceManagerError,
+        e = self.assertRaises(init_system.InitSystemError,
                               self.driver.exec_start)
         self.assertIn('larger than', str(e))
 
