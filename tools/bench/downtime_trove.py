@@ -37,10 +37,10 @@ import threading
 import time
 import uuid
 
+from trove_upgrade.agent import init_system
 from trove_upgrade.agent import install
 from trove_upgrade.agent import journal as journal_mod
 from trove_upgrade.agent import pipeline
-from trove_upgrade.agent import init_system
 from trove_upgrade.agent import supervisor
 from trove_upgrade.agent import trove_guest
 from trove_upgrade.agent import verifier

@@ -48,13 +48,13 @@ import os
 from oslo_log import log as logging
 
 from trove_upgrade.agent import guest_files
+from trove_upgrade.agent import init_system
 from trove_upgrade.agent import install
 from trove_upgrade.agent import pause_hook
-from trove_upgrade.agent import init_system
 from trove_upgrade.agent import trove_guest
 from trove_upgrade.agent import undo_log
 from trove_upgrade.common import exception
-from trove_upgrade.common import package_exceptions as package_exc
+from trove_upgrade.common import exception as package_exc
 from trove_upgrade.package_format import writeback
 
 LOG = logging.getLogger(__name__)

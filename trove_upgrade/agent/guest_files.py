@@ -35,7 +35,7 @@ import os
 import stat
 
 from trove_upgrade.common import exception
-from trove_upgrade.common import package_exceptions as package_exc
+from trove_upgrade.common import exception as package_exc
 from trove_upgrade.package_format import writeback
 
 MAX_TEXT_FILE_SIZE = 1024 * 1024

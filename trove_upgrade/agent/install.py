@@ -76,7 +76,7 @@ except ImportError:
 from trove_upgrade.agent import child_process
 from trove_upgrade.agent import reasons
 from trove_upgrade.common import exception
-from trove_upgrade.common import package_exceptions as package_exc
+from trove_upgrade.common import exception as package_exc
 from trove_upgrade.package_format import wheels as wheels_mod
 from trove_upgrade.package_format import writeback
 

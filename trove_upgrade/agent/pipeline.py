@@ -55,7 +55,7 @@ from trove_upgrade.agent import strategies
 from trove_upgrade.agent import supervisor as supervisor_mod
 from trove_upgrade.agent import untrusted
 from trove_upgrade.common import exception
-from trove_upgrade.common import package_exceptions as package_exc
+from trove_upgrade.common import exception as package_exc
 from trove_upgrade.common import states
 
 LOG = logging.getLogger(__name__)

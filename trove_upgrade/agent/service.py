@@ -43,13 +43,13 @@ from oslo_service import service
 
 from trove_upgrade.agent import adopt
 from trove_upgrade.agent import guest_state
+from trove_upgrade.agent import init_system
 from trove_upgrade.agent import install
 from trove_upgrade.agent import journal as journal_mod
 from trove_upgrade.agent import manager as manager_mod
 from trove_upgrade.agent import nova_metadata
 from trove_upgrade.agent import outbox as outbox_mod
 from trove_upgrade.agent import pipeline as pipeline_mod
-from trove_upgrade.agent import init_system
 from trove_upgrade.agent import trove_guest
 from trove_upgrade.agent import unprivileged
 from trove_upgrade.agent import untrusted
@@ -57,7 +57,7 @@ from trove_upgrade.agent import verifier as verifier_mod
 from trove_upgrade.common import conductor_rpcapi as conductor_rpcapi
 from trove_upgrade.common import context as tu_context
 from trove_upgrade.common import exception
-from trove_upgrade.common import package_exceptions as package_exc
+from trove_upgrade.common import exception as package_exc
 from trove_upgrade.common import rpc
 from trove_upgrade.common import rpc_interface
 from trove_upgrade.common import sealing

@@ -49,7 +49,7 @@ from trove_upgrade.agent import reasons
 from trove_upgrade.agent import supervisor as supervisor_mod
 from trove_upgrade.agent import trove_secure_rpc
 from trove_upgrade.common import exception
-from trove_upgrade.common import package_exceptions as package_exc
+from trove_upgrade.common import exception as package_exc
 
 LOG = logging.getLogger(__name__)
 

@@ -51,9 +51,9 @@ from oslo_log import log as logging
 
 from trove_upgrade.agent import guest_files
 from trove_upgrade.agent import reasons
-from trove_upgrade.agent.strategies import exceptions as strategy_exc
+from trove_upgrade.agent.strategies import exception as strategy_exc
 from trove_upgrade.agent import unprivileged
-from trove_upgrade.common import package_exceptions as package_exc
+from trove_upgrade.common import exception as package_exc
 from trove_upgrade.package_format import manifest as manifest_mod
 
 LOG = logging.getLogger(__name__)

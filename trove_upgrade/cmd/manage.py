@@ -44,7 +44,7 @@ from oslo_utils import uuidutils
 from trove_upgrade.cmd import short_lived
 from trove_upgrade.common import context as tu_context
 from trove_upgrade.common import exception
-from trove_upgrade.common import package_exceptions as package_exc
+from trove_upgrade.common import exception as package_exc
 from trove_upgrade.common import sealing
 from trove_upgrade import conf
 from trove_upgrade.db import common as db_common

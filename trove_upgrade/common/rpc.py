@@ -33,7 +33,7 @@ from oslo_messaging.rpc import server as rpc_server
 
 from trove_upgrade.common import context as tu_context
 from trove_upgrade.common import exception
-from trove_upgrade.common import package_exceptions as package_exc
+from trove_upgrade.common import exception as package_exc
 from trove_upgrade import conf
 from trove_upgrade.conf import hosted_conf
 

@@ -57,7 +57,7 @@ from cryptography.hazmat.primitives.ciphers import aead
 
 from trove_upgrade.common import canonical
 from trove_upgrade.common import exception
-from trove_upgrade.common import package_exceptions as package_exc
+from trove_upgrade.common import exception as package_exc
 from trove_upgrade.common import secret_files
 
 FORMAT = 1
@@ -440,7 +440,7 @@ def key_file_writer(path):
 def load_key_file(path, instance_id=None):
     """The keyring in ``path``; it must be for ``instance_id`` if given.
 
-    :raises: packaging.exceptions.KeyFileError when the file is missing,
+    :raises: exception.KeyFileError when the file is missing,
         malformed or for another instance; its subclass
         InsecureKeyFileError when another user could have planted or read
         it (``secret_files``).

@@ -22,8 +22,8 @@ import functools
 from oslo_log import log as logging
 
 from trove_upgrade.common import exception
-from trove_upgrade.common import package_exceptions as package_exc
-from trove_upgrade.db import errors as db_errors
+from trove_upgrade.common import exception as package_exc
+from trove_upgrade.db import exception as db_errors
 
 LOG = logging.getLogger(__name__)
 

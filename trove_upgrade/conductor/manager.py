@@ -47,7 +47,7 @@ import oslo_messaging as messaging
 from oslo_utils import uuidutils
 
 from trove_upgrade.common import exception
-from trove_upgrade.common import package_exceptions as package_exc
+from trove_upgrade.common import exception as package_exc
 from trove_upgrade.common import rpc_interface
 from trove_upgrade.common import sealing
 from trove_upgrade.conductor import db_outage

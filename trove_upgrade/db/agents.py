@@ -25,7 +25,7 @@ from oslo_utils import timeutils
 import sqlalchemy as sa
 
 from trove_upgrade.common import exception
-from trove_upgrade.common import package_exceptions as package_exc
+from trove_upgrade.common import exception as package_exc
 from trove_upgrade.common import rpc_interface
 from trove_upgrade.common import states
 from trove_upgrade.db import common

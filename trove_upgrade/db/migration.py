@@ -24,7 +24,7 @@ import sqlalchemy as sa
 
 from trove_upgrade.common import exception
 from trove_upgrade.db import common
-from trove_upgrade.db import errors
+from trove_upgrade.db import exception as errors
 
 LOG = logging.getLogger(__name__)
 

@@ -27,7 +27,7 @@ import re
 from packaging import version as pkg_version
 
 from trove_upgrade.common import canonical
-from trove_upgrade.common import package_exceptions as exceptions
+from trove_upgrade.common import exception as exceptions
 from trove_upgrade.package_format import chunked_aead
 
 FORMAT_VERSION = 2

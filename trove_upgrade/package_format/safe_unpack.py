@@ -51,7 +51,7 @@ import shutil
 import tempfile
 import threading
 
-from trove_upgrade.common import package_exceptions as exceptions
+from trove_upgrade.common import exception as exceptions
 from trove_upgrade.package_format import chunked_aead
 from trove_upgrade.package_format import writeback
 

@@ -39,9 +39,9 @@ from packaging import specifiers
 from packaging import version as pep440
 
 from trove_upgrade.agent import strategies
-from trove_upgrade.agent.strategies import exceptions as strategy_exc
+from trove_upgrade.agent.strategies import exception as strategy_exc
 from trove_upgrade.common import exception
-from trove_upgrade.common import package_exceptions as package_exc
+from trove_upgrade.common import exception as package_exc
 from trove_upgrade.common import rollout_states
 from trove_upgrade import conf
 from trove_upgrade.db import desired_versions as dv_db

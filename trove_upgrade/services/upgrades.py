@@ -37,7 +37,7 @@ from oslo_utils import timeutils
 from oslo_utils import uuidutils
 
 from trove_upgrade.common import exception
-from trove_upgrade.common import package_exceptions as package_exc
+from trove_upgrade.common import exception as package_exc
 from trove_upgrade.common import states
 from trove_upgrade import conf
 from trove_upgrade.db import held as db_held

@@ -21,7 +21,7 @@ drop-in file and usable when ``[agent] allowed_strategies`` names it. See
 from stevedore import driver
 from stevedore import exception as stevedore_exc
 
-from trove_upgrade.agent.strategies import exceptions
+from trove_upgrade.agent.strategies import exception as exceptions
 from trove_upgrade import conf as tu_conf
 from trove_upgrade import strategy_plugins
 

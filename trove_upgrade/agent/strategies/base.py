@@ -38,15 +38,15 @@ What every strategy guarantees, whatever the transport:
   only when the whole object arrived, after an fsync, so ``dest_path``
   never holds half a download; on failure nothing is left behind.
 * ``max_bytes`` is enforced while reading: the attempt stops with
-  :class:`~.exceptions.SizeLimitExceeded` as soon as one byte more arrives,
+  :class:`~.exception.SizeLimitExceeded` as soon as one byte more arrives,
   whatever size the server announced, so an endless or lying server cannot
   fill the disk.
 * Each attempt ends after ``[agent] download_timeout`` seconds. Transient
-  failures (:class:`~.exceptions.TransientError`) are retried
+  failures (:class:`~.exception.TransientError`) are retried
   ``[agent] download_retries`` times, waiting ``download_retry_delay``
   seconds and twice as long each time after; permanent ones (malformed
   location, not found, access denied, size limit) fail at once.
-* Errors derive from :class:`~.exceptions.StrategyError` and read as the
+* Errors derive from :class:`~.exception.StrategyError` and read as the
   reason of a FAILED upgrade.
 
 Each strategy reads its own settings from the drop-in file
@@ -65,8 +65,8 @@ from oslo_config import cfg
 from oslo_log import log as logging
 import tenacity
 
-from trove_upgrade.agent.strategies import exceptions
-from trove_upgrade.common import package_exceptions as package_exc
+from trove_upgrade.agent.strategies import exception as exceptions
+from trove_upgrade.common import exception as package_exc
 
 LOG = logging.getLogger(__name__)
 

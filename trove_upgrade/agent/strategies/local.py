@@ -24,7 +24,7 @@ import stat
 import urllib.parse
 
 from trove_upgrade.agent.strategies import base
-from trove_upgrade.agent.strategies import exceptions
+from trove_upgrade.agent.strategies import exception as exceptions
 from trove_upgrade.conf import strategies as conf_strategies
 
 _PERMANENT_ERRNOS = (errno.ENOENT, errno.ENOTDIR, errno.EACCES, errno.EPERM,

@@ -36,7 +36,7 @@ import urllib.parse
 
 from trove_upgrade.agent import child_process
 from trove_upgrade.agent.strategies import base
-from trove_upgrade.agent.strategies import exceptions
+from trove_upgrade.agent.strategies import exception as exceptions
 from trove_upgrade.conf import strategies as conf_strategies
 
 _UNSAFE = re.compile(r'[*?\[\]{}\\\s\x00-\x1f\x7f]')

@@ -52,7 +52,7 @@ import urllib3
 
 from trove_upgrade.agent.strategies import base
 from trove_upgrade.agent.strategies import bounded_body
-from trove_upgrade.agent.strategies import exceptions
+from trove_upgrade.agent.strategies import exception as exceptions
 from trove_upgrade.conf import strategies as conf_strategies
 
 _MAX_CONTAINER = 256

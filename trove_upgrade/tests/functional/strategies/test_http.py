@@ -16,7 +16,7 @@ import os
 import time
 
 from trove_upgrade.agent import strategies
-from trove_upgrade.agent.strategies import exceptions
+from trove_upgrade.agent.strategies import exception as exceptions
 from trove_upgrade.tests.functional import https_server
 from trove_upgrade.tests.functional import servers
 from trove_upgrade.tests.functional.strategies import base

@@ -21,7 +21,7 @@ import gzip
 import os
 import time
 
-from trove_upgrade.agent.strategies import exceptions
+from trove_upgrade.agent.strategies import exception as exceptions
 from trove_upgrade.services import packages as package_registry
 from trove_upgrade.tests.functional import hostile_http
 from trove_upgrade.tests.functional.strategies import base

@@ -17,7 +17,7 @@ import os
 import fixtures
 
 from trove_upgrade.agent import strategies
-from trove_upgrade.agent.strategies import exceptions
+from trove_upgrade.agent.strategies import exception as exceptions
 from trove_upgrade.tests import base
 from trove_upgrade.tests.functional import servers
 

@@ -15,7 +15,7 @@
 import os
 import stat
 
-from trove_upgrade.agent.strategies import exceptions
+from trove_upgrade.agent.strategies import exception as exceptions
 from trove_upgrade.tests.functional import servers
 from trove_upgrade.tests.functional.strategies import base
 

@@ -16,7 +16,7 @@ import os
 
 from swiftclient import client as swift_client
 
-from trove_upgrade.agent.strategies import exceptions
+from trove_upgrade.agent.strategies import exception as exceptions
 from trove_upgrade.tests.functional import keystone
 from trove_upgrade.tests.functional import servers
 from trove_upgrade.tests.functional.strategies import base

@@ -23,7 +23,7 @@ import threading
 
 import psutil
 
-from trove_upgrade.agent.strategies import exceptions
+from trove_upgrade.agent.strategies import exception as exceptions
 from trove_upgrade.tests.functional import hostile_http
 from trove_upgrade.tests.functional.strategies import base
 

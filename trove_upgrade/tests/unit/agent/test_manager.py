@@ -18,7 +18,7 @@ import fixtures
 
 from trove_upgrade.agent import journal as journal_mod
 from trove_upgrade.agent import manager
-from trove_upgrade.agent.strategies import exceptions as strategy_exc
+from trove_upgrade.agent.strategies import exception as strategy_exc
 from trove_upgrade.common import states
 from trove_upgrade.tests import base
 

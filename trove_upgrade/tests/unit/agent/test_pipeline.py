@@ -27,7 +27,7 @@ from tools.testbed import sample_guest
 from trove_upgrade.agent import install
 from trove_upgrade.agent import journal as journal_mod
 from trove_upgrade.agent import pipeline
-from trove_upgrade.agent.strategies import exceptions as strategy_exc
+from trove_upgrade.agent.strategies import exception as strategy_exc
 from trove_upgrade.agent import supervisor
 from trove_upgrade.agent import untrusted
 from trove_upgrade.agent import verifier

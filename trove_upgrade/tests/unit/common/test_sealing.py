@@ -17,7 +17,7 @@ import stat
 import fixtures
 import testtools
 
-from trove_upgrade.common import package_exceptions as package_exc
+from trove_upgrade.common import exception as package_exc
 from trove_upgrade.common import sealing
 from trove_upgrade.tests import base
 

@@ -17,7 +17,7 @@ from unittest import mock
 
 from stevedore import driver
 
-from trove_upgrade.agent.strategies import exceptions
+from trove_upgrade.agent.strategies import exception as exceptions
 from trove_upgrade.agent.strategies import http
 from trove_upgrade.agent.strategies import local
 from trove_upgrade.agent.strategies import rsync

@@ -12,7 +12,7 @@
 
 """Location formats: what each strategy accepts, and why it refuses."""
 
-from trove_upgrade.agent.strategies import exceptions
+from trove_upgrade.agent.strategies import exception as exceptions
 from trove_upgrade.tests.unit.agent.strategies import base
 from trove_upgrade.tests.unit.agent.strategies import test_loader
 

@@ -22,7 +22,7 @@ from swiftclient import exceptions as swift_exc
 import urllib3
 
 from trove_upgrade.agent.strategies import base as strategy_base
-from trove_upgrade.agent.strategies import exceptions
+from trove_upgrade.agent.strategies import exception as exceptions
 from trove_upgrade.agent.strategies import swift
 from trove_upgrade.tests.unit.agent.strategies import base
 from trove_upgrade.tests.unit.agent.strategies import test_loader
