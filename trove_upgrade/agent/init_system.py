@@ -62,7 +62,7 @@ class InitSystemError(supervisor_mod.GuestStartError):
 def _run(argv, timeout=_TIMEOUT):
     try:
         proc = child_process.run(argv, timeout=timeout, merge_stderr=True)
-    except child_process.ChildTimedOut:
+    except child_process.ChildTimeoutError:
         raise InitSystemError('%s timed out after %ds'
                               % (shlex.join(argv), timeout))
     except OSError as e:
@@ -120,7 +120,7 @@ class SystemdDriver:
         path = self.unit_path()
         try:
             text = guest_files.read_text(path)
-        except guest_files.UnreadableFile as e:
+        except guest_files.UnreadableFileError as e:
             raise InitSystemError('cannot read the unit: %s' % e)
         found = None
         section = None
@@ -164,7 +164,7 @@ class SystemdDriver:
         try:
             if guest_files.read_text(path) == text:
                 return path
-        except guest_files.UnreadableFile:
+        except guest_files.UnreadableFileError:
             pass  # absent, or not ours to keep: written anew
         os.makedirs(os.path.dirname(path), exist_ok=True)
         guest_files.write_text(path, text)

@@ -101,7 +101,7 @@ RUNNING = 'running'
 _VERSION_RE = re.compile(r'^[A-Za-z0-9][A-Za-z0-9._+-]{0,63}$')
 
 
-class InstallError(exception.TroveUpgradeException):
+class InstallError(exception.TroveUpgradeError):
     """A new install could not be built or did not pass its checks."""
 
 
@@ -144,7 +144,7 @@ def run_health_command(command, install_dir, phase, timeout):
     try:
         proc = child_process.run(argv, timeout, merge_stderr=True, env=env,
                                  cwd=install_dir)
-    except child_process.ChildTimedOut:
+    except child_process.ChildTimeoutError:
         return '%s after %.1fs' % (HEALTH_TIMED_OUT, timeout)
     except OSError as e:
         return 'health command cannot run: %s' % e
@@ -399,7 +399,7 @@ class InstallRoot:
         try:
             proc = child_process.run(argv, self.pip_timeout,
                                      merge_stderr=True, cwd=dest, env=env)
-        except child_process.ChildTimedOut:
+        except child_process.ChildTimeoutError:
             raise InstallError('%s timed out after %ss'
                                % (what, self.pip_timeout))
         except OSError as e:
@@ -472,7 +472,7 @@ class InstallRoot:
                 [os.path.join(dest, 'bin', 'python'), '-I', '-c',
                  'import sys; print(sys.implementation.cache_tag)'],
                 self.pip_timeout, cwd=dest)
-        except (child_process.ChildTimedOut, OSError) as e:
+        except (child_process.ChildTimeoutError, OSError) as e:
             raise InstallError('the new install has no usable interpreter: '
                                '%s' % e)
         tag = proc.stdout.tail.strip()
@@ -526,7 +526,7 @@ class InstallRoot:
         try:
             proc = child_process.run(argv, self.pip_timeout,
                                      merge_stderr=True, cwd=dest)
-        except child_process.ChildTimedOut:
+        except child_process.ChildTimeoutError:
             raise InstallError('compiling byte code timed out after %ss'
                                % self.pip_timeout)
         except OSError as e:

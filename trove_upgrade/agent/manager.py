@@ -152,7 +152,7 @@ class JournalReplayCache(sealing.ReplayCache):
             seen = data['seen_messages']
             sealing.prune(seen, now)
             if message_id in seen:
-                raise sealing.ReplayedMessage(
+                raise sealing.ReplayedMessageError(
                     'message %s was already accepted' % message_id)
             seen[message_id] = expires_at
 
@@ -191,7 +191,7 @@ class AgentManager:
             # Nothing can be recorded or reported under it: the journal's
             # keys and the conductor's lookups take strings only.
             LOG.warning('Refused upgrade message: %s',
-                        exception.InvalidUpgradeId(
+                        exception.InvalidUpgradeIdError(
                             upgrade_id=package_exc.quoted(upgrade_id)))
             return
         if self.keyring is not None:
@@ -205,7 +205,7 @@ class AgentManager:
                                     self.conf.agent.seal_max_age,
                                     self.replay_cache)
             except (sealing.SealError, journal_mod.JournalError,
-                    exception.MalformedMessage) as e:
+                    exception.MalformedMessageError) as e:
                 # Unsealed, the instance id is anyone's, of any size.
                 LOG.warning('Refused upgrade message (upgrade id %s, '
                             'instance %s): %s: %s', upgrade_id,

@@ -73,7 +73,7 @@ BEFORE_SWITCH = (ACCEPTED, DOWNLOADING, VERIFYING, INSTALLING)
 WORK_DIR = 'work'
 
 
-class UpgradeFailed(exception.TroveUpgradeException):
+class UpgradeStepError(exception.TroveUpgradeError):
     """A step before the switch failed; the reason is the message."""
 
     def __init__(self, reason):
@@ -127,7 +127,7 @@ class UpgradePipeline:
                 data, upgrade['id'], state, detail,
                 upgrade['from_version'], upgrade['to_version'])
         # An id that makes no path had no work directory.
-        with contextlib.suppress(exception.InvalidUpgradeId):
+        with contextlib.suppress(exception.InvalidUpgradeIdError):
             shutil.rmtree(self._work_dir(upgrade), ignore_errors=True)
         LOG.info('Upgrade %s: %s: %s', upgrade['id'], state, detail)
 
@@ -137,11 +137,11 @@ class UpgradePipeline:
     def _work_dir(self, upgrade):
         """The upgrade's directory; the id is checked where it becomes a path.
 
-        :raises: InvalidUpgradeId: an id of ``/etc`` made the work
+        :raises: InvalidUpgradeIdError: an id of ``/etc`` made the work
             directory ``/etc``, removed and made again as root.
         """
         if not uuidutils.is_uuid_like(upgrade['id']):
-            raise exception.InvalidUpgradeId(
+            raise exception.InvalidUpgradeIdError(
                 upgrade_id=package_exc.quoted(upgrade['id']))
         return os.path.join(self.work_root, upgrade['id'])
 
@@ -202,7 +202,7 @@ class UpgradePipeline:
             return states.SUCCESS
         try:
             self._before_switch(upgrade)
-        except (UpgradeFailed, exception.InvalidUpgradeId) as e:
+        except (UpgradeStepError, exception.InvalidUpgradeIdError) as e:
             self._fail_before_switch(upgrade, str(e))
             return states.FAILED
         return self._after_switch(upgrade)
@@ -261,17 +261,18 @@ class UpgradePipeline:
                        % (upgrade['location'], upgrade['strategy']))
         self._checkpoint('downloading')
         if self.verifier is None:
-            raise UpgradeFailed('no trusted keys are configured: set [agent] '
-                                'trusted_key_files and decryption_key_files')
+            raise UpgradeStepError(
+                'no trusted keys are configured: set [agent] '
+                'trusted_key_files and decryption_key_files')
         try:
             size = self.steps.download(upgrade, work)['size']
             self._set_step(upgrade, VERIFYING, states.VERIFYING,
                            'verifying and decrypting %d bytes' % size)
             self._checkpoint('verifying')
             result = self.steps.verify(upgrade, work)
-        except untrusted.StepFailed as e:
+        except untrusted.StepError as e:
             shutil.rmtree(work, ignore_errors=True)
-            raise UpgradeFailed(str(e))
+            raise UpgradeStepError(str(e))
         wheels = result['wheels']
         command = result['health_command'] or self.conf.agent.health_command
         timeout = result['health_timeout'] or self.conf.agent.health_timeout
@@ -285,7 +286,7 @@ class UpgradePipeline:
                                   health_timeout=timeout,
                                   console_script=result['console_script'])
         except install.InstallError as e:
-            raise UpgradeFailed('install failed: %s' % e)
+            raise UpgradeStepError('install failed: %s' % e)
 
     def _fail_before_switch(self, upgrade, reason):
         version = upgrade['to_version']
@@ -360,7 +361,7 @@ class UpgradePipeline:
             LOG.warning('Upgrade %s: rolling back to %s: %s', upgrade['id'],
                         good, e)
             failure = guest_files.bounded(
-                str(e) if isinstance(e, exception.TroveUpgradeException)
+                str(e) if isinstance(e, exception.TroveUpgradeError)
                 else reasons.of_error(e))
         self._finish(upgrade, states.FAILED, '%s; %s' % (
             reason, self._rollback_outcome(good, failure)))

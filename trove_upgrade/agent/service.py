@@ -70,7 +70,7 @@ AGENT_LOCK = 'agent.lock'
 OWNER_WAIT = 30
 
 
-class AgentConfigError(exception.TroveUpgradeException):
+class AgentConfigError(exception.TroveUpgradeError):
     """The agent's configuration cannot work; it refuses to start."""
 
 
@@ -348,7 +348,7 @@ class AgentService(service.Service):
             else:
                 self.conductor_api.heartbeat(self.context, **info)
         except (messaging.MessagingException, messaging.MessageUndeliverable,
-                exception.TroveUpgradeException) as e:
+                exception.TroveUpgradeError) as e:
             # MessageUndeliverable says nothing of itself.
             reason = '%s: %s' % (type(e).__name__, str(e) or 'no conductor '
                                  'listens on its topic')

@@ -22,7 +22,7 @@ the agent's configuration files, and kills the whole session when
 as soon as the agent stops (:class:`StepStopped`). The
 child writes its answer, a small JSON document, to a file in its
 directory; a child that dies without one failed too. Whatever happens,
-the step ends in :class:`StepFailed` with a bounded reason.
+the step ends in :class:`StepError` with a bounded reason.
 
 The child works in ``<work>/fetch``, which belongs to ``[agent]
 untrusted_user``: it reads its keys, settings and secrets as root, then
@@ -84,7 +84,7 @@ _IMPORTED_ON_FIRST_USE = ('_strptime', 'encodings.idna', 'netrc',
                           'stringprep')
 
 
-class StepFailed(Exception):
+class StepError(package_exc.TroveUpgradeError):
     """The step refused the package or failed; the message says why."""
 
     def __init__(self, reason):
@@ -116,7 +116,7 @@ def describe(exc):
 
 
 class InProcessSteps:
-    """Download and verify in this process; errors become StepFailed."""
+    """Download and verify in this process; errors become StepError."""
 
     def __init__(self, conf, verifier, load_strategy):
         self.conf = conf
@@ -152,7 +152,7 @@ class InProcessSteps:
             size = strategy.fetch(upgrade['location'], payload,
                                   manifest.payload.size)
         except Exception as e:
-            raise StepFailed(describe(e))
+            raise StepError(describe(e))
         return {'size': size}
 
     def verify(self, upgrade, work):
@@ -166,7 +166,7 @@ class InProcessSteps:
             os.unlink(os.path.join(work, PAYLOAD))
             command, timeout = self.verifier.health_check(manifest)
         except Exception as e:
-            raise StepFailed(describe(e))
+            raise StepError(describe(e))
         guest_agent = manifest.guest_agent
         return {'wheels': wheels, 'health_command': command,
                 'health_timeout': timeout,
@@ -226,10 +226,10 @@ class ChildProcessSteps:
         try:
             return self._take_over(upgrade, work)
         except unprivileged.TakeOverError as e:
-            raise StepFailed('the verified package was not taken over: %s'
-                             % e)
+            raise StepError('the verified package was not taken over: %s'
+                            % e)
         except (package_exc.PackageError, OSError) as e:
-            raise StepFailed(describe(e))
+            raise StepError(describe(e))
 
     def _take_over(self, upgrade, work):
         """Root's copy of the wheels the signed manifest names, checked.
@@ -293,8 +293,8 @@ class ChildProcessSteps:
             proc.communicate(request.encode(), timeout=timeout)
         except subprocess.TimeoutExpired:
             self._forget(proc)
-            raise StepFailed('the %s step did not finish in %gs and was '
-                             'stopped' % (step, timeout))
+            raise StepError('the %s step did not finish in %gs and was '
+                            'stopped' % (step, timeout))
         except BaseException:
             self._forget(proc)
             raise
@@ -343,10 +343,10 @@ def _read_result(path, step, returncode):
     if not isinstance(result, dict) or not (
             _has_shape(result.get('ok'), _RESULT_SHAPES[step])
             or isinstance(result.get('failed'), str)):
-        raise StepFailed('the %s step ended without a result (exit status '
-                         '%s)%s' % (step, returncode, _full_disk(path)))
+        raise StepError('the %s step ended without a result (exit status '
+                        '%s)%s' % (step, returncode, _full_disk(path)))
     if 'failed' in result:
-        raise StepFailed(package_exc.bounded(result['failed']))
+        raise StepError(package_exc.bounded(result['failed']))
     return result['ok']
 
 
@@ -435,7 +435,7 @@ def main():
             _die_with_parent(request['parent'])
         run = getattr(steps, request['step'])
         result = {'ok': run(request['upgrade'], work)}
-    except StepFailed as e:
+    except StepError as e:
         result = {'failed': str(e)}
     except Exception as e:
         result = {'failed': describe(e)}

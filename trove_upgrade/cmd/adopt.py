@@ -96,11 +96,11 @@ def main(argv=None):
             version=CONF.guest_version, supervisor=supervisor,
             program_link=agent.guest_program_link,
             trove_config_dir=trove_config_dir)
-    except (adopt.AdoptionError, install.InstallError,
+    except (adopt.AdoptionRefusedError, install.InstallError,
             init_system.InitSystemError) as e:
         print('%s: refused: %s' % (PROG, e), file=sys.stderr)
         return 1
-    except (adopt.AdoptionFailed, OSError) as e:
+    except (adopt.AdoptionStepError, OSError) as e:
         print('%s: error: %s' % (PROG, e), file=sys.stderr)
         return 2
     finally:

@@ -53,7 +53,7 @@ def main(argv=None):
             client_timeout=conf.api.client_socket_timeout,
             max_connections=conf.api.max_connections)
         migration.check_schema_at_start(conf.database.connection)
-    except (cfg.Error, exception.TroveUpgradeException, OSError,
+    except (cfg.Error, exception.TroveUpgradeError, OSError,
             ValueError) as e:
         # An option value, the policy file, the database URL, the
         # address, the schema: named in one line rather than a traceback.

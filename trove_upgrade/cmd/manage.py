@@ -219,7 +219,7 @@ def main(argv=None):
     except alembic_util.CommandError as exc:
         print('Migration error: %s' % exc, file=sys.stderr)
         return 1
-    except exception.TroveUpgradeException as exc:
+    except exception.TroveUpgradeError as exc:
         print('Error: %s' % exc, file=sys.stderr)
         return 1
     except cfg.Error as exc:

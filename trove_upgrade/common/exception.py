@@ -14,8 +14,9 @@
 
 Every error of trove-upgrade, on the guest too, derives from
 :class:`TroveUpgradeError`, so a process can catch one class, and every
-name ends in ``Error`` (PEP 8) except :class:`~trove_upgrade.agent.untrusted.
-StepStopped`, which is no failure but the agent stopping. The tree, by
+name ends in ``Error`` (PEP 8). Two classes stay outside on purpose:
+``untrusted.StepStopped`` is no failure but the agent stopping, and the
+CLI's ``osc.client.APIError`` is osc-lib's ``CommandError``. The tree, by
 concern (``code`` is the HTTP status the API answers with, so the API turns
 any of them into a JSON error without knowing them one by one; nothing
 below the API knows more of HTTP than that number):
@@ -29,21 +30,22 @@ below the API knows more of HTTP than that number):
   :class:`PackageError` with :class:`ManifestError`, :class:`PayloadError`
   and one class per defence, which FAILED reasons and the threat model
   quote by name.
-* Sealing, in :mod:`trove_upgrade.common.sealing`: :class:`~trove_upgrade.
-  common.sealing.SealError` and one class per refusal.
-* Trove's own message crypto and keys: ``trove_crypto.TroveCryptoError``,
-  ``trove_keys.TroveKeyError``.
-* Download strategies, in :mod:`trove_upgrade.agent.strategies.exception`
-  (the agent's package; plugins import it): ``StrategyError``, with
-  ``TransientError`` the only one a strategy retries.
+* Sealing, in ``common/sealing.py``: ``SealError`` and one class per
+  refusal; Trove's message crypto and keys: ``trove_crypto.TroveCryptoError``
+  and ``trove_keys.TroveKeyError``.
+* Download strategies, in ``agent/strategies/exception.py`` (the agent's
+  package; plugins import it): ``StrategyError``, with ``TransientError``
+  the only one a strategy retries, and ``bounded_body.BodyTooLargeError``
+  (also a ``requests`` error, so the HTTP libraries let it through).
 * The agent's own steps, each in the module that raises it because nothing
   else may import the agent (journal, undo log, install, adoption, init
   system, untrusted steps, guest files and state, child processes).
 
 Kept apart because callers tell them apart: ``AdoptionRefusedError`` (the
 install cannot be adopted, nothing changed, exit 1) and
-``AdoptionStepError`` (a step failed and was undone, exit 2). The old names
-of every renamed class are listed in the release note of this change.
+``AdoptionStepError`` (a step failed and was undone, exit 2). Classes
+nothing raised are gone (``UnpackError``). The old names of every renamed
+class are in the release note ``exception-names``.
 
 This module imports nothing: the guest loads it.
 """
@@ -74,7 +76,7 @@ def quoted(value, limit=MAX_QUOTED_LENGTH):
     return bounded(repr(value), limit + 20)
 
 
-class TroveUpgradeException(Exception):
+class TroveUpgradeError(Exception):
     """Base of every trove-upgrade error; ``msg_fmt`` is filled from kwargs.
 
     A message given as the first argument is used as it is.
@@ -91,109 +93,109 @@ class TroveUpgradeException(Exception):
         super().__init__(message)
 
 
-class Invalid(TroveUpgradeException):
+class InvalidInputError(TroveUpgradeError):
     msg_fmt = 'Invalid input: %(reason)s'
     code = 400
 
 
-class NotFound(TroveUpgradeException):
+class NotFoundError(TroveUpgradeError):
     msg_fmt = 'Not found.'
     code = 404
 
 
-class Conflict(TroveUpgradeException):
+class ConflictError(TroveUpgradeError):
     msg_fmt = 'Conflict: %(reason)s'
     code = 409
 
 
-class UpgradeNotFound(NotFound):
+class UpgradeNotFoundError(NotFoundError):
     msg_fmt = 'Upgrade %(upgrade_id)s could not be found.'
 
 
-class UpgradeOfAnotherInstance(Conflict):
+class UpgradeOfAnotherInstanceError(ConflictError):
     msg_fmt = ('Upgrade %(upgrade_id)s belongs to instance %(owner)s, not '
                '%(instance_id)s.')
 
 
-class AgentNotFound(NotFound):
+class AgentNotFoundError(NotFoundError):
     msg_fmt = 'No agent is registered for instance %(instance_id)s.'
 
 
-class AgentBusy(Conflict):
+class AgentBusyError(ConflictError):
     msg_fmt = ('The agent of instance %(instance_id)s is being upgraded: '
                'upgrade %(upgrade_id)s is %(status)s. Cancel the upgrade '
                '(possible while it is PENDING, SENT or DEFERRED) or wait '
                'for it to end, then delete the agent.')
 
 
-class InvalidUpgradeId(Invalid):
+class InvalidUpgradeIdError(InvalidInputError):
     msg_fmt = 'Upgrade ids are UUIDs, not %(upgrade_id)s'
 
 
-class MarkerNotFound(Invalid):
+class MarkerNotFoundError(InvalidInputError):
     msg_fmt = 'Marker %(marker)s could not be found.'
 
 
-class InvalidStateTransition(Conflict):
+class InvalidStateTransitionError(ConflictError):
     msg_fmt = ('Upgrade %(upgrade_id)s cannot go from %(from_state)s to '
                '%(to_state)s.')
 
 
-class InvalidRPCVersionCap(Invalid):
+class InvalidRPCVersionCapError(InvalidInputError):
     msg_fmt = ('[upgrade_levels] %(service)s = %(value)s is neither '
                '"latest", "auto", a known release nor an x.y version.')
 
 
-class DispatchFailed(TroveUpgradeException):
+class DispatchError(TroveUpgradeError):
     msg_fmt = 'Upgrade %(upgrade_id)s could not be sent: %(reason)s'
     code = 503
 
 
-class Forbidden(TroveUpgradeException):
+class ForbiddenError(TroveUpgradeError):
     msg_fmt = 'Forbidden.'
     code = 403
 
 
-class PolicyNotAuthorized(Forbidden):
+class PolicyNotAuthorizedError(ForbiddenError):
     msg_fmt = 'Policy does not allow %(action)s to be performed.'
 
 
-class SchemaNotCurrent(Invalid):
+class SchemaNotCurrentError(InvalidInputError):
     msg_fmt = 'The database schema is not current: %(reason)s'
 
 
-class InvalidPolicyFile(Invalid):
+class InvalidPolicyFileError(InvalidInputError):
     msg_fmt = 'The policy file %(path)s cannot be parsed: %(reason)s'
 
 
-class RolloutNotFound(NotFound):
+class RolloutNotFoundError(NotFoundError):
     msg_fmt = 'Rollout %(rollout_id)s could not be found.'
 
 
-class RolloutConflict(Conflict):
+class RolloutConflictError(ConflictError):
     msg_fmt = '%(reason)s'
 
 
-class InvalidRolloutState(Conflict):
+class InvalidRolloutStateError(ConflictError):
     msg_fmt = ('Rollout %(rollout_id)s is %(status)s: it cannot be '
                '%(action)s.')
 
 
-class MalformedMessage(Invalid):
+class MalformedMessageError(InvalidInputError):
     msg_fmt = 'Malformed RPC message %(method)s: %(reason)s'
 
 
-class MessageNotAuthenticated(Forbidden):
+class MessageNotAuthenticatedError(ForbiddenError):
     msg_fmt = ('Message %(method)s of instance %(instance_id)s refused: '
                '%(reason)s')
 
 
-class SealingUnavailable(Conflict):
+class SealingUnavailableError(ConflictError):
     msg_fmt = ('Cannot seal the %(method)s message for instance '
                '%(instance_id)s: %(reason)s')
 
 
-class ArgumentNeedsNewerVersion(Conflict):
+class ArgumentNeedsNewerVersionError(ConflictError):
     msg_fmt = ('Cannot send %(method)s with %(argument)s: the %(api)s RPC '
                'API is capped at %(version)s, whose %(method)s message '
                'cannot carry it, and leaving it out would drop a check '
@@ -201,52 +203,52 @@ class ArgumentNeedsNewerVersion(Conflict):
                'release that takes it)')
 
 
-class ReplyNotAuthenticated(Forbidden):
+class ReplyNotAuthenticatedError(ForbiddenError):
     msg_fmt = ('The answer to %(method)s of instance %(instance_id)s was '
                'refused: %(reason)s')
 
 
-class InstanceKeyError(Invalid):
+class InstanceKeyError(InvalidInputError):
     msg_fmt = 'Instance key error: %(reason)s'
 
 
-class InstanceNotFound(NotFound):
+class InstanceNotFoundError(NotFoundError):
     msg_fmt = 'Trove has no instance %(instance)s: %(reason)s'
 
 
-class AmbiguousInstanceName(Invalid):
+class AmbiguousInstanceNameError(InvalidInputError):
     msg_fmt = ('Instance name %(name)s is ambiguous: instances %(ids)s have '
                'it. Give the instance id instead.')
 
 
-class TroveNotConfigured(Invalid):
+class TroveNotConfiguredError(InvalidInputError):
     msg_fmt = ('%(what)s needs [trove] connection, which is not set: '
                '%(hint)s')
 
 
-class PackageNotFound(NotFound):
+class PackageNotFoundError(NotFoundError):
     msg_fmt = 'Package %(package)s could not be found.'
 
 
-class PackageRejected(Invalid):
+class PackageRejectedError(InvalidInputError):
     msg_fmt = 'Package %(package)s refused: %(reason)s'
 
 
-class PackageConflict(Conflict):
+class PackageConflictError(ConflictError):
     msg_fmt = '%(reason)s'
 
 
-class DesiredVersionNotFound(NotFound):
+class DesiredVersionNotFoundError(NotFoundError):
     msg_fmt = 'Desired version %(desired_version_id)s could not be found.'
 
 
-class DatabaseUnavailable(TroveUpgradeException):
+class DatabaseUnavailableError(TroveUpgradeError):
     msg_fmt = ('The conductor could not handle %(method)s: its database is '
                'unavailable. Try again later.')
     code = 503
 
 
-class PackageError(TroveUpgradeException):
+class PackageError(TroveUpgradeError):
     """A package, a manifest or a key was refused; nothing was installed.
 
     The verifier (:mod:`trove_upgrade.package_format.verify`) runs a fixed
@@ -412,11 +414,7 @@ class PayloadHashMismatchError(PayloadError):
 
 # Writing the files out.
 
-class UnpackError(PackageError):
-    """The payload's files could not be written; nothing was extracted."""
-
-
-class DestinationExistsError(UnpackError):
+class DestinationExistsError(PackageError):
     """The extraction directory already exists."""
 
 

@@ -109,7 +109,7 @@ def check_schema_at_start(url):
     if state == CURRENT:
         return
     if state == EMPTY:
-        raise exception.SchemaNotCurrent(
+        raise exception.SchemaNotCurrentError(
             reason='the database has no schema; run: %s' % DB_SYNC)
     if state == NEWER:
         LOG.warning('The database schema is at revision %(current)s, which '
@@ -117,7 +117,7 @@ def check_schema_at_start(url):
                     'it. Serving on, as during a rolling upgrade.',
                     {'current': current})
         return
-    raise exception.SchemaNotCurrent(
+    raise exception.SchemaNotCurrentError(
         reason='the database schema is at revision %s, not at %s, the '
                'newest of this release; run: %s'
         % (current, script_directory().get_current_head(), DB_SYNC))

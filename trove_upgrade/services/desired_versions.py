@@ -230,7 +230,7 @@ def _check_no_overlap(context, selector, desired_id=None):
             for a in _selected(context, other['selector'])}
         if shared:
             shown = sorted(shared)
-            raise exception.PackageConflict(reason=(
+            raise exception.PackageConflictError(reason=(
                 'Desired version %s (%s) already selects %d of these '
                 'agents: %s%s.' % (other['id'], other['name'], len(shown),
                                    ', '.join(shown[:5]),
@@ -271,7 +271,7 @@ def change(context, dv_id, values):
     changed = db.update_desired_version(context, dv_id, values, 'changed',
                                         'api', detail='; '.join(detail))
     if changed is None:
-        raise exception.PackageConflict(reason=(
+        raise exception.PackageConflictError(reason=(
             'Desired version %s changed meanwhile; try again.' % dv_id))
     return changed
 
@@ -281,7 +281,7 @@ def pause(context, dv_id, reason='Paused by an operator.', source='api'):
         context, dv_id, {'status': PAUSED, 'status_detail': reason},
         'paused', source, detail=reason, from_states={ACTIVE})
     if changed is None:
-        raise exception.PackageConflict(reason=(
+        raise exception.PackageConflictError(reason=(
             'Desired version %s is not ACTIVE: it cannot be paused.'
             % dv_id))
     return changed
@@ -297,7 +297,7 @@ def resume(context, dv_id):
         'resumed', 'api', detail='%d failure(s) acknowledged' % failed,
         from_states={PAUSED})
     if changed is None:
-        raise exception.PackageConflict(reason=(
+        raise exception.PackageConflictError(reason=(
             'Desired version %s is not PAUSED: it cannot be resumed.'
             % dv_id))
     return changed
@@ -316,7 +316,7 @@ def delete(context, dv_id):
                 db_upgrades.transition_upgrade(
                     context, dispatch['upgrade_id'], states.CANCELLED, 'api',
                     allowed_from=states.CANCELLABLE_STATES)
-            except exception.InvalidStateTransition:
+            except exception.InvalidStateTransitionError:
                 pass
     db.delete_desired_version(context, dv_id)
     LOG.info('Desired version %(id)s (%(name)s) deleted.', desired)

@@ -74,7 +74,7 @@ def summary(context, limit=None, marker=None):
     by SQL; the targets need each owner's selector. ``marker`` is the
     ``version`` of the last row of the previous page.
 
-    :raises: MarkerNotFound when no row has the version ``marker``.
+    :raises: MarkerNotFoundError when no row has the version ``marker``.
     """
     rows = collections.defaultdict(lambda: {
         'running': 0, 'targeted': 0, 'in_flight': 0, 'failed': 0,
@@ -102,7 +102,7 @@ def summary(context, limit=None, marker=None):
         after = [i for i, version in enumerate(versions)
                  if _sort_key(version) == _sort_key(marker)]
         if not after:
-            raise exception.MarkerNotFound(marker=marker)
+            raise exception.MarkerNotFoundError(marker=marker)
         versions = versions[after[-1] + 1:]
     return [dict(rows[version], version=version)
             for version in versions[:limit]]

@@ -70,8 +70,9 @@ def parse_version(text):
     try:
         return pep440.Version(_bare(text))
     except pep440.InvalidVersion:
-        raise exception.Invalid(reason='%r is not a version (PEP 440, with '
-                                       'an optional leading "v")' % text)
+        raise exception.InvalidInputError(
+            reason='%r is not a version (PEP 440, with '
+            'an optional leading "v")' % text)
 
 
 def version_matcher(query):
@@ -93,9 +94,10 @@ def version_matcher(query):
             wanted = parse_version(query)
             return lambda text: _safe_version(text) == wanted
     except specifiers.InvalidSpecifier as e:
-        raise exception.Invalid(reason='version query %r is neither a '
-                                       'version, a wildcard nor a range: %s'
-                                       % (query, e))
+        raise exception.InvalidInputError(
+            reason='version query %r is neither a '
+            'version, a wildcard nor a range: %s'
+            % (query, e))
 
     def matches(text):
         found = _safe_version(text)
@@ -145,7 +147,7 @@ def fetch_manifest(strategy_name, location):
 def _trusted_keys():
     opts = CONF.packages
     if not opts.trusted_key_files:
-        raise exception.PackageRejected(
+        raise exception.PackageRejectedError(
             package='', reason='the control plane trusts no signing key: '
                                'set [packages] trusted_key_files')
     return keys.load_trusted_keys(opts.trusted_key_files,
@@ -153,13 +155,13 @@ def _trusted_keys():
 
 
 def verified_manifest(name, version, strategy_name, location):
-    """Fetch and verify a package's manifest; PackageRejected otherwise."""
+    """Fetch and verify a package's manifest, or raise PackageRejectedError."""
     label = '%s %s' % (name, version)
     trusted = _trusted_keys()
     try:
         manifest_bytes = fetch_manifest(strategy_name, location)
     except strategy_exc.StrategyError as e:
-        raise exception.PackageRejected(
+        raise exception.PackageRejectedError(
             package=label, reason='its manifest could not be fetched: %s: %s'
                                   % (type(e).__name__, e))
     try:
@@ -168,7 +170,7 @@ def verified_manifest(name, version, strategy_name, location):
             installed_version=None,
             max_payload_size=CONF.packages.max_payload_size)
     except package_exc.PackageError as e:
-        raise exception.PackageRejected(
+        raise exception.PackageRejectedError(
             package=label, reason='its manifest failed verification: %s: %s'
                                   % (type(e).__name__, e))
 
@@ -181,7 +183,7 @@ def register_package(context, values):
     name, version = values['name'], values['version']
     parse_version(version)
     if db.find_package(context, name, version) is not None:
-        raise exception.PackageConflict(reason=(
+        raise exception.PackageConflictError(reason=(
             'Package %s version %s is registered already.' % (name, version)))
     trusted, manifest = verified_manifest(name, version, values['strategy'],
                                           values['location'])
@@ -212,8 +214,8 @@ def list_packages(context, name=None, state=None, version=None):
 
 def set_state(context, package_id, state):
     if state not in STATES:
-        raise exception.Invalid(reason='state must be one of %s'
-                                       % ', '.join(STATES))
+        raise exception.InvalidInputError(reason='state must be one of %s'
+                                          % ', '.join(STATES))
     package = db.update_package_state(context, package_id, state)
     LOG.info('Package %(name)s %(version)s is now %(state)s.', package)
     return package
@@ -249,11 +251,11 @@ def users_of(context, package):
 
 
 def delete_package(context, package_id):
-    """Delete an unused package; PackageConflict naming its users."""
+    """Delete an unused package; PackageConflictError naming its users."""
     package = db.get_package(context, package_id)
     uses = users_of(context, package)
     if uses:
-        raise exception.PackageConflict(reason=(
+        raise exception.PackageConflictError(reason=(
             'Package %s %s is in use: %s.' % (package['name'],
                                               package['version'],
                                               '; '.join(uses))))
@@ -264,8 +266,8 @@ def delete_package(context, package_id):
 def resolve(context, name, version):
     """The deployable package ``name`` at ``version``.
 
-    :raises: PackageRejected (400) when it is not registered,
-        PackageConflict (409) when it is retired.
+    :raises: PackageRejectedError (400) when it is not registered,
+        PackageConflictError (409) when it is retired.
     """
     package = db.find_package(context, name, version)
     if package is None:
@@ -273,11 +275,11 @@ def resolve(context, name, version):
                    if same_version(p['version'], version)]
         package = matches[0] if matches else None
     if package is None:
-        raise exception.PackageRejected(
+        raise exception.PackageRejectedError(
             package='%s %s' % (name, version),
             reason='no such package is registered')
     if package['state'] == RETIRED:
-        raise exception.PackageConflict(reason=(
+        raise exception.PackageConflictError(reason=(
             'Package %s %s is retired: it cannot be deployed.'
             % (name, version)))
     return package
@@ -303,7 +305,7 @@ def check_floor(package, agents):
     below = sorted(a['instance_id'] for a in agents
                    if below_floor(package, a['guest_version']))
     if below:
-        raise exception.PackageConflict(reason=(
+        raise exception.PackageConflictError(reason=(
             'Package %s %s installs only over %s or later; %d selected '
             'agent(s) run an older version: %s%s.'
             % (package['name'], package['version'],

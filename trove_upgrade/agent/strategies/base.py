@@ -15,17 +15,17 @@
 The agent uses a strategy through these calls only::
 
     strategy = strategies.load(name, conf=CONF)
-        # StrategyNotAllowed: name not in [agent] allowed_strategies
-        # StrategyNotInstalled: no trove_upgrade.strategies entry point
+        # StrategyNotAllowedError: name not in [agent] allowed_strategies
+        # StrategyNotInstalledError: no trove_upgrade.strategies entry point
         # StrategyConfigError: its drop-in file is unreadable or invalid
     strategy.name
     strategy.check_location(location)
-        # cheap: well formed (InvalidLocation) and reachable
-        # (LocationUnreachable and its subclasses ObjectNotFound,
-        # AccessDenied, RequestRejected)
+        # cheap: well formed (InvalidLocationError) and reachable
+        # (LocationUnreachableError and its subclasses ObjectNotFoundError,
+        # AccessDeniedError, RequestRejectedError)
     strategy.fetch(location, dest_path, max_bytes) -> bytes written
-        # InvalidLocation, LocationUnreachable (and subclasses),
-        # SizeLimitExceeded, DownloadFailed, DestinationError (the local
+        # InvalidLocationError, LocationUnreachableError (and subclasses),
+        # SizeLimitExceededError, DownloadError, DestinationError (the local
         # file could not be written: missing directory, disk full)
 
 Every upgrade fetches two objects: the package at ``location`` and its signed
@@ -38,7 +38,7 @@ What every strategy guarantees, whatever the transport:
   only when the whole object arrived, after an fsync, so ``dest_path``
   never holds half a download; on failure nothing is left behind.
 * ``max_bytes`` is enforced while reading: the attempt stops with
-  :class:`~.exception.SizeLimitExceeded` as soon as one byte more arrives,
+  :class:`~.exception.SizeLimitExceededError` as soon as one byte more arrives,
   whatever size the server announced, so an endless or lying server cannot
   fill the disk.
 * Each attempt ends after ``[agent] download_timeout`` seconds. Transient
@@ -194,7 +194,7 @@ class Strategy(metaclass=abc.ABCMeta):
 
     @abc.abstractmethod
     def parse_location(self, location):
-        """Return the transport's view of a location or raise InvalidLocation.
+        """The transport's view of a location, or InvalidLocationError.
 
         Purely syntactic: no I/O.
         """
@@ -215,7 +215,7 @@ class Strategy(metaclass=abc.ABCMeta):
     def check_location(self, location):
         """Raise unless ``location`` is well formed and reachable."""
         target = self.parse_location(location)
-        self._with_retries(location, exceptions.LocationUnreachable,
+        self._with_retries(location, exceptions.LocationUnreachableError,
                            lambda: self._check(target, self._deadline()))
 
     def fetch(self, location, dest_path, max_bytes):
@@ -230,7 +230,7 @@ class Strategy(metaclass=abc.ABCMeta):
                                               reason=exc.strerror) from exc
         try:
             size = self._with_retries(
-                location, exceptions.DownloadFailed,
+                location, exceptions.DownloadError,
                 lambda: self._fetch_once(target, part_path, max_bytes,
                                          self._deadline()))
             try:
@@ -247,11 +247,11 @@ class Strategy(metaclass=abc.ABCMeta):
         return size
 
     def invalid(self, location, reason):
-        return exceptions.InvalidLocation(
+        return exceptions.InvalidLocationError(
             location=location, strategy=self.name, reason=reason)
 
     def too_big(self, location, max_bytes, reason):
-        return exceptions.SizeLimitExceeded(
+        return exceptions.SizeLimitExceededError(
             location=location, strategy=self.name, max_bytes=max_bytes,
             reason=reason)
 
@@ -304,7 +304,7 @@ class Strategy(metaclass=abc.ABCMeta):
         except exceptions.TransientError as exc:
             kwargs = {'location': location, 'strategy': self.name,
                       'reason': exc}
-            if final_error is exceptions.DownloadFailed:
+            if final_error is exceptions.DownloadError:
                 kwargs['attempts'] = attempts
             else:
                 kwargs['reason'] = ('%s (after %d attempt(s))'

@@ -162,7 +162,7 @@ class HttpStrategy(base.Strategy):
                        'over' % offset)
         self._raise_for_status(target, resp)
         if resp.status != 200:
-            raise exceptions.RequestRejected(
+            raise exceptions.RequestRejectedError(
                 location=target.location, strategy=self.name,
                 reason='unexpected HTTP status %d %s'
                        % (resp.status, base.server_text(resp.reason)))
@@ -189,7 +189,7 @@ class HttpStrategy(base.Strategy):
         except ssl.SSLError as exc:
             self.check_deadline(deadline)
             if 'CERTIFICATE' in (exc.reason or ''):
-                raise exceptions.AccessDenied(
+                raise exceptions.AccessDeniedError(
                     location=target.location, strategy=self.name,
                     reason='TLS certificate check failed: %s'
                            % _describe(exc)) from exc
@@ -212,15 +212,15 @@ class HttpStrategy(base.Strategy):
         kwargs = {'location': target.location, 'strategy': self.name,
                   'reason': reason}
         if status in (404, 410):
-            raise exceptions.ObjectNotFound(**kwargs)
+            raise exceptions.ObjectNotFoundError(**kwargs)
         if status in (401, 403):
-            raise exceptions.AccessDenied(**kwargs)
+            raise exceptions.AccessDeniedError(**kwargs)
         if status in _RETRIED_STATUSES:
             raise exceptions.TransientError(reason=reason)
         if 300 <= status < 400:
             kwargs['reason'] = '%s to %s; redirects are not followed' % (
                 reason, base.server_text(resp.getheader('Location')))
-        raise exceptions.RequestRejected(**kwargs)
+        raise exceptions.RequestRejectedError(**kwargs)
 
     def _make_ssl_context(self):
         settings = self.settings

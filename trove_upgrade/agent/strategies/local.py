@@ -82,7 +82,7 @@ class LocalStrategy(base.Strategy):
         """Open ``path`` read-only once it is proven safe to read."""
         real = os.path.realpath(path)
         if not any(_inside(real, allowed) for allowed in self._allowed()):
-            raise exceptions.AccessDenied(
+            raise exceptions.AccessDeniedError(
                 location=location, strategy=self.name,
                 reason='%s is outside [local] allowed_dirs (%s)'
                        % (real, ', '.join(self.settings.allowed_dirs)))
@@ -93,15 +93,15 @@ class LocalStrategy(base.Strategy):
             error = exceptions.TransientError
             kwargs = {'reason': '%s: %s' % (real, exc.strerror)}
             if exc.errno in (errno.ENOENT, errno.ENOTDIR):
-                error = exceptions.ObjectNotFound
+                error = exceptions.ObjectNotFoundError
             elif exc.errno in _PERMANENT_ERRNOS:
-                error = exceptions.AccessDenied
+                error = exceptions.AccessDeniedError
             if error is not exceptions.TransientError:
                 kwargs.update(location=location, strategy=self.name)
             raise error(**kwargs) from exc
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             os.close(fd)
-            raise exceptions.AccessDenied(
+            raise exceptions.AccessDeniedError(
                 location=location, strategy=self.name,
                 reason='%s is not a regular file' % real)
         os.set_blocking(fd, True)

@@ -165,12 +165,12 @@ class SwiftStrategy(base.Strategy):
             url, token = self._authenticate(transport)
             self.check_deadline(deadline)
             if not url or not token:
-                raise exceptions.RequestRejected(
+                raise exceptions.RequestRejectedError(
                     location=target.location, strategy=self.name,
                     reason='the authentication answer named no storage URL '
                            'or token')
             if target.storage_url and url.rstrip('/') != target.storage_url:
-                raise exceptions.AccessDenied(
+                raise exceptions.AccessDeniedError(
                     location=target.location, strategy=self.name,
                     reason='it is outside the Swift account of the '
                            'configured credentials (%s)'
@@ -339,25 +339,25 @@ class _SwiftErrors:
         if too_large is not None:
             # Its server will not answer shorter on the next attempt.
             kwargs['reason'] = _describe(too_large)
-            raise exceptions.RequestRejected(**kwargs) from exc
+            raise exceptions.RequestRejectedError(**kwargs) from exc
         if isinstance(exc, swift_client.ClientException):
             status = exc.http_status
             kwargs['reason'] = _describe_client_error(exc)
             if status == 404:
-                raise exceptions.ObjectNotFound(**kwargs) from exc
+                raise exceptions.ObjectNotFoundError(**kwargs) from exc
             if status in (401, 403):
-                raise exceptions.AccessDenied(**kwargs) from exc
+                raise exceptions.AccessDeniedError(**kwargs) from exc
             if status is not None and 400 <= status < 500 and \
                     status not in (408, 429):
-                raise exceptions.RequestRejected(**kwargs) from exc
+                raise exceptions.RequestRejectedError(**kwargs) from exc
             raise exceptions.TransientError(reason=kwargs['reason']) from exc
         if isinstance(exc, (ksa_exc.Unauthorized, ksa_exc.Forbidden)):
             kwargs['reason'] = ('Keystone refused the credentials: %s'
                                 % _describe(exc))
-            raise exceptions.AccessDenied(**kwargs) from exc
+            raise exceptions.AccessDeniedError(**kwargs) from exc
         if isinstance(exc, ksa_exc.EndpointNotFound):
             kwargs['reason'] = 'no object-store endpoint: %s' % _describe(exc)
-            raise exceptions.RequestRejected(**kwargs) from exc
+            raise exceptions.RequestRejectedError(**kwargs) from exc
         # UnicodeError: swiftclient decodes every header as UTF-8.
         if isinstance(exc, (ksa_exc.ClientException,
                             requests.exceptions.RequestException,

@@ -49,7 +49,7 @@ def _agents_of(context, instance_id):
     """The instance's agent, in a list; empty before it registered."""
     try:
         return [db_agents.get_agent(context, instance_id)]
-    except exception.AgentNotFound:
+    except exception.AgentNotFoundError:
         return []
 
 
@@ -65,7 +65,7 @@ def _upgrade_id(req):
     """The upgrade id of the path; a malformed one cannot exist: 404."""
     upgrade_id = req.urlvars['upgrade_id']
     if not uuidutils.is_uuid_like(upgrade_id):
-        raise exception.UpgradeNotFound(upgrade_id=upgrade_id)
+        raise exception.UpgradeNotFoundError(upgrade_id=upgrade_id)
     return util.canonical_id(upgrade_id)
 
 
@@ -110,7 +110,7 @@ def create_instance_upgrade(req):
     util.require_json(req)
     instance_id = req.urlvars['instance_id']
     if not uuidutils.is_uuid_like(instance_id):
-        raise exception.InstanceNotFound(
+        raise exception.InstanceNotFoundError(
             instance=instance_id, reason='an instance id is a UUID')
     body = util.extract_json(req.body, schema.POST_INSTANCE_UPGRADE)
     values = dict(body['upgrade'], instance_id=instance_id)

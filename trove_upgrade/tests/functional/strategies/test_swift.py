@@ -86,7 +86,7 @@ class SwiftStrategyTestCase(base.StrategyTestCase):
         location = 'http://127.0.0.1:%d/v1/AUTH_other/packages/pkg.tar' % (
             self.swift.port)
 
-        error = self.assertRaises(exceptions.AccessDenied, strategy.fetch,
+        error = self.assertRaises(exceptions.AccessDeniedError, strategy.fetch,
                                   location, self.dest, len(PACKAGE))
 
         self.assertIn('outside the Swift account', str(error))
@@ -95,20 +95,22 @@ class SwiftStrategyTestCase(base.StrategyTestCase):
     def test_missing_object(self):
         strategy = self._strategy()
 
-        error = self.assertRaises(exceptions.ObjectNotFound, strategy.fetch,
-                                  'swift://packages/guest/missing.tar',
-                                  self.dest, 1024)
+        error = self.assertRaises(
+            exceptions.ObjectNotFoundError, strategy.fetch,
+            'swift://packages/guest/missing.tar',
+            self.dest, 1024)
 
         self.assertIn('404', str(error))
-        self.assertRaises(exceptions.ObjectNotFound, strategy.check_location,
-                          'swift://nocontainer/pkg.tar')
+        self.assertRaises(
+            exceptions.ObjectNotFoundError, strategy.check_location,
+            'swift://nocontainer/pkg.tar')
         self.assertEqual([], os.listdir(self.dest_dir))
 
     def test_size_cap(self):
         strategy = self._strategy()
 
         error = self.assertRaises(
-            exceptions.SizeLimitExceeded, strategy.fetch,
+            exceptions.SizeLimitExceededError, strategy.fetch,
             'swift://packages/guest/pkg-2.0.0.tar', self.dest,
             len(PACKAGE) - 1)
 
@@ -118,7 +120,7 @@ class SwiftStrategyTestCase(base.StrategyTestCase):
     def test_wrong_key(self):
         strategy = self._strategy(key='wrong')
 
-        error = self.assertRaises(exceptions.AccessDenied,
+        error = self.assertRaises(exceptions.AccessDeniedError,
                                   strategy.check_location,
                                   'swift://packages/guest/pkg-2.0.0.tar')
 
@@ -128,7 +130,7 @@ class SwiftStrategyTestCase(base.StrategyTestCase):
         strategy = self._strategy(
             auth_url='http://127.0.0.1:%d/auth/v1.0' % servers.free_port())
 
-        error = self.assertRaises(exceptions.DownloadFailed, strategy.fetch,
+        error = self.assertRaises(exceptions.DownloadError, strategy.fetch,
                                   'swift://packages/guest/pkg-2.0.0.tar',
                                   self.dest, len(PACKAGE))
 
@@ -197,7 +199,7 @@ class KeystoneSwiftStrategyTestCase(base.StrategyTestCase):
         location = self.storage_url.replace(
             self.project_id, self.keystone.admin_project_id) + '/c/pkg.tar'
 
-        error = self.assertRaises(exceptions.AccessDenied, strategy.fetch,
+        error = self.assertRaises(exceptions.AccessDeniedError, strategy.fetch,
                                   location, self.dest, len(PACKAGE))
 
         self.assertIn('outside the Swift account', str(error))
@@ -205,7 +207,7 @@ class KeystoneSwiftStrategyTestCase(base.StrategyTestCase):
     def test_wrong_password(self):
         strategy = self._strategy(key='wrong')
 
-        error = self.assertRaises(exceptions.AccessDenied,
+        error = self.assertRaises(exceptions.AccessDeniedError,
                                   strategy.check_location,
                                   'swift://packages/pkg.tar')
 
@@ -214,7 +216,7 @@ class KeystoneSwiftStrategyTestCase(base.StrategyTestCase):
     def test_no_object_store_in_region(self):
         strategy = self._strategy(region_name='NoSuchRegion')
 
-        error = self.assertRaises(exceptions.LocationUnreachable,
+        error = self.assertRaises(exceptions.LocationUnreachableError,
                                   strategy.check_location,
                                   'swift://packages/pkg.tar')
 

@@ -140,7 +140,7 @@ class TestAllOrNothing(base.TestCase):
         self.guest = self.useFixture(Guest())
 
     def assert_undone(self, before, names):
-        e = self.assertRaises(adopt.AdoptionFailed, self.guest.adopt)
+        e = self.assertRaises(adopt.AdoptionStepError, self.guest.adopt)
         self.assertIn(names, str(e))
         self.assertIn('every change was undone', str(e))
         self.assertEqual(1, len(str(e).splitlines()))
@@ -205,7 +205,7 @@ class TestAllOrNothing(base.TestCase):
     def test_an_undo_that_fails_is_finished_by_the_next_run(self):
         before = self.guest.snapshot()
         self.systemctl.reload_failures = 2
-        e = self.assertRaises(adopt.AdoptionFailed, self.guest.adopt)
+        e = self.assertRaises(adopt.AdoptionStepError, self.guest.adopt)
         self.assertIn('undoing the adoption failed too', str(e))
         self.assertIn('run trove-upgrade-adopt again', str(e))
         self.assertTrue(os.path.exists(os.path.join(self.guest.root,
@@ -217,7 +217,7 @@ class TestAllOrNothing(base.TestCase):
     def test_a_refused_adoption_changes_nothing(self):
         before = self.guest.snapshot()
         os.unlink(os.path.join(self.guest.venv, 'bin', 'trove-guestagent'))
-        self.assertRaises(adopt.AdoptionError, self.guest.adopt)
+        self.assertRaises(adopt.AdoptionRefusedError, self.guest.adopt)
         del before['opt/guest-agent-venv/bin/trove-guestagent']
         self.assertEqual(before, self.guest.snapshot())
 

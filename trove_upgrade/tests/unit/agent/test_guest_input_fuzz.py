@@ -279,7 +279,7 @@ class TestAdoptInputFuzz(GuestInputTestCase):
         write(os.path.join(self.dist, 'entry_points.txt'), entry_points)
 
     def _inspect(self):
-        return self.outcome(adopt.inspect_venv, adopt.AdoptionError,
+        return self.outcome(adopt.inspect_venv, adopt.AdoptionRefusedError,
                             self.venv, 'trove-guestagent')
 
     def test_sample_is_adoptable(self):
@@ -297,9 +297,9 @@ class TestAdoptInputFuzz(GuestInputTestCase):
         path = os.path.join(self.dist, name)
         os.unlink(path)
         make(path)
-        e = self.assertRaises(adopt.AdoptionError, adopt.inspect_venv,
+        e = self.assertRaises(adopt.AdoptionRefusedError, adopt.inspect_venv,
                               self.venv, 'trove-guestagent')
-        self.assertNamed(e, adopt.AdoptionError)
+        self.assertNamed(e, adopt.AdoptionRefusedError)
         self.assertIn(expect, str(e))
         if os.path.isdir(path) and not os.path.islink(path):
             shutil.rmtree(path)
@@ -319,14 +319,15 @@ class TestAdoptInputFuzz(GuestInputTestCase):
         for version in (b'../../x', b'1.0 beta', b'-1', b'9' * 65,
                         b'1.0\\n'):
             self._dist(b'Version: %s\n' % version, ENTRY_POINTS)
-            e = self.assertRaises(adopt.AdoptionError, adopt.inspect_venv,
-                                  self.venv, 'trove-guestagent')
+            e = self.assertRaises(
+                adopt.AdoptionRefusedError, adopt.inspect_venv,
+                self.venv, 'trove-guestagent')
             self.assertIn('invalid version', str(e))
 
     def test_directory_in_place_of_the_script_is_refused(self):
         os.unlink(self.script)
         os.mkdir(self.script)
-        e = self.assertRaises(adopt.AdoptionError, adopt.inspect_venv,
+        e = self.assertRaises(adopt.AdoptionRefusedError, adopt.inspect_venv,
                               self.venv, 'trove-guestagent')
         self.assertIn('no executable bin/trove-guestagent', str(e))
 

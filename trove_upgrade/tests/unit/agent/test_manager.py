@@ -99,7 +99,8 @@ class TestAgentManager(base.TestCase):
 
     def _load(self, name):
         if name != 'local':
-            raise strategy_exc.StrategyNotAllowed(name=name, allowed='local')
+            raise strategy_exc.StrategyNotAllowedError(
+                name=name, allowed='local')
         return self.strategy
 
     def _upgrade(self, upgrade_id=U1, **kw):

@@ -26,7 +26,7 @@ class LocationTestCase(base.StrategyTestCase):
         self.strategy = self.load(self.strategy_name, **self.settings)
 
     def assertInvalid(self, location, reason):
-        error = self.assertRaises(exceptions.InvalidLocation,
+        error = self.assertRaises(exceptions.InvalidLocationError,
                                   self.strategy.parse_location, location)
         self.assertIn(reason, str(error))
         self.assertIn('"%s"' % location, str(error))
