@@ -83,7 +83,7 @@ def init(conf):
         enforcer.load_rules()
     except ValueError as e:
         # oslo.policy's YAML or JSON error: several lines, no file name.
-        raise exception.InvalidPolicyFile(
+        raise exception.InvalidPolicyFileError(
             path=conf.oslo_policy.policy_file, reason=_one_line(e))
     _ENFORCER = enforcer
     return enforcer
@@ -96,7 +96,7 @@ def get_enforcer():
 
 
 def authorize(context, rule, target=None):
-    """Raise PolicyNotAuthorized (403) unless ``context`` passes ``rule``.
+    """Raise PolicyNotAuthorizedError (403) unless ``context`` passes ``rule``.
 
     The management API is not owned by a project, so the default target is
     the caller's own project.
@@ -106,7 +106,7 @@ def authorize(context, rule, target=None):
                   'user_id': context.user_id}
     try:
         return _ENFORCER.authorize(rule, target, context, do_raise=True,
-                                   exc=exception.PolicyNotAuthorized,
+                                   exc=exception.PolicyNotAuthorizedError,
                                    action=rule)
     except policy.InvalidScope:
-        raise exception.PolicyNotAuthorized(action=rule)
+        raise exception.PolicyNotAuthorizedError(action=rule)

@@ -37,10 +37,10 @@ import threading
 import time
 import uuid
 
+from trove_upgrade.agent import init_system
 from trove_upgrade.agent import install
 from trove_upgrade.agent import journal as journal_mod
 from trove_upgrade.agent import pipeline
-from trove_upgrade.agent import service_manager
 from trove_upgrade.agent import supervisor
 from trove_upgrade.agent import trove_guest
 from trove_upgrade.agent import verifier
@@ -114,7 +114,7 @@ class TimedSupervisor(trove_timeline.TimedSupervisorMixin,
 
 
 class TimedServiceSupervisor(trove_timeline.TimedSupervisorMixin,
-                             service_manager.ServiceManagedSupervisor):
+                             init_system.InitSystemSupervisor):
     """supervisord through its XML-RPC driver, noting the moments."""
 
 
@@ -162,7 +162,7 @@ class Guest:
                 {'DOCKER_HOST': self.docker.docker_host})
             self.supervisord.setUp()
             self.supervisor = TimedServiceSupervisor(
-                self.installs, service_manager.SupervisordRpcDriver(
+                self.installs, init_system.SupervisordRpcDriver(
                     guest.PROGRAM, self.supervisord.serverurl,
                     stop_timeout),
                 stop_timeout=stop_timeout, probe=probe)

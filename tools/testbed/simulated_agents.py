@@ -107,7 +107,7 @@ class SimulatedAgent:
         conductor killed with the message in hand never answers (the next
         one records a resent claim or report once: a repeated claim is
         granted again, a repeated report ignored), a conductor whose
-        database is away answers DatabaseUnavailable, a broker that is
+        database is away answers DatabaseUnavailableError, a broker that is
         away refuses the send, and one that restarts returns it (no
         conductor's queue yet). Giving up on the first of these left the
         upgrade unfinished, and the rollout sent the agent a second one.

@@ -29,7 +29,7 @@ Adoption is all or nothing. Each step records the paths it is about to
 change in ``<install_root>/adopt-undo.json`` first
 (:mod:`trove_upgrade.agent.undo_log`); a step that fails has every change
 undone, newest first (and systemd reloaded when its drop-in was put back),
-and :class:`AdoptionFailed` names the step. Removing that log once every
+and :class:`AdoptionStepError` names the step. Removing that log once every
 step is done is the commit. A run killed before it leaves the log, and the
 next run undoes the killed run's changes before adopting afresh. The steps
 are checkpoints of :mod:`trove_upgrade.agent.pause_hook`, named
@@ -48,13 +48,13 @@ import os
 from oslo_log import log as logging
 
 from trove_upgrade.agent import guest_files
+from trove_upgrade.agent import init_system
 from trove_upgrade.agent import install
 from trove_upgrade.agent import pause_hook
-from trove_upgrade.agent import service_manager
 from trove_upgrade.agent import trove_guest
 from trove_upgrade.agent import undo_log
 from trove_upgrade.common import exception
-from trove_upgrade.common import package_exceptions as package_exc
+from trove_upgrade.common import exception as package_exc
 from trove_upgrade.package_format import writeback
 
 LOG = logging.getLogger(__name__)
@@ -66,14 +66,14 @@ COMMIT = 'commit'
 DROP_IN_STEP = 'drop-in'
 
 
-class AdoptionError(exception.TroveUpgradeException):
+class AdoptionRefusedError(exception.TroveUpgradeError):
     """The install cannot be adopted; the message says why."""
 
     def __init__(self, message):
         super().__init__(guest_files.bounded(message))
 
 
-class AdoptionFailed(exception.TroveUpgradeException):
+class AdoptionStepError(exception.TroveUpgradeError):
     """A step failed; the message names it and says what was undone."""
 
     def __init__(self, message):
@@ -91,7 +91,7 @@ def _read(dist_info, name):
     """A metadata file of ``dist_info``; None when absent or unreadable."""
     try:
         return guest_files.read_text(os.path.join(dist_info, name))
-    except guest_files.UnreadableFile:
+    except guest_files.UnreadableFileError:
         return None
 
 
@@ -123,24 +123,25 @@ def _declares(dist_info, script):
 def inspect_venv(venv, console_script):
     """``(distribution version)`` of the guest agent in ``venv``.
 
-    Raises AdoptionError naming the first thing that does not match the
+    Raises AdoptionRefusedError naming the first thing that does not match the
     layout of a Trove image. A distribution whose metadata cannot be read
     (not a file, not UTF-8, larger than ``guest_files.MAX_TEXT_FILE_SIZE``)
     declares nothing; the version it declares must name a directory.
     """
     venv = os.path.abspath(venv)
     if not os.path.isdir(venv):
-        raise AdoptionError('%s does not exist or is not a directory'
-                            % package_exc.quoted(venv))
+        raise AdoptionRefusedError('%s does not exist or is not a directory'
+                                   % package_exc.quoted(venv))
     for needed in ('pyvenv.cfg', os.path.join('bin', 'python')):
         if not os.path.exists(os.path.join(venv, needed)):
-            raise AdoptionError('%s is not a virtualenv: it has no %s'
-                                % (package_exc.quoted(venv), needed))
+            raise AdoptionRefusedError('%s is not a virtualenv: it has no %s'
+                                       % (package_exc.quoted(venv), needed))
     script = os.path.join(venv, 'bin', console_script)
     if not os.path.isfile(script) or not os.access(script, os.X_OK):
-        raise AdoptionError('%s has no executable bin/%s: not a guest agent '
-                            'install' % (package_exc.quoted(venv),
-                                         console_script))
+        raise AdoptionRefusedError(
+            '%s has no executable bin/%s: not a guest agent '
+            'install' % (package_exc.quoted(venv),
+                         console_script))
     for dist_info in _dist_infos(venv):
         if _declares(dist_info, console_script):
             version = _dist_version(dist_info)
@@ -148,10 +149,11 @@ def inspect_venv(venv, console_script):
                 try:
                     return install.check_version_name(version)
                 except install.InstallError as e:
-                    raise AdoptionError('%s declares %s: %s'
-                                        % (dist_info, console_script, e))
-    raise AdoptionError('no distribution in %s declares the console script '
-                        '%s' % (package_exc.quoted(venv), console_script))
+                    raise AdoptionRefusedError(
+                        '%s declares %s: %s' % (dist_info, console_script, e))
+    raise AdoptionRefusedError(
+        'no distribution in %s declares the console script '
+        '%s' % (package_exc.quoted(venv), console_script))
 
 
 def point_link(link, target):
@@ -197,12 +199,12 @@ def _undo(log, driver):
     """Put back what ``log`` recorded, and what systemd read of it."""
     undone = log.undo()
     if DROP_IN_STEP in undone and isinstance(
-            driver, service_manager.SystemdDriver):
+            driver, init_system.SystemdDriver):
         driver.reload()
     log.done()
 
 
-_UNDO_ERRORS = (undo_log.UndoLogError, service_manager.ServiceManagerError,
+_UNDO_ERRORS = (undo_log.UndoLogError, init_system.InitSystemError,
                 OSError)
 
 
@@ -211,24 +213,25 @@ def _undo_interrupted(log, driver):
         log.load()
         _undo(log, driver)
     except _UNDO_ERRORS as e:
-        raise AdoptionFailed('cannot undo the adoption interrupted earlier: '
-                             '%s' % e)
+        raise AdoptionStepError(
+            'cannot undo the adoption interrupted earlier: '
+            '%s' % e)
     LOG.warning('Undid the changes of an adoption interrupted earlier')
 
 
 def _fail(steps, driver, error):
-    """Undo every step done and raise AdoptionFailed naming the failed one."""
+    """Undo every step done; raise AdoptionStepError naming the failed one."""
     failed = '%s failed: %s' % (steps.current,
                                 str(error) or type(error).__name__)
     try:
         _undo(steps.log, driver)
     except _UNDO_ERRORS as e:
-        raise AdoptionFailed('%s; undoing the adoption failed too: %s; run '
-                             'trove-upgrade-adopt again to finish undoing '
-                             'it' % (failed, e)) from error
+        raise AdoptionStepError('%s; undoing the adoption failed too: %s; run '
+                                'trove-upgrade-adopt again to finish undoing '
+                                'it' % (failed, e)) from error
     if not isinstance(error, Exception):
         raise error
-    raise AdoptionFailed('%s; every change was undone' % failed) from error
+    raise AdoptionStepError('%s; every change was undone' % failed) from error
 
 
 def _marker_text(version):
@@ -244,7 +247,7 @@ def _adopted_before(venv, version):
     try:
         return guest_files.read_text(
             os.path.join(venv, install.MARKER)) == _marker_text(version)
-    except guest_files.UnreadableFile:
+    except guest_files.UnreadableFileError:
         return False
 
 
@@ -266,7 +269,7 @@ def _adopted(installs, venv, version):
                  'root has moved on to %(current)s',
                  {'venv': venv, 'version': version, 'current': current})
         return True
-    raise AdoptionError(
+    raise AdoptionRefusedError(
         'this install root already manages version %s (%s); refusing to '
         'adopt %s as %s' % (current, os.path.realpath(installs.path(current)),
                             venv, version))
@@ -281,8 +284,9 @@ def adopt(installs, journal, venv, console_script, version=None,
     guest agent its service manager runs now, and points the service at
     ``current``; ``program_link``, when it exists, is pointed at
     ``current`` too; ``trove_config_dir`` gets the RPC ping enabled.
-    Raises AdoptionError, changing nothing, for an install that cannot be
-    adopted, and AdoptionFailed when a step failed and was undone.
+    Raises AdoptionRefusedError, changing nothing, for an install that cannot
+    be
+    adopted, and AdoptionStepError when a step failed and was undone.
     """
     venv = os.path.realpath(venv)
     found = inspect_venv(venv, console_script)
@@ -335,7 +339,7 @@ def _run_steps(steps, installs, journal, venv, version, adopted,
                     % (program_link, program), program_link)
         changed = point_link(program_link, program) or changed
     if driver is not None:
-        if isinstance(driver, service_manager.SystemdDriver):
+        if isinstance(driver, init_system.SystemdDriver):
             drop_in = driver.drop_in_path()
             steps.begin(DROP_IN_STEP, 'writing the systemd drop-in %s'
                         % drop_in, drop_in)

@@ -61,7 +61,7 @@ _UNPRINTABLE = {**{c: '?' for c in [*range(0x20), *range(0x7f, 0xa0)]
                    if chr(c) not in '\n\t'}, ord('\r'): '\n'}
 
 
-class ChildTimedOut(exception.TroveUpgradeException):
+class ChildTimeoutError(exception.TroveUpgradeError):
     msg_fmt = '%(program)s did not finish within %(timeout)gs'
 
 
@@ -119,7 +119,7 @@ def run(argv, timeout, merge_stderr=False, head=0, tail=TAIL_BYTES,
 
     Returns a :class:`Finished` whose ``stdout`` and ``stderr`` are
     :class:`Output` (``stderr`` is empty with ``merge_stderr``, which sends
-    it to stdout). Raises :class:`ChildTimedOut` when the child has not
+    it to stdout). Raises :class:`ChildTimeoutError` when the child has not
     exited and closed its output by then, ``OSError`` when it cannot run.
     ``popen_args`` (``env``, ``cwd``, ``preexec_fn``) go to ``Popen``.
     """
@@ -134,8 +134,8 @@ def run(argv, timeout, merge_stderr=False, head=0, tail=TAIL_BYTES,
         if not merge_stderr:
             streams[proc.stderr] = stderr
         if not (_read(streams, deadline) and _exited(proc, deadline)):
-            raise ChildTimedOut(program=os.path.basename(str(argv[0])),
-                                timeout=timeout)
+            raise ChildTimeoutError(program=os.path.basename(str(argv[0])),
+                                    timeout=timeout)
     finally:
         _kill_group(proc)
         for pipe in (proc.stdout, proc.stderr):

@@ -35,7 +35,7 @@ import os
 
 from oslo_log import log as logging
 
-from trove_upgrade.agent.strategies import exceptions as strategy_exc
+from trove_upgrade.agent.strategies import exception as strategy_exc
 from trove_upgrade.package_format import payload_ranges
 
 LOG = logging.getLogger(__name__)
@@ -66,7 +66,7 @@ def download(strategy, location, manifest, held, payload_path):
         size = strategy.fetch_ranges(
             location, [(r.start, r.length) for r in ranges],
             payload_path + RANGES_SUFFIX)
-    except strategy_exc.RangesNotServed as e:
+    except strategy_exc.RangesNotServedError as e:
         LOG.warning('Downloading the whole package instead: %s', e)
         return None
     LOG.info('Fetched %d of the %d wheels of %s (%d of %d bytes); the '

@@ -13,7 +13,7 @@
 
 Trove's guest configuration, a guest agent's virtualenv and its systemd
 unit are files on the tenant's instance. Whatever is in their place, a
-reader gets the text or :class:`UnreadableFile` with a bounded reason:
+reader gets the text or :class:`UnreadableFileError` with a bounded reason:
 
 * a FIFO or a device (``/dev/zero``) would block or never end: only
   regular files are read, opened non-blocking;
@@ -35,14 +35,14 @@ import os
 import stat
 
 from trove_upgrade.common import exception
-from trove_upgrade.common import package_exceptions as package_exc
+from trove_upgrade.common import exception as package_exc
 from trove_upgrade.package_format import writeback
 
 MAX_TEXT_FILE_SIZE = 1024 * 1024
 MAX_REASON_LENGTH = 500
 
 
-class UnreadableFile(exception.TroveUpgradeException):
+class UnreadableFileError(exception.TroveUpgradeError):
     """The file is missing, not a regular file, too big or not text."""
 
     def __init__(self, path, reason):
@@ -60,25 +60,25 @@ def read_text(path, limit=MAX_TEXT_FILE_SIZE):
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as e:
-        raise UnreadableFile(path, e.strerror or str(e))
+        raise UnreadableFileError(path, e.strerror or str(e))
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise UnreadableFile(path, 'not a regular file')
+            raise UnreadableFileError(path, 'not a regular file')
         os.set_blocking(fd, True)
         with os.fdopen(fd, 'rb', closefd=False) as f:
             data = f.read(limit + 1)
     except OSError as e:
-        raise UnreadableFile(path, e.strerror or str(e))
+        raise UnreadableFileError(path, e.strerror or str(e))
     finally:
         os.close(fd)
     if len(data) > limit:
-        raise UnreadableFile(path, 'larger than %d bytes' % limit)
+        raise UnreadableFileError(path, 'larger than %d bytes' % limit)
     try:
         text = data.decode('utf-8')
     except UnicodeDecodeError as e:
-        raise UnreadableFile(path, 'not UTF-8 text (byte %d)' % e.start)
+        raise UnreadableFileError(path, 'not UTF-8 text (byte %d)' % e.start)
     if '\x00' in text:
-        raise UnreadableFile(path, 'holds a NUL byte')
+        raise UnreadableFileError(path, 'holds a NUL byte')
     return text
 
 

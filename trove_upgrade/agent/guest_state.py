@@ -41,7 +41,7 @@ UNKNOWN = 'unknown'
 STATE_LIMIT = 256
 
 
-class GuestStateError(exception.TroveUpgradeException):
+class GuestStateError(exception.TroveUpgradeError):
     """The guest state could not be read."""
 
 
@@ -89,7 +89,7 @@ class CommandStateProvider:
         try:
             proc = child_process.run(self.argv, self.timeout,
                                      head=STATE_LIMIT)
-        except (OSError, child_process.ChildTimedOut) as e:
+        except (OSError, child_process.ChildTimeoutError) as e:
             raise GuestStateError('guest state command failed: %s' % e)
         if proc.returncode != 0:
             raise GuestStateError(

@@ -50,10 +50,10 @@ import time
 from oslo_log import log as logging
 
 from trove_upgrade.agent import child_process
+from trove_upgrade.agent import init_system
 from trove_upgrade.agent import install
 from trove_upgrade.agent import journal as journal_mod
 from trove_upgrade.agent import pause_hook
-from trove_upgrade.agent import service_manager
 from trove_upgrade.common import exception
 from trove_upgrade.common import rpc_interface
 
@@ -69,7 +69,7 @@ AGENT_LOCK = 'agent.lock'
 _spawned = []
 
 
-class HandoverError(exception.TroveUpgradeException):
+class HandoverError(exception.TroveUpgradeError):
     """The agent's service could not be restarted."""
 
 
@@ -178,10 +178,10 @@ class AgentRestarter:
             self.systemctl = shlex.split(agent.systemctl_command)
         elif self.kind == 'supervisord':
             if agent.supervisord_serverurl:
-                self.driver = service_manager.SupervisordRpcDriver(
+                self.driver = init_system.SupervisordRpcDriver(
                     name, agent.supervisord_serverurl, agent.stop_timeout)
             else:
-                self.driver = service_manager.SupervisordDriver(
+                self.driver = init_system.SupervisordDriver(
                     name, agent.supervisorctl_command)
 
     def agent_pid(self):
@@ -236,7 +236,7 @@ class AgentRestarter:
         while time.monotonic() < deadline:
             try:
                 pid = self._service_pid()
-            except service_manager.ServiceManagerError:
+            except init_system.InitSystemError:
                 pid = None
             if pid and pid != old and where in _cmdline(pid):
                 return
@@ -248,7 +248,7 @@ class AgentRestarter:
         argv = self.systemctl + [action, self.unit]
         try:
             proc = child_process.run(argv, timeout=120, merge_stderr=True)
-        except (child_process.ChildTimedOut, OSError) as e:
+        except (child_process.ChildTimeoutError, OSError) as e:
             raise HandoverError('%s: %s' % (shlex.join(argv), e))
         if proc.returncode != 0:
             raise HandoverError('%s exited with %d: %s' % (

@@ -55,7 +55,7 @@ from oslo_log import log as logging
 from trove_upgrade.agent import child_process
 from trove_upgrade.agent import venv_build
 from trove_upgrade.agent import wheel_store
-from trove_upgrade.common import package_exceptions as package_exc
+from trove_upgrade.common import exception as package_exc
 from trove_upgrade.package_format import wheels as wheels_mod
 from trove_upgrade.package_format import writeback
 
@@ -113,7 +113,7 @@ def run_health_command(command, install_dir, phase, timeout):
     try:
         proc = child_process.run(argv, timeout, merge_stderr=True, env=env,
                                  cwd=install_dir)
-    except child_process.ChildTimedOut:
+    except child_process.ChildTimeoutError:
         return '%s after %.1fs' % (HEALTH_TIMED_OUT, timeout)
     except OSError as e:
         return 'health command cannot run: %s' % e

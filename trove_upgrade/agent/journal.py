@@ -47,7 +47,7 @@ FORMAT = 1
 PROCESSED_LIMIT = 1000
 
 
-class JournalError(exception.TroveUpgradeException):
+class JournalError(exception.TroveUpgradeError):
     """The journal cannot be read; the agent must not guess its state."""
 
 

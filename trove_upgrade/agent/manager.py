@@ -62,9 +62,9 @@ from trove_upgrade.agent import install
 from trove_upgrade.agent import journal as journal_mod
 from trove_upgrade.agent import self_upgrade
 from trove_upgrade.agent import strategies
-from trove_upgrade.agent.strategies import exceptions as strategy_exc
+from trove_upgrade.agent.strategies import exception as strategy_exc
 from trove_upgrade.common import exception
-from trove_upgrade.common import package_exceptions as package_exc
+from trove_upgrade.common import exception as package_exc
 from trove_upgrade.common import rpc_interface
 from trove_upgrade.common import sealing
 from trove_upgrade.common import states
@@ -158,7 +158,7 @@ class JournalReplayCache(sealing.ReplayCache):
             seen = data['seen_messages']
             sealing.prune(seen, now)
             if message_id in seen:
-                raise sealing.ReplayedMessage(
+                raise sealing.ReplayedMessageError(
                     'message %s was already accepted' % message_id)
             seen[message_id] = expires_at
 
@@ -197,7 +197,7 @@ class AgentManager:
             # Nothing can be recorded or reported under it: the journal's
             # keys and the conductor's lookups take strings only.
             LOG.warning('Refused upgrade message: %s',
-                        exception.InvalidUpgradeId(
+                        exception.InvalidUpgradeIdError(
                             upgrade_id=package_exc.quoted(upgrade_id)))
             return
         if self.keyring is not None:
@@ -211,7 +211,7 @@ class AgentManager:
                                     self.conf.agent.seal_max_age,
                                     self.replay_cache)
             except (sealing.SealError, journal_mod.JournalError,
-                    exception.MalformedMessage) as e:
+                    exception.MalformedMessageError) as e:
                 # Unsealed, the instance id is anyone's, of any size.
                 LOG.warning('Refused upgrade message (upgrade id %s, '
                             'instance %s): %s: %s', upgrade_id,

@@ -27,7 +27,7 @@ import re
 
 from oslo_log import log as logging
 
-from trove_upgrade.common import package_exceptions as package_exc
+from trove_upgrade.common import exception as package_exc
 from trove_upgrade.common import rpc_interface
 from trove_upgrade.common import sealing
 

@@ -62,7 +62,7 @@ from trove_upgrade.agent import supervisor as supervisor_mod
 from trove_upgrade.agent import trove_health as trove_health_mod
 from trove_upgrade.agent import untrusted
 from trove_upgrade.common import exception
-from trove_upgrade.common import package_exceptions as package_exc
+from trove_upgrade.common import exception as package_exc
 from trove_upgrade.common import states
 
 LOG = logging.getLogger(__name__)
@@ -80,7 +80,7 @@ BEFORE_SWITCH = (ACCEPTED, DOWNLOADING, VERIFYING, INSTALLING)
 WORK_DIR = 'work'
 
 
-class UpgradeFailed(exception.TroveUpgradeException):
+class UpgradeStepError(exception.TroveUpgradeError):
     """A step before the switch failed; the reason is the message."""
 
     def __init__(self, reason):
@@ -137,7 +137,7 @@ class UpgradePipeline:
                 data, upgrade['id'], state, detail,
                 upgrade['from_version'], upgrade['to_version'])
         # An id that makes no path had no work directory.
-        with contextlib.suppress(exception.InvalidUpgradeId):
+        with contextlib.suppress(exception.InvalidUpgradeIdError):
             shutil.rmtree(self._work_dir(upgrade), ignore_errors=True)
         LOG.info('Upgrade %s: %s: %s', upgrade['id'], state, detail)
 
@@ -147,11 +147,11 @@ class UpgradePipeline:
     def _work_dir(self, upgrade):
         """The upgrade's directory; the id is checked where it becomes a path.
 
-        :raises: InvalidUpgradeId: an id of ``/etc`` made the work
+        :raises: InvalidUpgradeIdError: an id of ``/etc`` made the work
             directory ``/etc``, removed and made again as root.
         """
         if not uuidutils.is_uuid_like(upgrade['id']):
-            raise exception.InvalidUpgradeId(
+            raise exception.InvalidUpgradeIdError(
                 upgrade_id=package_exc.quoted(upgrade['id']))
         return os.path.join(self.work_root, upgrade['id'])
 
@@ -212,7 +212,7 @@ class UpgradePipeline:
             return states.SUCCESS
         try:
             self._before_switch(upgrade)
-        except (UpgradeFailed, exception.InvalidUpgradeId) as e:
+        except (UpgradeStepError, exception.InvalidUpgradeIdError) as e:
             self._fail_before_switch(upgrade, str(e))
             return states.FAILED
         return self._after_switch(upgrade)
@@ -271,8 +271,9 @@ class UpgradePipeline:
                        % (upgrade['location'], upgrade['strategy']))
         self._checkpoint('downloading')
         if self.verifier is None:
-            raise UpgradeFailed('no trusted keys are configured: set [agent] '
-                                'trusted_key_files and decryption_key_files')
+            raise UpgradeStepError(
+                'no trusted keys are configured: set [agent] '
+                'trusted_key_files and decryption_key_files')
         try:
             fetched = self.steps.download(upgrade, work)
             self._set_step(upgrade, VERIFYING, states.VERIFYING,
@@ -281,9 +282,9 @@ class UpgradePipeline:
                            % (fetched['size'], fetched['kept']))
             self._checkpoint('verifying')
             result = self.steps.verify(upgrade, work)
-        except untrusted.StepFailed as e:
+        except untrusted.StepError as e:
             shutil.rmtree(work, ignore_errors=True)
-            raise UpgradeFailed(str(e))
+            raise UpgradeStepError(str(e))
         wheels = result['wheels']
         command = result['health_command'] or self.conf.agent.health_command
         timeout = result['health_timeout'] or self.conf.agent.health_timeout
@@ -297,7 +298,7 @@ class UpgradePipeline:
                                   health_timeout=timeout,
                                   console_script=result['console_script'])
         except install.InstallError as e:
-            raise UpgradeFailed('install failed: %s' % e)
+            raise UpgradeStepError('install failed: %s' % e)
 
     def _fail_before_switch(self, upgrade, reason):
         version = upgrade['to_version']
@@ -396,7 +397,7 @@ class UpgradePipeline:
             LOG.warning('Upgrade %s: rolling back to %s: %s', upgrade['id'],
                         good, e)
             failure = guest_files.bounded(
-                str(e) if isinstance(e, exception.TroveUpgradeException)
+                str(e) if isinstance(e, exception.TroveUpgradeError)
                 else reasons.of_error(e))
         self._finish(upgrade, states.FAILED, '%s; %s' % (
             reason, self._rollback_outcome(good, failure)))

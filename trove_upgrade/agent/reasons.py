@@ -22,7 +22,7 @@ at most :data:`MAX_ERROR_LINE` characters. The whole text stays in the
 other process's own log.
 """
 
-from trove_upgrade.common import package_exceptions as package_exc
+from trove_upgrade.common import exception as package_exc
 
 MAX_ERROR_LINE = 300
 # oslo.messaging names the class it makes for a remote exception so.

@@ -48,7 +48,7 @@ from trove_upgrade.agent import handover
 from trove_upgrade.agent import install
 from trove_upgrade.agent import pause_hook
 from trove_upgrade.agent import pipeline as pipeline_mod
-from trove_upgrade.common import package_exceptions as package_exc
+from trove_upgrade.common import exception as package_exc
 from trove_upgrade.common import rpc_interface
 from trove_upgrade.common import states
 from trove_upgrade import version as version_mod

@@ -43,6 +43,7 @@ from oslo_service import service
 
 from trove_upgrade.agent import adopt
 from trove_upgrade.agent import guest_state
+from trove_upgrade.agent import init_system
 from trove_upgrade.agent import install
 from trove_upgrade.agent import journal as journal_mod
 from trove_upgrade.agent import manager as manager_mod
@@ -50,7 +51,6 @@ from trove_upgrade.agent import nova_metadata
 from trove_upgrade.agent import outbox as outbox_mod
 from trove_upgrade.agent import pipeline as pipeline_mod
 from trove_upgrade.agent import self_upgrade
-from trove_upgrade.agent import service_manager
 from trove_upgrade.agent import trove_guest
 from trove_upgrade.agent import trove_health
 from trove_upgrade.agent import unprivileged
@@ -59,7 +59,7 @@ from trove_upgrade.agent import verifier as verifier_mod
 from trove_upgrade.common import conductor_rpcapi as conductor_rpcapi
 from trove_upgrade.common import context as tu_context
 from trove_upgrade.common import exception
-from trove_upgrade.common import package_exceptions as package_exc
+from trove_upgrade.common import exception as package_exc
 from trove_upgrade.common import rpc
 from trove_upgrade.common import rpc_interface
 from trove_upgrade.common import sealing
@@ -72,7 +72,7 @@ AGENT_LOCK = 'agent.lock'
 OWNER_WAIT = 30
 
 
-class AgentConfigError(exception.TroveUpgradeException):
+class AgentConfigError(exception.TroveUpgradeError):
     """The agent's configuration cannot work; it refuses to start."""
 
 
@@ -194,7 +194,7 @@ class AgentService(service.Service):
                 'trove-upgrade-adopt to finish it' % agent.install_root)
         self.installs = install.InstallRoot(agent.install_root,
                                             self.journal.lock)
-        self.supervisor = service_manager.load(
+        self.supervisor = init_system.load(
             conf, self.installs, probe=trove_probe(conf, self.trove_guest))
         self.state_provider = guest_state.load(conf)
         verifier = build_verifier(conf)
@@ -363,7 +363,7 @@ class AgentService(service.Service):
             else:
                 self.conductor_api.heartbeat(self.context, **info)
         except (messaging.MessagingException, messaging.MessageUndeliverable,
-                exception.TroveUpgradeException) as e:
+                exception.TroveUpgradeError) as e:
             # MessageUndeliverable says nothing of itself.
             reason = '%s: %s' % (type(e).__name__, str(e) or 'no conductor '
                                  'listens on its topic')

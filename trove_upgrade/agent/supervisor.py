@@ -51,7 +51,7 @@ _POLL = 0.05
 _EXIT_POLL = 0.005
 
 
-class GuestStartError(exception.TroveUpgradeException):
+class GuestStartError(exception.TroveUpgradeError):
     """The guest agent did not start or did not become healthy."""
 
 
@@ -96,7 +96,7 @@ class GuestSupervisor:
                         record['version'])}
         # RecursionError: JSON nested thousands deep; OverflowError: a
         # pid of 1e999.
-        except (guest_files.UnreadableFile, ValueError, KeyError,
+        except (guest_files.UnreadableFileError, ValueError, KeyError,
                 TypeError, RecursionError, OverflowError,
                 install.InstallError):
             return None

@@ -49,7 +49,7 @@ from trove_upgrade.agent import reasons
 from trove_upgrade.agent import supervisor as supervisor_mod
 from trove_upgrade.agent import trove_secure_rpc
 from trove_upgrade.common import exception
-from trove_upgrade.common import package_exceptions as package_exc
+from trove_upgrade.common import exception as package_exc
 
 LOG = logging.getLogger(__name__)
 
@@ -82,7 +82,7 @@ rpc_ping_enabled = True
 """
 
 
-class TroveGuestConfigError(exception.TroveUpgradeException):
+class TroveGuestConfigError(exception.TroveUpgradeError):
     """Trove's guest configuration exists but cannot be read."""
 
     def __init__(self, message):
@@ -109,7 +109,7 @@ class TroveGuestConfig:
         try:
             texts = [(os.path.basename(path), guest_files.read_text(path))
                      for path in self.files]
-        except guest_files.UnreadableFile as e:
+        except guest_files.UnreadableFileError as e:
             raise TroveGuestConfigError(
                 'cannot read Trove\'s guest configuration: %s' % e)
         self.conf = cfg.ConfigOpts()
@@ -230,7 +230,7 @@ def write_managed_config(config_dir):
     try:
         if guest_files.read_text(path, len(MANAGED_TEXT)) == MANAGED_TEXT:
             return False
-    except guest_files.UnreadableFile:
+    except guest_files.UnreadableFileError:
         pass
     try:
         guest_files.write_text(path, MANAGED_TEXT)
@@ -291,7 +291,7 @@ class RpcPing:
             return ('the guest agent did not answer %s on topic %s within '
                     '%.1fs' % (PING_METHOD, self.target.topic,
                                self.timeout))
-        except trove_secure_rpc.UnreadableMessage as e:
+        except trove_secure_rpc.UnreadableMessageError as e:
             return supervisor_mod.Refused(
                 'the guest agent on topic %s answered %s, but the instance '
                 'key (instance_rpc_encr_key) cannot read the reply (%s): the '

@@ -35,7 +35,7 @@ The format encrypts but does not authenticate (CBC without a MAC): it keeps
 the traffic private, it does not prove who sent it; trove-upgrade's own
 messages are sealed (``trove_upgrade.common.sealing``). Trove's serializer
 passes through what does not decrypt; this one refuses it
-(:class:`UnreadableMessage`), so a guest agent running with another key is
+(:class:`UnreadableMessageError`), so a guest agent running with another key is
 named as such rather than answering gibberish.
 """
 
@@ -51,7 +51,7 @@ CONTEXT_FIELD = 'context'
 _TROVE_CONTEXT_FIELDS = ('limit', 'marker', 'service_catalog')
 
 
-class UnreadableMessage(trove_crypto.TroveCryptoError):
+class UnreadableMessageError(trove_crypto.TroveCryptoError):
     """A message is not in Trove's secure format for this key."""
 
 
@@ -61,17 +61,18 @@ def dumps(value, key, iv=None):
 
 
 def loads(encoded, key):
-    """The value of one entity; UnreadableMessage when it is not one."""
+    """The value of one entity; UnreadableMessageError when it is not one."""
     try:
         text = trove_crypto.decrypt(encoded, key).decode('utf-8')
     except trove_crypto.TroveCryptoError as e:
-        raise UnreadableMessage('it %s' % e)
+        raise UnreadableMessageError('it %s' % e)
     except UnicodeDecodeError:
-        raise UnreadableMessage('it decrypts to no UTF-8 text with this key')
+        raise UnreadableMessageError(
+            'it decrypts to no UTF-8 text with this key')
     try:
         return json.loads(text)
     except ValueError:
-        raise UnreadableMessage('it decrypts to no JSON with this key')
+        raise UnreadableMessageError('it decrypts to no JSON with this key')
 
 
 def trove_context():
@@ -117,6 +118,6 @@ class SecureSerializer(serializer.Serializer):
     def deserialize_context(self, ctxt):
         if self.key is not None:
             if not isinstance(ctxt, dict) or CONTEXT_FIELD not in ctxt:
-                raise UnreadableMessage('the context is not encrypted')
+                raise UnreadableMessageError('the context is not encrypted')
             ctxt = loads(ctxt[CONTEXT_FIELD], self.key)
         return self.base.deserialize_context(ctxt)

@@ -52,7 +52,7 @@ BACKUP_SUFFIX = '.trove-upgrade-undo'
 MAX_LOG_SIZE = 64 * 1024
 
 
-class UndoLogError(exception.TroveUpgradeException):
+class UndoLogError(exception.TroveUpgradeError):
     """The log cannot be read or a path cannot be put back."""
 
     def __init__(self, message):
@@ -101,7 +101,8 @@ class UndoLog:
         try:
             data = json.loads(guest_files.read_text(self.path, MAX_LOG_SIZE))
         # RecursionError: JSON nested thousands deep.
-        except (guest_files.UnreadableFile, ValueError, RecursionError) as e:
+        except (guest_files.UnreadableFileError, ValueError,
+                RecursionError) as e:
             raise UndoLogError('cannot read the undo log: %s' % e)
         if not isinstance(data, dict):
             data = {}

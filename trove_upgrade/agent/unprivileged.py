@@ -41,11 +41,11 @@ _PR_SET_DUMPABLE = 4
 _COPY_SIZE = 1024 * 1024
 
 
-class UntrustedUserError(exception.TroveUpgradeException):
+class UntrustedUserError(exception.TroveUpgradeError):
     msg_fmt = '[agent] untrusted_user %(user)s cannot be used: %(reason)s'
 
 
-class TakeOverError(exception.TroveUpgradeException):
+class TakeOverError(exception.TroveUpgradeError):
     msg_fmt = 'refused %(path)s from the unprivileged step: %(reason)s'
 
 

@@ -22,7 +22,7 @@ the agent's configuration files, and kills the whole session when
 as soon as the agent stops (:class:`StepStopped`). The
 child writes its answer, a small JSON document, to a file in its
 directory; a child that dies without one failed too. Whatever happens,
-the step ends in :class:`StepFailed` with a bounded reason.
+the step ends in :class:`StepError` with a bounded reason.
 
 The child works in ``<work>/fetch``, which belongs to ``[agent]
 untrusted_user``: it reads its keys, settings and secrets as root, then
@@ -55,9 +55,9 @@ from oslo_log import log as logging
 from trove_upgrade.agent import delta
 from trove_upgrade.agent import guest_files
 from trove_upgrade.agent import reasons
-from trove_upgrade.agent.strategies import exceptions as strategy_exc
+from trove_upgrade.agent.strategies import exception as strategy_exc
 from trove_upgrade.agent import unprivileged
-from trove_upgrade.common import package_exceptions as package_exc
+from trove_upgrade.common import exception as package_exc
 from trove_upgrade.package_format import manifest as manifest_mod
 
 LOG = logging.getLogger(__name__)
@@ -88,7 +88,7 @@ _IMPORTED_ON_FIRST_USE = ('_strptime', 'encodings.idna', 'netrc',
                           'stringprep')
 
 
-class StepFailed(Exception):
+class StepError(package_exc.TroveUpgradeError):
     """The step refused the package or failed; the message says why."""
 
     def __init__(self, reason):
@@ -120,7 +120,7 @@ def describe(exc):
 
 
 class InProcessSteps:
-    """Download and verify in this process; errors become StepFailed.
+    """Download and verify in this process; errors become StepError.
 
     ``store`` (a WheelStore) holds the wheels not to fetch; the child is
     given their SHA-256 (``held``) instead.
@@ -173,7 +173,7 @@ class InProcessSteps:
                                                  manifest.payload.size),
                           'kept': 0}
         except Exception as e:
-            raise StepFailed(describe(e))
+            raise StepError(describe(e))
         return result
 
     def verify(self, upgrade, work, held=None):
@@ -198,9 +198,9 @@ class InProcessSteps:
                 wheels = delta.take_kept(self.store, manifest, dest)
             command, timeout = self.verifier.health_check(manifest)
         except delta.KeptWheelMissing as e:
-            raise StepFailed(str(e))
+            raise StepError(str(e))
         except Exception as e:
-            raise StepFailed(describe(e))
+            raise StepError(describe(e))
         guest_agent = manifest.guest_agent
         return {'wheels': wheels, 'health_command': command,
                 'health_timeout': timeout,
@@ -261,10 +261,10 @@ class ChildProcessSteps:
         try:
             return self._take_over(upgrade, work)
         except unprivileged.TakeOverError as e:
-            raise StepFailed('the verified package was not taken over: %s'
-                             % e)
+            raise StepError('the verified package was not taken over: %s'
+                            % e)
         except (package_exc.PackageError, OSError) as e:
-            raise StepFailed(describe(e))
+            raise StepError(describe(e))
 
     def _take_over(self, upgrade, work):
         """Root's copy of the wheels the signed manifest names, checked.
@@ -304,7 +304,7 @@ class ChildProcessSteps:
         try:
             wheels = delta.take_kept(self.store, manifest, dest)
         except delta.KeptWheelMissing as e:
-            raise StepFailed(str(e))
+            raise StepError(str(e))
         command, timeout = self.verifier.health_check(manifest)
         guest_agent = manifest.guest_agent
         return {'wheels': wheels, 'health_command': command,
@@ -334,8 +334,8 @@ class ChildProcessSteps:
             proc.communicate(request.encode(), timeout=timeout)
         except subprocess.TimeoutExpired:
             self._forget(proc)
-            raise StepFailed('the %s step did not finish in %gs and was '
-                             'stopped' % (step, timeout))
+            raise StepError('the %s step did not finish in %gs and was '
+                            'stopped' % (step, timeout))
         except BaseException:
             self._forget(proc)
             raise
@@ -384,10 +384,10 @@ def _read_result(path, step, returncode):
     if not isinstance(result, dict) or not (
             _has_shape(result.get('ok'), _RESULT_SHAPES[step])
             or isinstance(result.get('failed'), str)):
-        raise StepFailed('the %s step ended without a result (exit status '
-                         '%s)%s' % (step, returncode, _full_disk(path)))
+        raise StepError('the %s step ended without a result (exit status '
+                        '%s)%s' % (step, returncode, _full_disk(path)))
     if 'failed' in result:
-        raise StepFailed(package_exc.bounded(result['failed']))
+        raise StepError(package_exc.bounded(result['failed']))
     return result['ok']
 
 
@@ -477,7 +477,7 @@ def main():
         run = getattr(steps, request['step'])
         result = {'ok': run(request['upgrade'], work,
                             held=request.get('held', []))}
-    except StepFailed as e:
+    except StepError as e:
         result = {'failed': str(e)}
     except Exception as e:
         result = {'failed': describe(e)}

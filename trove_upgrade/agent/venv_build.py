@@ -63,7 +63,7 @@ UV_LINK_MODE = 'hardlink'
 COMPILE_LIST = '.trove-upgrade-compile'
 
 
-class InstallError(exception.TroveUpgradeException):
+class InstallError(exception.TroveUpgradeError):
     """A new install could not be built or did not pass its checks."""
 
 
@@ -187,7 +187,7 @@ class VenvBuilder:
         try:
             proc = child_process.run(argv, self.pip_timeout,
                                      merge_stderr=True, cwd=dest, env=env)
-        except child_process.ChildTimedOut:
+        except child_process.ChildTimeoutError:
             raise InstallError('%s timed out after %ss'
                                % (what, self.pip_timeout))
         except OSError as e:
@@ -257,7 +257,7 @@ class VenvBuilder:
                 [os.path.join(dest, 'bin', 'python'), '-I', '-c',
                  'import sys; print(sys.implementation.cache_tag)'],
                 self.pip_timeout, cwd=dest)
-        except (child_process.ChildTimedOut, OSError) as e:
+        except (child_process.ChildTimeoutError, OSError) as e:
             raise InstallError('the new install has no usable interpreter: '
                                '%s' % e)
         tag = proc.stdout.tail.strip()
@@ -282,7 +282,7 @@ class VenvBuilder:
         try:
             proc = child_process.run(argv, self.pip_timeout,
                                      merge_stderr=True, cwd=dest)
-        except child_process.ChildTimedOut:
+        except child_process.ChildTimeoutError:
             raise InstallError('compiling byte code timed out after %ss'
                                % self.pip_timeout)
         except OSError as e:

@@ -15,7 +15,7 @@
 from oslo_log import log as logging
 
 from trove_upgrade.api import util
-from trove_upgrade.db import errors as db_errors
+from trove_upgrade.db import exception as db_errors
 
 LOG = logging.getLogger(__name__)
 

@@ -37,7 +37,7 @@ from oslo_log import log as logging
 from oslo_middleware.healthcheck import pluginbase
 
 from trove_upgrade.db import common as db_common
-from trove_upgrade.db import errors as db_errors
+from trove_upgrade.db import exception as db_errors
 
 LOG = logging.getLogger(__name__)
 

@@ -112,7 +112,7 @@ class wsgify(webob.dec.wsgify):
         try:
             return super().call_func(req, *args, **kwargs)
         except (webob.exc.HTTPException,
-                exception.TroveUpgradeException) as err:
+                exception.TroveUpgradeError) as err:
             return _error_response_of(req, err)
         except webob.request.DisconnectionError:
             return _error_response_of(req, webob.exc.HTTPBadRequest(
@@ -136,7 +136,7 @@ def passing_on(check):
         try:
             application = check(self, req)
         except (webob.exc.HTTPException,
-                exception.TroveUpgradeException) as err:
+                exception.TroveUpgradeError) as err:
             application = _error_response_of(req, err)
         return application(environ, start_response)
     return __call__

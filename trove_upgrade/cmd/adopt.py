@@ -38,10 +38,10 @@ import sys
 from oslo_config import cfg
 
 from trove_upgrade.agent import adopt
+from trove_upgrade.agent import init_system
 from trove_upgrade.agent import install
 from trove_upgrade.agent import journal as journal_mod
 from trove_upgrade.agent import service as agent_service
-from trove_upgrade.agent import service_manager
 from trove_upgrade.cmd import short_lived
 from trove_upgrade import conf
 from trove_upgrade import version
@@ -86,7 +86,7 @@ def main(argv=None):
         installs = install.InstallRoot(agent.install_root, journal.lock)
         supervisor = None
         if agent.service_manager != 'builtin':
-            supervisor = service_manager.load(CONF, installs)
+            supervisor = init_system.load(CONF, installs)
         trove_config_dir = None
         if (guest is not None and CONF.trove_guest.manage_rpc_ping
                 and guest.guest_id):
@@ -96,11 +96,11 @@ def main(argv=None):
             version=CONF.guest_version, supervisor=supervisor,
             program_link=agent.guest_program_link,
             trove_config_dir=trove_config_dir)
-    except (adopt.AdoptionError, install.InstallError,
-            service_manager.ServiceManagerError) as e:
+    except (adopt.AdoptionRefusedError, install.InstallError,
+            init_system.InitSystemError) as e:
         print('%s: refused: %s' % (PROG, e), file=sys.stderr)
         return 1
-    except (adopt.AdoptionFailed, OSError) as e:
+    except (adopt.AdoptionStepError, OSError) as e:
         print('%s: error: %s' % (PROG, e), file=sys.stderr)
         return 2
     finally:

@@ -64,7 +64,7 @@ def main(argv=None):
     try:
         rpc.check_transport_url()
         agent = agent_service.AgentService(CONF)
-    except (exception.TroveUpgradeException, OSError) as e:
+    except (exception.TroveUpgradeError, OSError) as e:
         reason = str(e)
     else:
         reason = None

@@ -51,7 +51,7 @@ def main(argv=None):
             max_connections=conf.api.max_connections,
             max_body_size=conf.api.max_request_body_size)
         migration.check_schema_at_start(conf.database.connection)
-    except (cfg.Error, exception.TroveUpgradeException, OSError,
+    except (cfg.Error, exception.TroveUpgradeError, OSError,
             ValueError) as e:
         # An option value, the policy file, the database URL, the
         # address, the schema: named in one line rather than a traceback.

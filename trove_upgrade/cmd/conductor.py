@@ -57,7 +57,7 @@ def main(argv=None):
         CONF.log_opt_values(LOG, logging.DEBUG)
         db_common.check_connection_url(CONF.database.connection)
         migration.check_schema_at_start(CONF.database.connection)
-    except (cfg.Error, exception.Invalid) as e:
+    except (cfg.Error, exception.InvalidInputError) as e:
         reason = str(e)
     else:
         reason = None

@@ -52,7 +52,7 @@ from oslo_utils import uuidutils
 from trove_upgrade.cmd import short_lived
 from trove_upgrade.common import context as tu_context
 from trove_upgrade.common import exception
-from trove_upgrade.common import package_exceptions as package_exc
+from trove_upgrade.common import exception as package_exc
 from trove_upgrade.common import sealing
 from trove_upgrade import conf
 from trove_upgrade.db import common as db_common
@@ -279,7 +279,7 @@ def main(argv=None):
     except alembic_util.CommandError as exc:
         print('Migration error: %s' % exc, file=sys.stderr)
         return 1
-    except exception.TroveUpgradeException as exc:
+    except exception.TroveUpgradeError as exc:
         print('Error: %s' % exc, file=sys.stderr)
         return 1
     except cfg.Error as exc:

@@ -307,7 +307,7 @@ class Checks(upgradecheck.UpgradeCommands):
         try:
             cap = release_mappings.resolve_version_cap(
                 'agent', value, auto=lambda: None)
-        except exception.InvalidRPCVersionCap as exc:
+        except exception.InvalidRPCVersionCapError as exc:
             return _result(FAILURE, '%s trove-upgrade-api refuses to start '
                                     'with it.' % exc)
         if value == release_mappings.AUTO:

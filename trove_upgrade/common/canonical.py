@@ -23,7 +23,7 @@ and another to a different parser, so :func:`loads` accepts only bytes that
 
 import json
 
-from trove_upgrade.common import package_exceptions as exceptions
+from trove_upgrade.common import exception as exceptions
 
 # Sizes fit in 20 digits; longer numbers are refused before int() sees them.
 MAX_INT_DIGITS = 20

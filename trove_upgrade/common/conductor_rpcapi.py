@@ -25,7 +25,7 @@ An agent that holds its instance's keys seals every message with them
 claim or report in its name. From version 1.3 it calls expecting the
 answer sealed with its key and bound to the call (``sealing.open_reply``),
 so that nobody else on the bus can answer in a conductor's name; an
-answer that does not open raises ReplyNotAuthenticated.
+answer that does not open raises ReplyNotAuthenticatedError.
 """
 
 import oslo_messaging as messaging
@@ -130,7 +130,7 @@ class ConductorAPI:
         cctxt = self.client.prepare(version=version)
         try:
             answer = getattr(cctxt, kind)(context, method, **kwargs)
-        except exception.TroveUpgradeException as e:
+        except exception.TroveUpgradeError as e:
             raise rpc.without_remote_traceback(e) from None
         if kind == 'call' and sealed is not None and (
                 rpc_interface.seals_replies(version)):
@@ -138,7 +138,7 @@ class ConductorAPI:
                 return sealing.open_reply(self.keyring, method, sealed,
                                           answer)
             except sealing.SealError as e:
-                raise exception.ReplyNotAuthenticated(
+                raise exception.ReplyNotAuthenticatedError(
                     method=method, instance_id=self.keyring.instance_id,
                     reason='%s: %s' % (type(e).__name__, e)) from None
         return answer
@@ -149,7 +149,8 @@ class ConductorAPI:
 
         :returns: the conductor's RPC API version, the highest the agent may
             send to it.
-        :raises: trove_upgrade.common.exception.Invalid when a field is
+        :raises: trove_upgrade.common.exception.InvalidInputError when a field
+        is
             malformed.
         """
         return self._send(context, 'register_agent', locals())

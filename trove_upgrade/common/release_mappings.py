@@ -62,7 +62,7 @@ def resolve_version_cap(service, value, auto=None):
     exceed what this code speaks (``2026.1`` looks like a version, but is
     a release this code does not know); ``auto`` is whatever ``auto()``
     returns, for a service whose peers report their versions. Anything
-    else raises ``InvalidRPCVersionCap``.
+    else raises ``InvalidRPCVersionCapError``.
     """
     if value == LATEST:
         return None
@@ -71,10 +71,10 @@ def resolve_version_cap(service, value, auto=None):
     if value in RELEASE_MAPPING:
         return RELEASE_MAPPING[value][service]
     if not is_version(value):
-        raise exception.InvalidRPCVersionCap(service=service, value=value)
+        raise exception.InvalidRPCVersionCapError(service=service, value=value)
     newest = RELEASE_MAPPING['master'][service]
     if version_key(value) > version_key(newest):
-        raise exception.InvalidRPCVersionCap(
+        raise exception.InvalidRPCVersionCapError(
             '[upgrade_levels] %s = %s is above %s, the newest %s RPC API '
             'version this code knows; a release name must be one of %s.'
             % (service, value, newest, service,

@@ -33,7 +33,7 @@ from oslo_messaging.rpc import server as rpc_server
 
 from trove_upgrade.common import context as tu_context
 from trove_upgrade.common import exception
-from trove_upgrade.common import package_exceptions as package_exc
+from trove_upgrade.common import exception as package_exc
 from trove_upgrade import conf
 from trove_upgrade import hosted_conf
 
@@ -151,7 +151,7 @@ class RequestContextSerializer(messaging.Serializer):
 
 @contextlib.contextmanager
 def _url_named(options):
-    """urllib's ValueError for a transport URL, as Invalid naming ``options``.
+    """urllib's ValueError for a transport URL, as InvalidInputError.
 
     oslo.messaging lets it through (``Invalid IPv6 URL`` for an unclosed
     ``[``, a port that is no number): the services ended in a traceback.
@@ -160,12 +160,13 @@ def _url_named(options):
     try:
         yield
     except (ValueError, messaging.InvalidTransportURL) as e:
-        raise exception.Invalid(reason='%s is not a transport URL: %s'
-                                % (options, e)) from None
+        raise exception.InvalidInputError(
+            reason='%s is not a transport URL: %s'
+            % (options, e)) from None
 
 
 def check_transport_url():
-    """Raise Invalid when ``[DEFAULT] transport_url`` cannot be parsed.
+    """Raise InvalidInputError when ``[DEFAULT] transport_url`` is bad.
 
     For a service's start: its transport is built in the process its
     launcher forks, which died of it and was forked again, for ever.
@@ -218,7 +219,7 @@ class RefusingDispatcher(dispatcher.RPCDispatcher):
     logged by oslo.messaging with a traceback or broke inside it: anyone
     on the bus could fill the log.
     Such a message is refused with one warning; a caller that waits gets
-    ``MalformedMessage`` (``NoSuchMethod``, ``UnsupportedVersion`` as
+    ``MalformedMessageError`` (``NoSuchMethod``, ``UnsupportedVersion`` as
     before).
     """
 
@@ -232,7 +233,7 @@ class RefusingDispatcher(dispatcher.RPCDispatcher):
         try:
             self._check(incoming.message)
             return super().dispatch(incoming)
-        except (exception.MalformedMessage, dispatcher.NoSuchMethod,
+        except (exception.MalformedMessageError, dispatcher.NoSuchMethod,
                 dispatcher.UnsupportedVersion) as e:
             # Logged once out of the except: oslo.log would repeat e.
             refused, reason = dispatcher.ExpectedException(), str(e)
@@ -243,7 +244,7 @@ class RefusingDispatcher(dispatcher.RPCDispatcher):
         method = message.get('method')
 
         def refuse(reason):
-            raise exception.MalformedMessage(
+            raise exception.MalformedMessageError(
                 method=package_exc.quoted(method), reason=reason)
         if not isinstance(method, str):
             refuse('the method is not a string')

@@ -200,12 +200,12 @@ class Interface:
         of them is binding (:class:`Method`) and holds a value, the
         message is refused instead.
 
-        :raises: ArgumentNeedsNewerVersion
+        :raises: ArgumentNeedsNewerVersionError
         """
         declared = self.methods[method]
         for name in declared.added_since(version) if version else ():
             if name in declared.binding and values.get(name) is not None:
-                raise exception.ArgumentNeedsNewerVersion(
+                raise exception.ArgumentNeedsNewerVersionError(
                     api=self.name, method=method, argument=name,
                     version=version)
         return {name: values[name]
@@ -219,7 +219,7 @@ class Interface:
         a message that cannot carry it (nobody sealed it), and refuses
         the message.
 
-        :raises: MalformedMessage
+        :raises: MalformedMessageError
         """
         self.check_version_arguments(method, version, [
             name for name in self.methods[method].added_since(version)
@@ -232,12 +232,12 @@ class Interface:
         When one of them was added after ``version``: a server takes an
         argument only from a message whose version has it.
 
-        :raises: MalformedMessage
+        :raises: MalformedMessageError
         """
         newer = set(self.methods[method].added_since(version))
         unknown = sorted(newer.intersection(names))
         if unknown:
-            raise exception.MalformedMessage(
+            raise exception.MalformedMessageError(
                 method=method, reason='%s came in a message of version %s, '
                 'which has no such argument' % (', '.join(unknown), version))
 

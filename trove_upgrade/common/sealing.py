@@ -57,7 +57,7 @@ from cryptography.hazmat.primitives.ciphers import aead
 
 from trove_upgrade.common import canonical
 from trove_upgrade.common import exception
-from trove_upgrade.common import package_exceptions as package_exc
+from trove_upgrade.common import exception as package_exc
 from trove_upgrade.common import secret_files
 
 FORMAT = 1
@@ -76,39 +76,39 @@ _ENVELOPE_FIELDS = ('format', 'instance_id', 'key_id', 'nonce', 'timestamp',
                     'message_id', 'version', 'ciphertext')
 
 
-class SealError(exception.TroveUpgradeException):
+class SealError(exception.TroveUpgradeError):
     """A message cannot be trusted; the receiver must not act on it."""
 
 
-class Unsealed(SealError):
+class UnsealedError(SealError):
     """The message carries no seal where one is required."""
 
 
-class MalformedSeal(SealError):
+class MalformedSealError(SealError):
     """The seal is not a seal of this format."""
 
 
-class UnknownKey(SealError):
+class UnknownKeyError(SealError):
     """The seal names a key the receiver does not hold."""
 
 
-class BadSeal(SealError):
+class BadSealError(SealError):
     """The tag does not verify: forged, or modified on the way."""
 
 
-class InstanceMismatch(SealError):
+class InstanceMismatchError(SealError):
     """The seal was made for another instance than the message's."""
 
 
-class StaleMessage(SealError):
+class StaleMessageError(SealError):
     """The seal is older (or newer) than the maximum age allows."""
 
 
-class ReplayedMessage(SealError):
+class ReplayedMessageError(SealError):
     """A message with this id was already accepted."""
 
 
-class ReplyMismatch(SealError):
+class ReplyMismatchError(SealError):
     """The sealed reply answers another call than the one made."""
 
 
@@ -147,7 +147,7 @@ def _unb64(text, what):
     try:
         return base64.b64decode(text.encode('ascii'), validate=True)
     except (AttributeError, UnicodeEncodeError, binascii.Error):
-        raise MalformedSeal('the %s is not base64' % what)
+        raise MalformedSealError('the %s is not base64' % what)
 
 
 class InstanceKeys:
@@ -204,18 +204,18 @@ def seal(keyring, method, version, direction, args, now=None):
 def _check_envelope(envelope):
     if not isinstance(envelope, dict) or set(envelope) != set(
             _ENVELOPE_FIELDS):
-        raise MalformedSeal('the seal must have exactly the fields %s'
-                            % ', '.join(sorted(_ENVELOPE_FIELDS)))
+        raise MalformedSealError('the seal must have exactly the fields %s'
+                                 % ', '.join(sorted(_ENVELOPE_FIELDS)))
     if envelope['format'] != FORMAT:
-        raise MalformedSeal('unknown seal format %s'
-                            % package_exc.quoted(envelope['format']))
+        raise MalformedSealError('unknown seal format %s'
+                                 % package_exc.quoted(envelope['format']))
     for name in ('instance_id', 'key_id', 'message_id', 'version'):
         if not isinstance(envelope[name], str) or not envelope[name]:
-            raise MalformedSeal('the seal %s must be a string' % name)
+            raise MalformedSealError('the seal %s must be a string' % name)
     timestamp = envelope['timestamp']
     if isinstance(timestamp, bool) or not isinstance(timestamp,
                                                      (int, float)):
-        raise MalformedSeal('the seal timestamp must be a number')
+        raise MalformedSealError('the seal timestamp must be a number')
     # NaN is never older than the maximum age, and an integer past the
     # floats' range cannot be compared with the time: no sealer makes one.
     try:
@@ -223,7 +223,7 @@ def _check_envelope(envelope):
     except OverflowError:
         finite = False
     if not finite:
-        raise MalformedSeal('the seal timestamp must be a finite time')
+        raise MalformedSealError('the seal timestamp must be a finite time')
 
 
 def check_without_key(envelope, method, instance_id, max_age, now=None):
@@ -233,20 +233,21 @@ def check_without_key(envelope, method, instance_id, max_age, now=None):
     a forged message (unsealed, malformed, for another instance, stale)
     costs it no read of its database.
 
-    :raises: Unsealed, MalformedSeal, InstanceMismatch or StaleMessage.
+    :raises: UnsealedError, MalformedSealError, InstanceMismatchError or
+    StaleMessageError.
     """
     if envelope is None:
-        raise Unsealed('the %s message is not sealed' % method)
+        raise UnsealedError('the %s message is not sealed' % method)
     _check_envelope(envelope)
     if envelope['instance_id'] != instance_id:
-        raise InstanceMismatch(
+        raise InstanceMismatchError(
             'the seal is for instance %s, the message for %s'
             % (package_exc.bounded(envelope['instance_id'], 64),
                instance_id))
     now = time.time() if now is None else now
     if abs(now - envelope['timestamp']) > max_age:
-        raise StaleMessage('the seal is %.0f s old; at most %s s accepted'
-                           % (now - envelope['timestamp'], max_age))
+        raise StaleMessageError('the seal is %.0f s old; at most %s s accepted'
+                                % (now - envelope['timestamp'], max_age))
 
 
 def open_sealed(keyring, envelope, method, direction, args, max_age,
@@ -266,29 +267,30 @@ def open_sealed(keyring, envelope, method, direction, args, max_age,
     check_without_key(envelope, method, keyring.instance_id, max_age, now)
     material = keyring.get(envelope['key_id'])
     if material is None:
-        raise UnknownKey('no key %s for instance %s'
-                         % (package_exc.bounded(envelope['key_id'], 64),
-                            keyring.instance_id))
+        raise UnknownKeyError('no key %s for instance %s'
+                              % (package_exc.bounded(envelope['key_id'], 64),
+                                 keyring.instance_id))
     try:
         expected = canonical_json(args)
     except (TypeError, ValueError, RecursionError) as e:
         # NaN, Infinity, a lone surrogate, nesting deeper than the encoder
         # goes: what seal() cannot encode was not sealed.
-        raise BadSeal('the %s message arguments cannot have been sealed: '
-                      '%s' % (method, package_exc.bounded(e, 200)))
+        raise BadSealError('the %s message arguments cannot have been sealed: '
+                           '%s' % (method, package_exc.bounded(e, 200)))
     nonce = _unb64(envelope['nonce'], 'nonce')
     ciphertext = _unb64(envelope['ciphertext'], 'ciphertext')
     if len(nonce) != NONCE_SIZE:
-        raise MalformedSeal('the nonce must be %d bytes' % NONCE_SIZE)
+        raise MalformedSealError('the nonce must be %d bytes' % NONCE_SIZE)
     try:
         plaintext = aead.AESGCM(material).decrypt(
             nonce, ciphertext, _aad(method, direction, envelope))
     except Exception:
-        raise BadSeal('the %s message does not verify with key %s: forged '
-                      'or modified' % (method, envelope['key_id']))
+        raise BadSealError(
+            'the %s message does not verify with key %s: forged '
+            'or modified' % (method, envelope['key_id']))
     if plaintext != expected:
-        raise BadSeal('the %s message arguments differ from the sealed '
-                      'ones' % method)
+        raise BadSealError('the %s message arguments differ from the sealed '
+                           'ones' % method)
     replay_cache.add(envelope['message_id'],
                      envelope['timestamp'] + max_age, now)
 
@@ -302,9 +304,9 @@ def seal_reply(keyring, method, request, result, now=None):
     """
     material = keyring.get(request['key_id'])
     if material is None:
-        raise UnknownKey('no key %s for instance %s'
-                         % (package_exc.bounded(request['key_id'], 64),
-                            keyring.instance_id))
+        raise UnknownKeyError('no key %s for instance %s'
+                              % (package_exc.bounded(request['key_id'], 64),
+                                 keyring.instance_id))
     nonce = os.urandom(NONCE_SIZE)
     envelope = {'format': FORMAT, 'instance_id': keyring.instance_id,
                 'key_id': request['key_id'], 'nonce': _b64(nonce),
@@ -320,36 +322,36 @@ def seal_reply(keyring, method, request, result, now=None):
 def open_reply(keyring, method, request, reply):
     """The result in ``reply``, the answer to the call sealed as ``request``.
 
-    :raises: Unsealed when the reply is not a sealed reply (an answer
-        from someone without the key looks like this), ReplyMismatch
+    :raises: UnsealedError when the reply is not a sealed reply (an answer
+        from someone without the key looks like this), ReplyMismatchError
         when it answers another call, or another :class:`SealError`
         when it does not verify.
     """
     if not isinstance(reply, dict) or set(reply) != {SEALED_REPLY}:
-        raise Unsealed('the answer to %s is not sealed' % method)
+        raise UnsealedError('the answer to %s is not sealed' % method)
     envelope = reply[SEALED_REPLY]
     _check_envelope(envelope)
     if (envelope['instance_id'] != request['instance_id']
             or envelope['message_id'] != request['message_id']
             or envelope['key_id'] != request['key_id']
             or envelope['version'] != request['version']):
-        raise ReplyMismatch('the sealed answer is not for the %s call %s'
-                            % (method, request['message_id']))
+        raise ReplyMismatchError('the sealed answer is not for the %s call %s'
+                                 % (method, request['message_id']))
     material = keyring.get(envelope['key_id'])
     if material is None:
-        raise UnknownKey('no key %s for instance %s'
-                         % (package_exc.bounded(envelope['key_id'], 64),
-                            keyring.instance_id))
+        raise UnknownKeyError('no key %s for instance %s'
+                              % (package_exc.bounded(envelope['key_id'], 64),
+                                 keyring.instance_id))
     nonce = _unb64(envelope['nonce'], 'nonce')
     if len(nonce) != NONCE_SIZE:
-        raise MalformedSeal('the nonce must be %d bytes' % NONCE_SIZE)
+        raise MalformedSealError('the nonce must be %d bytes' % NONCE_SIZE)
     try:
         plaintext = aead.AESGCM(material).decrypt(
             nonce, _unb64(envelope['ciphertext'], 'ciphertext'),
             _aad(method, REPLY, envelope))
     except Exception:
-        raise BadSeal('the answer to %s does not verify with key %s: '
-                      'forged or modified' % (method, envelope['key_id']))
+        raise BadSealError('the answer to %s does not verify with key %s: '
+                           'forged or modified' % (method, envelope['key_id']))
     return json.loads(plaintext)
 
 
@@ -360,7 +362,7 @@ class ReplayCache(abc.ABC):
     def add(self, message_id, expires_at, now):
         """Remember ``message_id`` until ``expires_at``.
 
-        :raises: ReplayedMessage when it is remembered already.
+        :raises: ReplayedMessageError when it is remembered already.
         """
 
 
@@ -383,8 +385,8 @@ class MemoryReplayCache(ReplayCache):
                 _expiry, expired = heapq.heappop(self._expiries)
                 self._seen.pop(expired, None)
             if message_id in self._seen:
-                raise ReplayedMessage('message %s was already accepted'
-                                      % message_id)
+                raise ReplayedMessageError('message %s was already accepted'
+                                           % message_id)
             self._seen[message_id] = expires_at
             heapq.heappush(self._expiries, (expires_at, message_id))
 
@@ -440,7 +442,7 @@ def key_file_writer(path):
 def load_key_file(path, instance_id=None):
     """The keyring in ``path``; it must be for ``instance_id`` if given.
 
-    :raises: packaging.exceptions.KeyFileError when the file is missing,
+    :raises: exception.KeyFileError when the file is missing,
         malformed or for another instance; its subclass
         InsecureKeyFileError when another user could have planted or read
         it (``secret_files``).
@@ -453,7 +455,7 @@ def load_key_file(path, instance_id=None):
     except package_exc.KeyFileError:
         raise
     except (OSError, ValueError, KeyError, TypeError, RecursionError,
-            MalformedSeal) as e:
+            MalformedSealError) as e:
         raise package_exc.KeyFileError('cannot read instance key file %s: %s'
                                        % (path, e))
     if not keyring:

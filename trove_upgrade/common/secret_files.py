@@ -36,7 +36,7 @@ import os
 import stat
 import tempfile
 
-from trove_upgrade.common import package_exceptions as exceptions
+from trove_upgrade.common import exception as exceptions
 
 MAX_SECRET_FILE_SIZE = 64 * 1024
 SECRET_FILE_MODE = 0o600

@@ -96,22 +96,22 @@ def is_duplicate_or_stale(from_state, to_state):
 def decide(upgrade, to_state, allowed_from, instance_id):
     """True to move ``upgrade`` on, False when the move is not news.
 
-    :raises: UpgradeOfAnotherInstance, InvalidStateTransition
+    :raises: UpgradeOfAnotherInstanceError, InvalidStateTransitionError
     """
     if instance_id is not None and upgrade['instance_id'] != instance_id:
-        raise exception.UpgradeOfAnotherInstance(
+        raise exception.UpgradeOfAnotherInstanceError(
             upgrade_id=upgrade['id'], instance_id=instance_id,
             owner=upgrade['instance_id'])
     current = upgrade['status']
     if current == to_state:
         return False
     if allowed_from is not None and current not in allowed_from:
-        raise exception.InvalidStateTransition(
+        raise exception.InvalidStateTransitionError(
             upgrade_id=upgrade['id'], from_state=current, to_state=to_state)
     if is_duplicate_or_stale(current, to_state):
         return False
     if not is_legal(current, to_state):
-        raise exception.InvalidStateTransition(
+        raise exception.InvalidStateTransitionError(
             upgrade_id=upgrade['id'], from_state=current, to_state=to_state)
     return True
 

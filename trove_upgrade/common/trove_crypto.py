@@ -41,7 +41,7 @@ IV_SIZE = 16
 _BLOCK_BITS = 128
 
 
-class TroveCryptoError(exception.TroveUpgradeException):
+class TroveCryptoError(exception.TroveUpgradeError):
     """Not Trove's ciphertext of this key."""
 
 

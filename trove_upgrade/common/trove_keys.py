@@ -38,7 +38,7 @@ INFO = b'trove-upgrade sealing v1 instance '
 KEY_ID_PREFIX = 'trove-v1-'
 
 
-class TroveKeyError(exception.TroveUpgradeException):
+class TroveKeyError(exception.TroveUpgradeError):
     """Trove's key of an instance cannot be read or decrypted."""
 
 

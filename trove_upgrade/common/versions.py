@@ -62,8 +62,9 @@ def require(text):
     """
     found = parse(text)
     if found is None:
-        raise exception.Invalid(reason='%r is not a version (PEP 440, with '
-                                       'an optional leading "v")' % (text,))
+        raise exception.InvalidInputError(
+            reason='%r is not a version (PEP 440, with an optional leading '
+                   '"v")' % (text,))
     return found
 
 
@@ -121,9 +122,9 @@ def matcher(query):
             wanted = require(query)
             return lambda text: parse(text) == wanted
     except specifiers.InvalidSpecifier as e:
-        raise exception.Invalid(reason='version query %r is neither a '
-                                       'version, a wildcard nor a range: %s'
-                                       % (query, e))
+        raise exception.InvalidInputError(
+            reason='version query %r is neither a version, a wildcard nor a '
+                   'range: %s' % (query, e))
 
     def matches(text):
         found = parse(text)

@@ -22,8 +22,8 @@ import functools
 from oslo_log import log as logging
 
 from trove_upgrade.common import exception
-from trove_upgrade.common import package_exceptions as package_exc
-from trove_upgrade.db import errors as db_errors
+from trove_upgrade.common import exception as package_exc
+from trove_upgrade.db import exception as db_errors
 
 LOG = logging.getLogger(__name__)
 
@@ -41,7 +41,7 @@ def attempt(what, func, *args):
 
 
 def endpoint(func):
-    """An RPC endpoint that answers an outage with ``DatabaseUnavailable``.
+    """An RPC endpoint answering an outage with DatabaseUnavailableError.
 
     The endpoint marks that exception expected, so oslo.messaging sends it
     back as itself, at once, to a caller that waits, and logs no traceback
@@ -62,5 +62,5 @@ def endpoint(func):
                     {'method': func.__name__,
                      'instance': package_exc.bounded(instance_id, 64),
                      'error': error})
-        raise exception.DatabaseUnavailable(method=func.__name__)
+        raise exception.DatabaseUnavailableError(method=func.__name__)
     return serve

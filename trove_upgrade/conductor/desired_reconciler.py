@@ -87,7 +87,8 @@ def reconcile(context, desired, owner, agent_api, topology=None):
     try:
         package = desired_versions.package_registry.resolve(
             context, desired['package_name'], desired['version'])
-    except (exception.PackageConflict, exception.PackageRejected) as e:
+    except (exception.PackageConflictError,
+            exception.PackageRejectedError) as e:
         # Retired (or gone) since it was declared: stop, and say why.
         _pause(context, desired, str(e))
         return

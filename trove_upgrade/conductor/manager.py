@@ -50,7 +50,7 @@ import oslo_messaging as messaging
 from oslo_utils import uuidutils
 
 from trove_upgrade.common import exception
-from trove_upgrade.common import package_exceptions as package_exc
+from trove_upgrade.common import exception as package_exc
 from trove_upgrade.common import rpc_interface
 from trove_upgrade.common import sealing
 from trove_upgrade.conductor import db_outage
@@ -72,8 +72,9 @@ RPC_API_VERSION = '1.4'
 
 # What the endpoints that answer refuse with: sent back to the caller as
 # itself, and logged by oslo.messaging without a traceback.
-_REFUSALS = (exception.Invalid, exception.MessageNotAuthenticated,
-             exception.DatabaseUnavailable)
+_REFUSALS = (
+    exception.InvalidInputError, exception.MessageNotAuthenticatedError,
+    exception.DatabaseUnavailableError)
 
 # Locks that serialize the reports of one instance (by hash of its id).
 _REPORT_LOCKS = 64
@@ -81,8 +82,9 @@ _REPORT_LOCKS = 64
 
 def _check_instance_id(instance_id):
     if not uuidutils.is_uuid_like(instance_id):
-        raise exception.Invalid(reason='instance_id must be a UUID, not %s'
-                                % package_exc.quoted(instance_id))
+        raise exception.InvalidInputError(
+            reason='instance_id must be a UUID, not %s'
+            % package_exc.quoted(instance_id))
 
 
 def _check_reports(reports):
@@ -94,20 +96,20 @@ def _check_reports(reports):
     """
     if not isinstance(reports, list) or not (
             1 <= len(reports) <= rpc_interface.MAX_REPORTS_PER_CALL):
-        raise exception.Invalid(
+        raise exception.InvalidInputError(
             reason='reports must be a list of 1 to %d reports'
             % rpc_interface.MAX_REPORTS_PER_CALL)
     for report in reports:
         if not isinstance(report, dict) or set(report) != set(
                 rpc_interface.REPORT_FIELDS):
-            raise exception.Invalid(
+            raise exception.InvalidInputError(
                 reason='each report has exactly the fields %s'
                 % ', '.join(rpc_interface.REPORT_FIELDS))
         if not all(isinstance(report[name], str)
                    for name in ('upgrade_id', 'to_state')) or not all(
                 report[name] is None or isinstance(report[name], str)
                 for name in ('detail', 'from_version', 'to_version')):
-            raise exception.Invalid(
+            raise exception.InvalidInputError(
                 reason='a report\'s upgrade_id and to_state are strings, '
                        'its detail and versions strings or null')
 
@@ -147,8 +149,8 @@ class ConductorManager:
 
         :returns: the instance's keys when the message was sealed with
             them, else None.
-        :raises: MessageNotAuthenticated, logged with the instance id;
-            MalformedMessage when the message carries an argument the
+        :raises: MessageNotAuthenticatedError, logged with the instance id;
+            MalformedMessageError when the message carries an argument the
             version of its seal does not have.
         """
         sealed = values['sealed']
@@ -162,9 +164,9 @@ class ConductorManager:
             # Only an unsealed message without require_sealed needs them
             # to be judged: it passes when the instance has none.
             if sealed is None and CONF.conductor.require_sealed:
-                raise sealing.Unsealed('the %s message is not sealed and '
-                                       '[conductor] require_sealed is set'
-                                       % method)
+                raise sealing.UnsealedError('the %s message is not sealed and '
+                                            '[conductor] require_sealed is set'
+                                            % method)
             if sealed is not None:
                 sealing.check_without_key(sealed, method, instance_id,
                                           CONF.conductor.seal_max_age)
@@ -175,13 +177,13 @@ class ConductorManager:
                                     CONF.conductor.seal_max_age,
                                     self.replay_cache)
             elif sealed is not None:
-                raise sealing.UnknownKey('the instance has no key')
+                raise sealing.UnknownKeyError('the instance has no key')
         except sealing.SealError as e:
             self.refusals.warning('Refused %(method)s message of instance '
                                   '%(instance)s: %(reason)s',
                                   {'method': method, 'instance': instance_id,
                                    'reason': e})
-            raise exception.MessageNotAuthenticated(
+            raise exception.MessageNotAuthenticatedError(
                 method=method, instance_id=instance_id, reason=str(e))
         return keys or None
 
@@ -216,7 +218,7 @@ class ConductorManager:
         return self._answer(keys, 'register_agent', sealed,
                             self.RPC_API_VERSION)
 
-    @messaging.expected_exceptions(exception.DatabaseUnavailable)
+    @messaging.expected_exceptions(exception.DatabaseUnavailableError)
     @db_outage.endpoint
     @rpc_interface.CONDUCTOR.endpoint
     def heartbeat(self, context, instance_id, agent_version, guest_version,
@@ -243,8 +245,8 @@ class ConductorManager:
             self.heartbeats.forget(instance_id)
             db_agents.register_agent(context, instance_id, values)
             self.heartbeats.written(instance_id, values)
-        except (exception.Invalid,
-                exception.MessageNotAuthenticated) as e:
+        except (exception.InvalidInputError,
+                exception.MessageNotAuthenticatedError) as e:
             LOG.warning('Ignored heartbeat of instance %(instance)s: '
                         '%(error)s', {'instance': package_exc.bounded(
                             instance_id, 64), 'error': e})
@@ -312,12 +314,13 @@ class ConductorManager:
         """Trove's status of the instance and the gate's verdict (1.4)."""
         keys = self._authenticate(context, 'trove_health', locals())
         if not uuidutils.is_uuid_like(upgrade_id):
-            raise exception.Invalid(reason='upgrade_id must be a UUID, not %s'
-                                    % package_exc.quoted(upgrade_id))
+            raise exception.InvalidInputError(
+                reason='upgrade_id must be a UUID, not %s'
+                % package_exc.quoted(upgrade_id))
         for name, value in (('before', before), ('since', since)):
             if value is not None and not (isinstance(value, str)
                                           and len(value) <= 64):
-                raise exception.Invalid(
+                raise exception.InvalidInputError(
                     reason='%s must be null or a string of at most 64 '
                            'characters' % name)
         answer = trove_health.verdict(instance_id, before, since)

@@ -50,7 +50,7 @@ from oslo_log import log as logging
 
 from trove_upgrade.common import context as tu_context
 from trove_upgrade.db import common as db_common
-from trove_upgrade.db import errors as db_errors
+from trove_upgrade.db import exception as db_errors
 from trove_upgrade.db import transitions as db_transitions
 
 LOG = logging.getLogger(__name__)

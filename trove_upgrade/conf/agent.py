@@ -229,7 +229,7 @@ agent_opts = [
                  help='Seconds the guest state command may take.'),
 ]
 
-# How the guest agent is started and stopped (agent/service_manager.py).
+# How the guest agent is started and stopped (agent/init_system.py).
 service_manager_opts = [
     cfg.StrOpt('service_manager',
                default='builtin',

@@ -25,7 +25,7 @@ from oslo_utils import timeutils
 import sqlalchemy as sa
 
 from trove_upgrade.common import exception
-from trove_upgrade.common import package_exceptions as package_exc
+from trove_upgrade.common import exception as package_exc
 from trove_upgrade.common import rpc_interface
 from trove_upgrade.common import states
 from trove_upgrade.db import common
@@ -60,7 +60,7 @@ def _check_agent_values(values):
     version = values.get('rpc_api_version')
     if version is not None and not (isinstance(version, str)
                                     and _RPC_VERSION_RE.match(version)):
-        raise exception.Invalid(
+        raise exception.InvalidInputError(
             reason='rpc_api_version must look like x.y, not %r' % (version,))
     if values.get('labels') is not None:
         common.check_json_object('labels', values['labels'])
@@ -74,15 +74,16 @@ def _check_labels(labels):
     store megabytes of nested labels in an agent's row and every listing.
     """
     if len(labels) > rpc_interface.MAX_LABELS:
-        raise exception.Invalid(reason='labels holds %d labels, more than %d'
-                                % (len(labels), rpc_interface.MAX_LABELS))
+        raise exception.InvalidInputError(
+            reason='labels holds %d labels, more than %d'
+            % (len(labels), rpc_interface.MAX_LABELS))
     longest = rpc_interface.MAX_LABEL_LENGTH
     for key, value in labels.items():
         if not 0 < len(key) <= longest:
-            raise exception.Invalid(
+            raise exception.InvalidInputError(
                 reason='a label key has 1 to %d characters' % longest)
         if not isinstance(value, str) or len(value) > longest:
-            raise exception.Invalid(
+            raise exception.InvalidInputError(
                 reason='label %s is not a string of at most %d characters'
                 % (package_exc.quoted(key), longest))
         common.check_characters('label key', key)
@@ -198,7 +199,7 @@ def get_agent(context, instance_id):
     with common.context_manager.reader.using(context) as session:
         row = session.get(models.Agent, instance_id)
         if row is None:
-            raise exception.AgentNotFound(instance_id=instance_id)
+            raise exception.AgentNotFoundError(instance_id=instance_id)
         return _agent_dict(row)
 
 
@@ -211,7 +212,7 @@ def delete_agent(context, instance_id):
     instance without an agent is a 404 whatever its upgrades; a refusal
     raised afterwards rolls the deletion back with the transaction.
 
-    :raises: AgentNotFound; AgentBusy, naming the newest unfinished
+    :raises: AgentNotFoundError; AgentBusyError, naming the newest unfinished
         upgrade, when the agent may be working on one.
     """
     with common.context_manager.writer.using(context) as session:
@@ -220,7 +221,7 @@ def delete_agent(context, instance_id):
             .where(models.Agent.instance_id == instance_id)
             .execution_options(synchronize_session=False)).rowcount
         if not deleted:
-            raise exception.AgentNotFound(instance_id=instance_id)
+            raise exception.AgentNotFoundError(instance_id=instance_id)
         unfinished = session.execute(
             sa.select(models.Upgrade.id, models.Upgrade.status)
             .where(models.Upgrade.instance_id == instance_id,
@@ -229,9 +230,9 @@ def delete_agent(context, instance_id):
                       models.Upgrade.id.desc())
             .limit(1)).first()
         if unfinished is not None:
-            raise exception.AgentBusy(instance_id=instance_id,
-                                      upgrade_id=unfinished.id,
-                                      status=unfinished.status)
+            raise exception.AgentBusyError(instance_id=instance_id,
+                                           upgrade_id=unfinished.id,
+                                           status=unfinished.status)
 
 
 def _labels_match(agent_labels, wanted):
@@ -249,7 +250,8 @@ def list_agents(context, filters=None, limit=None, marker=None):
     common.check_limit(limit)
     labels = filters.pop('labels', None)
     if labels is not None and not isinstance(labels, dict):
-        raise exception.Invalid(reason='the labels filter must be an object')
+        raise exception.InvalidInputError(
+            reason='the labels filter must be an object')
     with common.context_manager.reader.using(context) as session:
         query = session.query(models.Agent)
         for key, value in filters.items():
@@ -258,7 +260,7 @@ def list_agents(context, filters=None, limit=None, marker=None):
         if marker is not None:
             marker_row = session.get(models.Agent, marker)
             if marker_row is None:
-                raise exception.MarkerNotFound(marker=marker)
+                raise exception.MarkerNotFoundError(marker=marker)
         query = sqlalchemyutils.paginate_query(
             query, models.Agent, None if labels else limit, ['instance_id'],
             marker=marker_row, sort_dirs=['asc'])
@@ -337,7 +339,7 @@ def _selecting(query, selector):
     common.check_keys('selector field', selector, frozenset(
         ['instance_ids', 'group', 'labels', 'availability_zone']))
     if len(set(selector) & {'instance_ids', 'group', 'labels'}) != 1:
-        raise exception.Invalid(
+        raise exception.InvalidInputError(
             reason='a selector has exactly one of instance_ids, group and '
                    'labels')
     wanted = {}
@@ -480,7 +482,7 @@ def list_agents_below_rpc_version(context, version):
     not included, as in ``min_agent_rpc_version``.
     """
     if not (isinstance(version, str) and _RPC_VERSION_RE.match(version)):
-        raise exception.Invalid(
+        raise exception.InvalidInputError(
             reason='an RPC API version looks like x.y, not %r' % (version,))
     wanted = _version_tuple(version)
     with common.context_manager.reader.using(context) as session:

@@ -182,12 +182,12 @@ def check_connection_url(url):
         sa.engine.make_url(url).get_dialect().import_dbapi()
     except (sa.exc.NoSuchModuleError, ImportError) as e:
         # NoSuchModuleError first: it is an ArgumentError too.
-        raise exception.Invalid(
+        raise exception.InvalidInputError(
             reason='[database] connection names a database driver that is '
                    'not installed: %s' % e) from None
     # ValueError: a port that is no number ("[::1" unclosed, "h:x").
     except (sa.exc.ArgumentError, ValueError):
-        raise exception.Invalid(
+        raise exception.InvalidInputError(
             reason='[database] connection is not a database URL') from None
 
 
@@ -283,11 +283,11 @@ def check_keys(what, given, allowed, required=frozenset()):
     """Refuse keys outside ``allowed`` and missing ``required`` ones."""
     unknown = set(given) - allowed
     if unknown:
-        raise exception.Invalid(reason='unknown %s: %s' % (
+        raise exception.InvalidInputError(reason='unknown %s: %s' % (
             what, ', '.join(sorted(unknown))))
     missing = required - set(given)
     if missing:
-        raise exception.Invalid(reason='missing %s: %s' % (
+        raise exception.InvalidInputError(reason='missing %s: %s' % (
             what, ', '.join(sorted(missing))))
 
 
@@ -300,11 +300,12 @@ def check_strings(model, values, names):
             continue
         length = column.type.length
         if not isinstance(value, str) or not value:
-            raise exception.Invalid(
+            raise exception.InvalidInputError(
                 reason='%s must be a non-empty string' % name)
         if len(value) > length:
-            raise exception.Invalid(reason='%s is longer than %d characters'
-                                    % (name, length))
+            raise exception.InvalidInputError(
+                reason='%s is longer than %d characters'
+                % (name, length))
         check_characters(name, value)
 
 
@@ -315,14 +316,14 @@ def check_characters(name, value):
     PostgreSQL fails any statement with a NUL in a string (a DBError).
     """
     if '\x00' in value:
-        raise exception.Invalid(
+        raise exception.InvalidInputError(
             reason='%s holds a NUL character, which the database cannot '
                    'store' % name)
     if not value.isascii():
         try:
             value.encode('utf-8')
         except UnicodeEncodeError:
-            raise exception.Invalid(
+            raise exception.InvalidInputError(
                 reason='%s holds a lone UTF-16 surrogate, not a character'
                 % name) from None
 
@@ -351,7 +352,7 @@ def bounded_detail(detail):
     if detail is None:
         return None
     if not isinstance(detail, str):
-        raise exception.Invalid(reason='detail must be a string')
+        raise exception.InvalidInputError(reason='detail must be a string')
     # A NUL in an agent's output must not cost the state change it
     # explains: it is replaced rather than refused.
     detail = detail.replace('\x00', '\ufffd')
@@ -364,15 +365,16 @@ def bounded_detail(detail):
 def check_json_object(name, value):
     """Refuse what the JSON column (stdlib json) cannot store as given."""
     if not isinstance(value, dict):
-        raise exception.Invalid(reason='%s must be an object' % name)
+        raise exception.InvalidInputError(reason='%s must be an object' % name)
     try:
         json.dumps(value, allow_nan=False)
     except (TypeError, ValueError, RecursionError) as exc:
         # RecursionError: nested deeper than the encoder goes from here.
-        raise exception.Invalid(
+        raise exception.InvalidInputError(
             reason='%s cannot be stored as JSON: %s' % (name, exc))
     if not all(isinstance(key, str) for key in value):
-        raise exception.Invalid(reason='%s keys must be strings' % name)
+        raise exception.InvalidInputError(
+            reason='%s keys must be strings' % name)
 
 
 def check_limit(limit):
@@ -380,7 +382,7 @@ def check_limit(limit):
     if limit is None:
         return
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-        raise exception.Invalid(
+        raise exception.InvalidInputError(
             reason='limit must be a positive integer, not %r' % (limit,))
 
 
@@ -451,7 +453,7 @@ def newest_first_page(session, model, filters, limit, marker):
     if marker is not None:
         marker_row = session.get(model, marker)
         if marker_row is None:
-            raise exception.MarkerNotFound(marker=marker)
+            raise exception.MarkerNotFoundError(marker=marker)
     return sqlalchemyutils.paginate_query(
         query, model, limit, ['created_at', 'id'], marker=marker_row,
         sort_dirs=['desc', 'desc']).all()

@@ -86,7 +86,7 @@ def _event(session, context, dv_id, action, detail, source, now):
 def _get_row(session, dv_id):
     row = session.get(models.DesiredVersion, dv_id)
     if row is None:
-        raise exception.DesiredVersionNotFound(desired_version_id=dv_id)
+        raise exception.DesiredVersionNotFoundError(desired_version_id=dv_id)
     return row
 
 

@@ -45,7 +45,7 @@ import sqlalchemy as sa
 
 from trove_upgrade.common import exception
 from trove_upgrade.db import common
-from trove_upgrade.db import errors
+from trove_upgrade.db import exception as errors
 
 LOG = logging.getLogger(__name__)
 
@@ -134,7 +134,7 @@ def phase_of(script):
     """The phase of an alembic ``Script``: its module's ``phase``."""
     phase = getattr(script.module, 'phase', EXPAND)
     if phase not in PHASES:
-        raise exception.Invalid(
+        raise exception.InvalidInputError(
             reason='revision %s has phase %r, not one of %s'
             % (script.revision, phase, ', '.join(PHASES)))
     return phase
@@ -171,7 +171,7 @@ def step_target(phase, current, scripts=None):
         target = revision
     if target is None:
         revision, first = waiting[0]
-        raise exception.Invalid(reason=(
+        raise exception.InvalidInputError(reason=(
             'revision %s, a %s step, is pending before the %s revisions: '
             'run trove-upgrade-manage db %s first'
             % (revision, first, phase, first)))
@@ -212,7 +212,7 @@ def check_schema_at_start(url):
     if state == CURRENT:
         return
     if state == EMPTY:
-        raise exception.SchemaNotCurrent(
+        raise exception.SchemaNotCurrentError(
             reason='the database has no schema; run: %s' % DB_SYNC)
     if state == NEWER:
         LOG.warning('The database schema is at revision %(current)s, which '
@@ -220,7 +220,7 @@ def check_schema_at_start(url):
                     'it. Serving on, as during a rolling upgrade.',
                     {'current': current})
         return
-    raise exception.SchemaNotCurrent(
+    raise exception.SchemaNotCurrentError(
         reason='the database schema is at revision %s, not at %s, the '
                'newest of this release (pending: %s); run: %s, or %s '
                'during a rolling upgrade'

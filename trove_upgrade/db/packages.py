@@ -70,14 +70,14 @@ def _package_dict(row):
 def _get_row(session, package_id):
     row = session.get(models.Package, package_id)
     if row is None:
-        raise exception.PackageNotFound(package=package_id)
+        raise exception.PackageNotFoundError(package=package_id)
     return row
 
 
 def create_package(context, values):
     """Record a verified package.
 
-    :raises: PackageConflict when the name and version are registered.
+    :raises: PackageConflictError when the name and version are registered.
     """
     common.check_keys('package field', values, _REQUIRED | _OPTIONAL,
                       _REQUIRED)
@@ -101,7 +101,7 @@ def create_package(context, values):
             session.flush()
             return _package_dict(row)
     except db_exc.DBDuplicateEntry:
-        raise exception.PackageConflict(reason=(
+        raise exception.PackageConflictError(reason=(
             'Package %s version %s is registered already.'
             % (values['name'], values['version'])))
 
@@ -153,11 +153,11 @@ def delete_package(context, package_id):
 
 
 def _write_first(session, statement, package_id):
-    """Run ``statement`` on the package's row; PackageNotFound if none."""
+    """Run ``statement`` on the package's row; PackageNotFoundError if none."""
     changed = session.execute(
         statement.execution_options(synchronize_session=False)).rowcount
     if not changed:
-        raise exception.PackageNotFound(package=package_id)
+        raise exception.PackageNotFoundError(package=package_id)
 
 
 def list_unfinished_upgrades_of(context, strategy, location):

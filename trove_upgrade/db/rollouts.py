@@ -91,7 +91,7 @@ def check_integers(values, names):
         value = values[name]
         if isinstance(value, bool) or not isinstance(value, int) \
                 or value < 0:
-            raise exception.Invalid(
+            raise exception.InvalidInputError(
                 reason='%s must be a non-negative integer, not %r'
                        % (name, value))
 
@@ -99,7 +99,7 @@ def check_integers(values, names):
 def _get_rollout_row(session, rollout_id):
     row = session.get(models.Rollout, rollout_id)
     if row is None:
-        raise exception.RolloutNotFound(rollout_id=rollout_id)
+        raise exception.RolloutNotFoundError(rollout_id=rollout_id)
     return row
 
 
@@ -115,8 +115,9 @@ def create_rollout(context, values):
     check_integers(values, _ROLLOUT_INTEGERS)
     for name in _ROLLOUT_BOOLEANS & values.keys():
         if not isinstance(values[name], bool):
-            raise exception.Invalid(reason='%s must be true or false, not %r'
-                                    % (name, values[name]))
+            raise exception.InvalidInputError(
+                reason='%s must be true or false, not %r'
+                % (name, values[name]))
     common.check_json_object('selector', values['selector'])
     values = dict(values, **common.expected_manifest_columns(
         values.get('expected_manifest')))
@@ -184,7 +185,7 @@ def update_rollout(context, rollout_id, from_states, values,
     A compare-and-swap on the status, like the upgrades'. Returns the
     rollout when this call changed it, None when its status had moved.
 
-    :raises: RolloutNotFound
+    :raises: RolloutNotFoundError
     """
     common.check_keys('rollout column', values, _ROLLOUT_UPDATES)
     check_integers(values, _ROLLOUT_INTEGERS)
@@ -244,7 +245,7 @@ def delete_rollout(context, rollout_id, allowed_states):
 
     The upgrades it dispatched stay, tagged with its id.
 
-    :raises: RolloutNotFound; InvalidRolloutState in another state.
+    :raises: RolloutNotFoundError; InvalidRolloutStateError in another state.
     """
     with common.context_manager.writer.using(context) as session:
         # An API request, while the conductors write the rollout's
@@ -253,7 +254,7 @@ def delete_rollout(context, rollout_id, allowed_states):
                                       models.Rollout.__table__)
         row = _get_rollout_row(session, rollout_id)
         if row.status not in allowed_states:
-            raise exception.InvalidRolloutState(
+            raise exception.InvalidRolloutStateError(
                 rollout_id=rollout_id, status=row.status, action='deleted')
         session.execute(
             sa.delete(models.RolloutDispatch)

@@ -69,7 +69,7 @@ def _compare_and_swap_of(names):
 def _read_upgrade(connection, upgrade_id):
     row = connection.execute(_READ_UPGRADE, {'b_id': upgrade_id}).first()
     if row is None:
-        raise exception.UpgradeNotFound(upgrade_id=upgrade_id)
+        raise exception.UpgradeNotFoundError(upgrade_id=upgrade_id)
     return db_upgrades.upgrade_dict(row)
 
 
@@ -85,8 +85,9 @@ def _plan(upgrade, moves, allowed_from, instance_id, now):
     """Decide each of ``moves`` in turn, each from where the last left it.
 
     Returns ``(outcomes, events, upgrade)``: per move ``(changed,
-    upgrade)`` or the InvalidStateTransition or UpgradeOfAnotherInstance
-    it meets, or the Invalid its detail is (a refused move changes nothing
+    upgrade)`` or the InvalidStateTransitionError or
+    UpgradeOfAnotherInstanceError it meets, or the InvalidInputError its
+    detail is (a refused move changes nothing
     and the next is decided from the same state, as when the moves come
     one at a time); the events of the moves that are news; the upgrade
     after them all.
@@ -99,8 +100,9 @@ def _plan(upgrade, moves, allowed_from, instance_id, now):
                                  instance_id)
             if news and callable(detail):
                 detail = common.bounded_detail(detail(upgrade))
-        except (exception.Invalid, exception.InvalidStateTransition,
-                exception.UpgradeOfAnotherInstance) as e:
+        except (exception.InvalidInputError,
+                exception.InvalidStateTransitionError,
+                exception.UpgradeOfAnotherInstanceError) as e:
             outcomes.append(e)
             continue
         if news:
@@ -147,7 +149,7 @@ def transition_chains_once(context, chains, kept=None):
     ``transition_chain_once`` would, in the order of the upgrade ids, so
     that two conductors' transactions lock their rows in the same order.
     Returns per chain what ``transition_chain_once`` returns, or the
-    UpgradeNotFound its upgrade is. A chain whose race was lost changes
+    UpgradeNotFoundError its upgrade is. A chain whose race was lost changes
     nothing here and is to be tried again on its own. Any error of the
     transaction rolls back every chain and is raised: the caller then
     tries each on its own, so that one chain cannot fail the others.
@@ -166,7 +168,7 @@ def transition_chains_once(context, chains, kept=None):
                                    chain.upgrade_id, chain.moves,
                                    chain.source, chain.allowed_from,
                                    chain.instance_id, chain.known)
-            except exception.UpgradeNotFound as e:
+            except exception.UpgradeNotFoundError as e:
                 results[index] = e
                 continue
             if attempt is not None:
@@ -248,7 +250,7 @@ def _checked_move(to_state, detail, values):
                              _TRANSITION_STRINGS.intersection(values))
         if not callable(detail):
             detail = common.bounded_detail(detail)
-    except exception.Invalid as e:
+    except exception.InvalidInputError as e:
         return e
     return Move(to_state, detail, values)
 
@@ -260,8 +262,8 @@ def transition_upgrade_chain(context, upgrade_id, moves, source,
     ``moves`` are ``(to_state, detail, values)`` as ``transition_upgrade``
     takes them. Returns one outcome per move: ``(changed, upgrade)``, or
     the exception ``transition_upgrade`` would raise for that move alone
-    (Invalid, InvalidStateTransition, UpgradeNotFound,
-    UpgradeOfAnotherInstance); each move is decided from the state the
+    (Invalid, InvalidStateTransitionError, UpgradeNotFoundError,
+    UpgradeOfAnotherInstanceError); each move is decided from the state the
     moves before it left, and a refused one changes nothing. So it records
     what the same moves one ``transition_upgrade`` each would record, with
     one transaction for them all, which is what an agent's message of
@@ -276,14 +278,14 @@ def transition_upgrade_chain(context, upgrade_id, moves, source,
     valid = [move for move in checked if isinstance(move, Move)]
     if valid:
         if source is None:
-            raise exception.Invalid(reason='an event needs a source')
+            raise exception.InvalidInputError(reason='an event needs a source')
         common.check_strings(models.UpgradeEvent, {'source': source},
                              ['source'])
         try:
             outcomes = iter(_record_chain(context, upgrade_id, valid, source,
                                           None, instance_id, memory,
                                           writer))
-        except exception.UpgradeNotFound as e:
+        except exception.UpgradeNotFoundError as e:
             outcomes = iter([e] * len(valid))
     return [next(outcomes) if isinstance(move, Move) else move
             for move in checked]
@@ -332,13 +334,14 @@ def transition_upgrade(context, upgrade_id, to_state, source, detail=None,
 
     Returns ``(changed, upgrade)``. A duplicate or stale report changes
     nothing and returns ``(False, upgrade)``; an illegal move raises
-    InvalidStateTransition. ``allowed_from`` is a claim that the upgrade is
-    in one of those states: a repeat of a move that already happened is
-    still a duplicate, but from any other state outside the set (a cancel
-    of a finished upgrade, an agent's start of a cancelled one) it raises
-    InvalidStateTransition rather than passing as stale. With
+    InvalidStateTransitionError. ``allowed_from`` is a claim that the
+    upgrade is in one of those states: a repeat of a move that already
+    happened is still a duplicate, but from any other state outside the
+    set (a cancel of a finished upgrade, an agent's start of a cancelled
+    one) it raises
+    InvalidStateTransitionError rather than passing as stale. With
     ``instance_id``, an upgrade of another instance raises
-    UpgradeOfAnotherInstance. ``detail`` may be a function of the upgrade
+    UpgradeOfAnotherInstanceError. ``detail`` may be a function of the upgrade
     as read, for a detail that depends on it.
 
     The read, the decision, the compare-and-swap and the event are one
@@ -356,7 +359,7 @@ def transition_upgrade(context, upgrade_id, to_state, source, detail=None,
     if not isinstance(move, Move):
         raise move
     if source is None:
-        raise exception.Invalid(reason='an event needs a source')
+        raise exception.InvalidInputError(reason='an event needs a source')
     common.check_strings(models.UpgradeEvent, {'source': source}, ['source'])
     [outcome] = _record_chain(context, upgrade_id, [move], source,
                               allowed_from, instance_id, memory, writer)

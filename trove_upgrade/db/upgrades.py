@@ -39,7 +39,8 @@ _UPGRADE_FILTERS = frozenset(['instance_id', 'status', 'instance_version',
 
 def check_state(state):
     if state not in states.ALL_STATES:
-        raise exception.Invalid(reason='unknown upgrade state %r' % (state,))
+        raise exception.InvalidInputError(
+            reason='unknown upgrade state %r' % (state,))
 
 
 def upgrade_dict(row):
@@ -126,7 +127,7 @@ def insert_events(connection, context, upgrade_ids, now, source, from_state,
 def _get_upgrade_row(session, upgrade_id):
     row = session.get(models.Upgrade, upgrade_id)
     if row is None:
-        raise exception.UpgradeNotFound(upgrade_id=upgrade_id)
+        raise exception.UpgradeNotFoundError(upgrade_id=upgrade_id)
     return row
 
 
@@ -201,7 +202,8 @@ def _new_upgrade(context, values, resend_at):
     common.check_json_object('metadata', metadata)
     allow_downgrade = values.get('allow_downgrade', False)
     if not isinstance(allow_downgrade, bool):
-        raise exception.Invalid(reason='allow_downgrade must be a boolean')
+        raise exception.InvalidInputError(
+            reason='allow_downgrade must be a boolean')
     now = timeutils.utcnow()
     upgrade = {
         'expected_manifest': values.get('expected_manifest'),

@@ -25,7 +25,7 @@ from keystoneauth1 import adapter
 from keystoneauth1 import exceptions as ksa_exc
 from osc_lib import exceptions
 
-from trove_upgrade.common import package_exceptions as package_exc
+from trove_upgrade.common import exception as package_exc
 
 # The service type of the standalone API (trove-upgrade-api) in the
 # catalog, and Trove's own, whose trove-api serves the same API when its

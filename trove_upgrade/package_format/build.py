@@ -27,7 +27,7 @@ import hashlib
 import os
 import tempfile
 
-from trove_upgrade.common import package_exceptions as exceptions
+from trove_upgrade.common import exception as exceptions
 from trove_upgrade.package_format import chunked_aead
 from trove_upgrade.package_format import keys
 from trove_upgrade.package_format import manifest as manifest_mod

@@ -42,7 +42,7 @@ from cryptography.hazmat.primitives.ciphers import aead
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.kdf import hkdf
 
-from trove_upgrade.common import package_exceptions as exceptions
+from trove_upgrade.common import exception as exceptions
 
 MAGIC = b'TROVEUPG'
 VERSION = 1

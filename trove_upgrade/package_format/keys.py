@@ -38,7 +38,7 @@ import secrets
 from cryptography import exceptions as crypto_exceptions
 from cryptography.hazmat.primitives.asymmetric import ed25519
 
-from trove_upgrade.common import package_exceptions as exceptions
+from trove_upgrade.common import exception as exceptions
 from trove_upgrade.common import secret_files
 
 SIGNING_KEY_TYPE = 'ed25519'

@@ -26,7 +26,7 @@ import re
 
 
 from trove_upgrade.common import canonical
-from trove_upgrade.common import package_exceptions as exceptions
+from trove_upgrade.common import exception as exceptions
 from trove_upgrade.common import versions
 from trove_upgrade.package_format import chunked_aead
 

@@ -47,7 +47,7 @@ import dataclasses
 import hashlib
 import os
 
-from trove_upgrade.common import package_exceptions as exceptions
+from trove_upgrade.common import exception as exceptions
 from trove_upgrade.package_format import chunked_aead
 from trove_upgrade.package_format import safe_unpack
 

@@ -51,7 +51,7 @@ import shutil
 import tempfile
 import threading
 
-from trove_upgrade.common import package_exceptions as exceptions
+from trove_upgrade.common import exception as exceptions
 from trove_upgrade.package_format import chunked_aead
 from trove_upgrade.package_format import writeback
 
@@ -365,7 +365,7 @@ def extract(source, header, key, files, payload_size, stage_dir, digest):
 
     ``digest`` already holds the header; every ciphertext byte is added to
     it. The caller compares it with the signed hash before trusting the
-    files. Raises a PayloadError or UnpackError subclass.
+    files. Raises a PayloadError subclass or DestinationExistsError.
     """
     sizes = frame_sizes(payload_size, header.chunk_size)
     decryptor = chunked_aead.FrameDecryptor(key, header)

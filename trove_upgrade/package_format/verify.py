@@ -32,7 +32,7 @@ gives the size and SHA-256).
 
 Like python-tuf's trusted metadata set, verification is a fixed sequence of
 small named checks, each raising its own exception from
-:mod:`trove_upgrade.common.package_exceptions` (whose docstring maps them
+:mod:`trove_upgrade.common.exception` (whose docstring maps them
 to the attacks they defeat):
 
 manifest (:func:`verify_manifest`), before any payload byte:
@@ -88,7 +88,7 @@ import hashlib
 import os
 import struct
 
-from trove_upgrade.common import package_exceptions as exceptions
+from trove_upgrade.common import exception as exceptions
 from trove_upgrade.package_format import chunked_aead
 from trove_upgrade.package_format import manifest as manifest_mod
 from trove_upgrade.package_format import payload_ranges

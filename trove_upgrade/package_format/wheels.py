@@ -36,7 +36,7 @@ import sys
 import tempfile
 import zipfile
 
-from trove_upgrade.common import package_exceptions as exceptions
+from trove_upgrade.common import exception as exceptions
 
 MARKER = '.complete'
 WHEEL_SUFFIX = '.whl'

@@ -31,7 +31,7 @@ version that carries its arguments (1.1 when sealed), so that it reaches
 every agent able to act on it, with the arguments ``rpc_interface.AGENT``
 declares for that version; above the cap, at the cap, an argument added
 later is left out or, when it is binding and holds a value, the message
-is refused (``ArgumentNeedsNewerVersion``). The steps of a change are in
+is refused (``ArgumentNeedsNewerVersionError``). The steps of a change are in
 doc/source/contributor/rpc-changes.rst.
 """
 
@@ -177,9 +177,9 @@ class AgentAPI:
 
         :raises: MessageUndeliverable when RabbitMQ returned it;
             RPCVersionCapError when the cap is below 1.0;
-            ArgumentNeedsNewerVersion when ``expected_manifest`` is given
+            ArgumentNeedsNewerVersionError when ``expected_manifest`` is given
             but the cap is below 1.2, or ``component`` below 1.3;
-            SealingUnavailable when the instance has a key but the cap is
+            SealingUnavailableError when the instance has a key but the cap is
             below 1.1, or has none while ``[conductor] require_sealed`` is
             set; an oslo.messaging or driver connection error when the
             messaging server stays unreachable through
@@ -263,13 +263,13 @@ class AgentAPI:
         # and the reconciler casts whole batches.
         instance_id = values['instance_id']
         if not keys and CONF.conductor.require_sealed:
-            raise exception.SealingUnavailable(
+            raise exception.SealingUnavailableError(
                 method='upgrade', instance_id=instance_id,
                 reason='the instance has no key and [conductor] '
                 'require_sealed is set')
         floor = '1.1' if keys else '1.0'
         if keys and not _allows(version_cap, floor):
-            raise exception.SealingUnavailable(
+            raise exception.SealingUnavailableError(
                 method='upgrade', instance_id=instance_id,
                 reason='the agent RPC API is capped below %s' % floor)
         version = rpc_interface.AGENT.version_to_send('upgrade', values,

@@ -41,7 +41,7 @@ def list_agents(context, filters=None, limit=None, marker=None,
 
 
 def get_agent(context, instance_id):
-    """:raises: AgentNotFound."""
+    """:raises: AgentNotFoundError."""
     return db.get_agent(context, instance_id)
 
 
@@ -54,7 +54,7 @@ def agents_of(context, instance_id):
     """The instance's agent, in a list; empty before it registered."""
     try:
         return [db.get_agent(context, instance_id)]
-    except exception.AgentNotFound:
+    except exception.AgentNotFoundError:
         return []
 
 

@@ -232,7 +232,7 @@ def _check_no_overlap(context, selector, desired_id=None):
             for a in _selected(context, other['selector'])}
         if shared:
             shown = sorted(shared)
-            raise exception.PackageConflict(reason=(
+            raise exception.PackageConflictError(reason=(
                 'Desired version %s (%s) already selects %d of these '
                 'agents: %s%s.' % (other['id'], other['name'], len(shown),
                                    ', '.join(shown[:5]),
@@ -273,7 +273,7 @@ def change(context, dv_id, values):
     changed = db.update_desired_version(context, dv_id, values, 'changed',
                                         'api', detail='; '.join(detail))
     if changed is None:
-        raise exception.PackageConflict(reason=(
+        raise exception.PackageConflictError(reason=(
             'Desired version %s changed meanwhile; try again.' % dv_id))
     return changed
 
@@ -283,7 +283,7 @@ def pause(context, dv_id, reason='Paused by an operator.', source='api'):
         context, dv_id, {'status': PAUSED, 'status_detail': reason},
         'paused', source, detail=reason, from_states={ACTIVE})
     if changed is None:
-        raise exception.PackageConflict(reason=(
+        raise exception.PackageConflictError(reason=(
             'Desired version %s is not ACTIVE: it cannot be paused.'
             % dv_id))
     return changed
@@ -299,7 +299,7 @@ def resume(context, dv_id):
         'resumed', 'api', detail='%d failure(s) acknowledged' % failed,
         from_states={PAUSED})
     if changed is None:
-        raise exception.PackageConflict(reason=(
+        raise exception.PackageConflictError(reason=(
             'Desired version %s is not PAUSED: it cannot be resumed.'
             % dv_id))
     return changed
@@ -318,14 +318,14 @@ def delete(context, dv_id):
                 db_transitions.transition_upgrade(
                     context, dispatch['upgrade_id'], states.CANCELLED, 'api',
                     allowed_from=states.CANCELLABLE_STATES)
-            except exception.InvalidStateTransition:
+            except exception.InvalidStateTransitionError:
                 pass
     db.delete_desired_version(context, dv_id)
     LOG.info('Desired version %(id)s (%(name)s) deleted.', desired)
 
 
 def get_desired_version(context, dv_id):
-    """:raises: DesiredVersionNotFound."""
+    """:raises: DesiredVersionNotFoundError."""
     return db.get_desired_version(context, dv_id)
 
 

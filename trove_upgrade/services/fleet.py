@@ -50,7 +50,7 @@ def summary(context, limit=None, marker=None):
     by SQL; the targets need each owner's selector. ``marker`` is the
     ``version`` of the last row of the previous page.
 
-    :raises: MarkerNotFound when no row has the version ``marker``.
+    :raises: MarkerNotFoundError when no row has the version ``marker``.
     """
     rows = collections.defaultdict(lambda: {
         'running': 0, 'targeted': 0, 'in_flight': 0, 'failed': 0,
@@ -78,6 +78,6 @@ def summary(context, limit=None, marker=None):
         after = [i for i, name in enumerate(names)
                  if versions.same(name, marker)]
         if not after:
-            raise exception.MarkerNotFound(marker=marker)
+            raise exception.MarkerNotFoundError(marker=marker)
         names = names[after[-1] + 1:]
     return [dict(rows[name], version=name) for name in names[:limit]]

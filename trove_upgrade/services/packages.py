@@ -38,9 +38,9 @@ import types
 from oslo_log import log as logging
 
 from trove_upgrade.agent import strategies
-from trove_upgrade.agent.strategies import exceptions as strategy_exc
+from trove_upgrade.agent.strategies import exception as strategy_exc
 from trove_upgrade.common import exception
-from trove_upgrade.common import package_exceptions as package_exc
+from trove_upgrade.common import exception as package_exc
 from trove_upgrade.common import rollout_states
 from trove_upgrade.common import versions
 from trove_upgrade import conf
@@ -90,7 +90,7 @@ def fetch_manifest(strategy_name, location):
 def _trusted_keys():
     opts = CONF.packages
     if not opts.trusted_key_files:
-        raise exception.PackageRejected(
+        raise exception.PackageRejectedError(
             package='', reason='the control plane trusts no signing key: '
                                'set [packages] trusted_key_files')
     return keys.load_trusted_keys(opts.trusted_key_files,
@@ -98,7 +98,7 @@ def _trusted_keys():
 
 
 def verified_manifest(name, version, strategy_name, location):
-    """Fetch and verify a package's manifest; PackageRejected otherwise.
+    """Fetch and verify a package's manifest; PackageRejectedError otherwise.
 
     Returns the trusted keys, the manifest and its file's SHA-256.
     """
@@ -107,7 +107,7 @@ def verified_manifest(name, version, strategy_name, location):
     try:
         manifest_bytes = fetch_manifest(strategy_name, location)
     except strategy_exc.StrategyError as e:
-        raise exception.PackageRejected(
+        raise exception.PackageRejectedError(
             package=label, reason='its manifest could not be fetched: %s: %s'
                                   % (type(e).__name__, e))
     try:
@@ -116,7 +116,7 @@ def verified_manifest(name, version, strategy_name, location):
             installed_version=None,
             max_payload_size=CONF.packages.max_payload_size)
     except package_exc.PackageError as e:
-        raise exception.PackageRejected(
+        raise exception.PackageRejectedError(
             package=label, reason='its manifest failed verification: %s: %s'
                                   % (type(e).__name__, e))
     return trusted, manifest, hashlib.sha256(manifest_bytes).hexdigest()
@@ -130,7 +130,7 @@ def register_package(context, values):
     name, version = values['name'], values['version']
     versions.require(version)
     if db.find_package(context, name, version) is not None:
-        raise exception.PackageConflict(reason=(
+        raise exception.PackageConflictError(reason=(
             'Package %s version %s is registered already.' % (name, version)))
     trusted, manifest, manifest_sha256 = verified_manifest(
         name, version, values['strategy'], values['location'])
@@ -152,7 +152,7 @@ def register_package(context, values):
 
 
 def get_package(context, package_id):
-    """:raises: PackageNotFound."""
+    """:raises: PackageNotFoundError."""
     return db.get_package(context, package_id)
 
 
@@ -168,8 +168,8 @@ def list_packages(context, name=None, state=None, version=None):
 
 def set_state(context, package_id, state):
     if state not in STATES:
-        raise exception.Invalid(reason='state must be one of %s'
-                                       % ', '.join(STATES))
+        raise exception.InvalidInputError(reason='state must be one of %s'
+                                          % ', '.join(STATES))
     package = db.update_package_state(context, package_id, state)
     LOG.info('Package %(name)s %(version)s is now %(state)s.', package)
     return package
@@ -206,11 +206,11 @@ def users_of(context, package):
 
 
 def delete_package(context, package_id):
-    """Delete an unused package; PackageConflict naming its users."""
+    """Delete an unused package; PackageConflictError naming its users."""
     package = db.get_package(context, package_id)
     uses = users_of(context, package)
     if uses:
-        raise exception.PackageConflict(reason=(
+        raise exception.PackageConflictError(reason=(
             'Package %s %s is in use: %s.' % (package['name'],
                                               package['version'],
                                               '; '.join(uses))))
@@ -221,8 +221,8 @@ def delete_package(context, package_id):
 def resolve(context, name, version):
     """The deployable package ``name`` at ``version``.
 
-    :raises: PackageRejected (400) when it is not registered,
-        PackageConflict (409) when it is retired.
+    :raises: PackageRejectedError (400) when it is not registered,
+        PackageConflictError (409) when it is retired.
     """
     package = db.find_package(context, name, version)
     if package is None:
@@ -230,11 +230,11 @@ def resolve(context, name, version):
                    if versions.same(p['version'], version)]
         package = matches[0] if matches else None
     if package is None:
-        raise exception.PackageRejected(
+        raise exception.PackageRejectedError(
             package='%s %s' % (name, version),
             reason='no such package is registered')
     if package['state'] == RETIRED:
-        raise exception.PackageConflict(reason=(
+        raise exception.PackageConflictError(reason=(
             'Package %s %s is retired: it cannot be deployed.'
             % (name, version)))
     return package
@@ -266,7 +266,7 @@ def deploy_by_reference(context, values, agents):
     given = values.get('expected_manifest')
     if given is not None and registered is not None and any(
             given[k] not in (None, registered[k]) for k in given):
-        raise exception.Invalid(reason=(
+        raise exception.InvalidInputError(reason=(
             'expected_manifest differs from that of the registered '
             'package %s %s (sha256 %s, package %s).'
             % (package['name'], package['version'], registered['sha256'],
@@ -284,7 +284,7 @@ def _expectation(values):
     try:
         manifest_mod.check_expectation(given['sha256'], given['package'])
     except package_exc.InvalidExpectationError as e:
-        raise exception.Invalid(reason='expected_manifest: %s' % e)
+        raise exception.InvalidInputError(reason='expected_manifest: %s' % e)
     if any(v is not None for v in given.values()):
         values['expected_manifest'] = given
 
@@ -309,7 +309,7 @@ def check_floor(package, agents):
     below = sorted(a['instance_id'] for a in agents
                    if below_floor(package, a['guest_version']))
     if below:
-        raise exception.PackageConflict(reason=(
+        raise exception.PackageConflictError(reason=(
             'Package %s %s installs only over %s or later; %d selected '
             'agent(s) run an older version: %s%s.'
             % (package['name'], package['version'],

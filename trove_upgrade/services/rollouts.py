@@ -255,7 +255,7 @@ def check_no_overlap(context, selector):
             for a in select_agents(context, other['selector'])}
         if shared:
             shown = sorted(shared)
-            raise exception.RolloutConflict(reason=(
+            raise exception.RolloutConflictError(reason=(
                 'Active rollout %s (%s) already selects %d of these agents: '
                 '%s%s.' % (other['id'], other['name'], len(shown),
                            ', '.join(shown[:5]),
@@ -270,9 +270,10 @@ def create_rollout(context, values):
     ``trove_instances.resolve_instance``); without it they must be ids
     and ``trove`` facts cannot be selected by.
 
-    :raises: RolloutConflict when an active rollout selects one of the
-        agents this one selects; InstanceNotFound, AmbiguousInstanceName,
-        TroveNotConfigured.
+    :raises: RolloutConflictError when an active rollout selects one of the
+        agents this one selects; InstanceNotFoundError,
+        AmbiguousInstanceNameError,
+        TroveNotConfiguredError.
     """
     selector = values['selector']
     if 'instance_ids' in selector:
@@ -282,11 +283,11 @@ def create_rollout(context, values):
                     context, selector['instance_ids'])))
         elif not all(trove_instances.is_instance_id(i)
                      for i in selector['instance_ids']):
-            raise exception.TroveNotConfigured(
+            raise exception.TroveNotConfiguredError(
                 what='Naming instances by name',
                 hint='give the instance ids.')
     if 'trove' in selector and not trove_instances.configured():
-        raise exception.TroveNotConfigured(
+        raise exception.TroveNotConfiguredError(
             what='Selecting by Trove facts',
             hint='select by instance_ids, group or labels.')
     values = dict(values, selector=selector)
@@ -308,7 +309,7 @@ def _move(context, rollout_id, from_states, action, values, finished=False):
                                          values, finished=finished)
     if rollout is None:
         current = db_rollouts.get_rollout(context, rollout_id)
-        raise exception.InvalidRolloutState(
+        raise exception.InvalidRolloutStateError(
             rollout_id=rollout_id, status=current['status'], action=action)
     LOG.info('Rollout %(id)s %(action)s.', {'id': rollout_id,
                                             'action': action})
@@ -330,7 +331,7 @@ def resume_rollout(context, rollout_id):
     """
     rollout = db_rollouts.get_rollout(context, rollout_id)
     if rollout['status'] != rs.PAUSED:
-        raise exception.InvalidRolloutState(
+        raise exception.InvalidRolloutStateError(
             rollout_id=rollout_id, status=rollout['status'],
             action='resumed')
     failed = plan_for(context, rollout).counters[rs.AGENT_FAILED]
@@ -352,7 +353,7 @@ def abort_rollout(context, rollout_id):
         if dispatch['status'] in states.CANCELLABLE_STATES:
             try:
                 upgrades.cancel_upgrade(context, dispatch['upgrade_id'])
-            except exception.InvalidStateTransition:
+            except exception.InvalidStateTransitionError:
                 LOG.info('Upgrade %s was claimed before the abort could '
                          'cancel it.', dispatch['upgrade_id'])
     return rollout
@@ -364,7 +365,7 @@ def delete_rollout(context, rollout_id):
 
 
 def get_rollout(context, rollout_id):
-    """:raises: RolloutNotFound."""
+    """:raises: RolloutNotFoundError."""
     return db_rollouts.get_rollout(context, rollout_id)
 
 

@@ -39,7 +39,7 @@ from oslo_utils import timeutils
 from oslo_utils import uuidutils
 
 from trove_upgrade.common import exception
-from trove_upgrade.common import package_exceptions as package_exc
+from trove_upgrade.common import exception as package_exc
 from trove_upgrade.common import sealing
 from trove_upgrade.common import secret_files
 from trove_upgrade.common import trove_keys

@@ -65,8 +65,8 @@ def is_instance_id(value):
 def resolve_instance(context, id_or_name):
     """The id of the live instance ``id_or_name`` names.
 
-    :raises: InstanceNotFound when none does (or only deleted ones do),
-        AmbiguousInstanceName when several live ones have that name.
+    :raises: InstanceNotFoundError when none does (or only deleted ones do),
+        AmbiguousInstanceNameError when several live ones have that name.
     """
     tenant_id = None if context.is_admin else context.project_id
     found = trove_db.find_instances(id_or_name, tenant_id)
@@ -75,12 +75,12 @@ def resolve_instance(context, id_or_name):
         found = by_id
     live = [i for i in found if not i['deleted']]
     if not live:
-        raise exception.InstanceNotFound(
+        raise exception.InstanceNotFoundError(
             instance=id_or_name,
             reason='it was deleted.' if found else
             'no instance has this id or name.')
     if len(live) > 1:
-        raise exception.AmbiguousInstanceName(
+        raise exception.AmbiguousInstanceNameError(
             name=id_or_name, ids=', '.join(i['id'] for i in live))
     return live[0]['id']
 
@@ -119,7 +119,7 @@ def hold_reasons(context, instance_ids):
     for instance_id in instance_ids:
         try:
             db_agents.get_agent(context, instance_id)
-        except exception.AgentNotFound:
+        except exception.AgentNotFoundError:
             reasons[instance_id] = ('waiting for the upgrade agent of '
                                     'instance %s to register' % instance_id)
     if configured():
@@ -134,10 +134,10 @@ def hold_reasons(context, instance_ids):
 def select(agents, trove_selector):
     """The ``agents`` whose Trove instance has every fact of the selector.
 
-    :raises: TroveNotConfigured without ``[trove] connection``.
+    :raises: TroveNotConfiguredError without ``[trove] connection``.
     """
     if not configured():
-        raise exception.TroveNotConfigured(
+        raise exception.TroveNotConfiguredError(
             what='Selecting by Trove facts',
             hint='select by instance_ids, group or labels.')
     instances = trove_db.get_instances({a['instance_id'] for a in agents})

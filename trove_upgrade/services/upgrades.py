@@ -37,7 +37,7 @@ from oslo_utils import timeutils
 from oslo_utils import uuidutils
 
 from trove_upgrade.common import exception
-from trove_upgrade.common import package_exceptions as package_exc
+from trove_upgrade.common import exception as package_exc
 from trove_upgrade.common import states
 from trove_upgrade import conf
 from trove_upgrade.db import held as db_held
@@ -89,7 +89,7 @@ def create_upgrade(context, values):
     messaging server stays unreachable through ``[DEFAULT]
     rpc_send_retries``, or the version cap is below what the agent API can
     send, or its keys cannot be read) the upgrade moves on to FAILED with
-    the reason, and DispatchFailed is raised. One that RabbitMQ returned (no
+    the reason, and DispatchError is raised. One that RabbitMQ returned (no
     queue of the agent yet) stays SENT, with that reason recorded.
 
     An upgrade of an instance Trove reports busy is recorded PENDING and
@@ -109,7 +109,7 @@ def create_upgrade(context, values):
         hold = trove_instances.hold_reasons(
             context, [values['instance_id']]).get(values['instance_id'])
     elif not trove_instances.is_instance_id(values['instance_id']):
-        raise exception.TroveNotConfigured(
+        raise exception.TroveNotConfiguredError(
             what='Naming an instance by name',
             hint='%r is not an instance id; give the instance id.'
             % values['instance_id'])
@@ -130,8 +130,8 @@ def create_upgrade(context, values):
                 # Sent again and claimed, or cancelled, while this cast
                 # was retried: its failure is no longer news.
                 return db_upgrades.get_upgrade(context, upgrade['id'])
-            raise exception.DispatchFailed(upgrade_id=upgrade['id'],
-                                           reason=reason)
+            raise exception.DispatchError(upgrade_id=upgrade['id'],
+                                          reason=reason)
         _warn_not_sent(upgrade, resends.RETURNED)
         now = timeutils.utcnow()
         db_resends.record_sends(context, [(upgrade, resends.RETURNED)],
@@ -266,7 +266,7 @@ def record_unsent(context, upgrade, error, source, allowed_from=None):
             context, upgrade['id'], states.FAILED, source,
             detail='Could not be sent to the agent: %s' % reason,
             allowed_from=allowed_from)
-    except exception.InvalidStateTransition as e:
+    except exception.InvalidStateTransitionError as e:
         LOG.info('Upgrade %(id)s is %(status)s: not recorded FAILED.',
                  {'id': upgrade['id'], 'status': e.kwargs['from_state']})
         return None
@@ -280,7 +280,8 @@ def cancel_upgrade(context, upgrade_id):
 
     Cancelling a cancelled upgrade changes nothing.
 
-    :raises: UpgradeNotFound; InvalidStateTransition once the agent claimed
+    :raises: UpgradeNotFoundError; InvalidStateTransitionError once the agent
+    claimed
         it or it ended.
     """
     _changed, upgrade = db_transitions.transition_upgrade(
@@ -291,7 +292,7 @@ def cancel_upgrade(context, upgrade_id):
 
 def _log_foreign(instance_id, upgrade_id, error):
     """Log a message about an upgrade that is not the instance's."""
-    if isinstance(error, exception.UpgradeNotFound):
+    if isinstance(error, exception.UpgradeNotFoundError):
         LOG.warning('The agent of instance %(instance)s sent a message '
                     'about unknown upgrade %(id)s; ignored.',
                     {'instance': instance_id, 'id': upgrade_id})
@@ -346,13 +347,13 @@ def claim_upgrade(context, instance_id, upgrade_id, from_version,
             allowed_from=CLAIMABLE_STATES,
             values=_version_values(from_version), instance_id=instance_id,
             memory=memory, writer=writer)
-    except (exception.UpgradeNotFound,
-            exception.UpgradeOfAnotherInstance) as e:
+    except (exception.UpgradeNotFoundError,
+            exception.UpgradeOfAnotherInstanceError) as e:
         _log_foreign(instance_id, upgrade_id, e)
         return {'proceed': False, 'status': None,
                 'reason': 'Upgrade %s is not an upgrade of instance %s.'
                           % (upgrade_id, instance_id)}
-    except exception.InvalidStateTransition as e:
+    except exception.InvalidStateTransitionError as e:
         status = e.kwargs['from_state']
         LOG.info('Upgrade %(id)s is %(status)s: its agent will not start '
                  'it.', {'id': upgrade_id, 'status': status})
@@ -453,16 +454,16 @@ def _described(report):
 
 def _answer(context, instance_id, upgrade_id, to_state, outcome):
     """Log, announce and answer one report's outcome."""
-    if isinstance(outcome, (exception.UpgradeNotFound,
-                            exception.UpgradeOfAnotherInstance)):
+    if isinstance(outcome, (exception.UpgradeNotFoundError,
+                            exception.UpgradeOfAnotherInstanceError)):
         _log_foreign(instance_id, upgrade_id, outcome)
         return {'recorded': False, 'status': None, 'reason': REJECTED}
-    if isinstance(outcome, exception.InvalidStateTransition):
+    if isinstance(outcome, exception.InvalidStateTransitionError):
         LOG.warning('Ignored report of instance %(instance)s: %(error)s',
                     {'instance': instance_id, 'error': outcome})
         return {'recorded': False, 'status': outcome.kwargs['from_state'],
                 'reason': ILLEGAL}
-    if isinstance(outcome, exception.Invalid):
+    if isinstance(outcome, exception.InvalidInputError):
         LOG.warning('Ignored report of instance %(instance)s about upgrade '
                     '%(id)s: %(error)s',
                     {'instance': instance_id, 'id': upgrade_id,

@@ -21,7 +21,7 @@ drop-in file and usable when ``[agent] allowed_strategies`` names it. See
 from stevedore import driver
 from stevedore import exception as stevedore_exc
 
-from trove_upgrade.agent.strategies import exceptions
+from trove_upgrade.agent.strategies import exception as exceptions
 from trove_upgrade import conf as tu_conf
 from trove_upgrade import strategy_plugins
 
@@ -30,14 +30,14 @@ def load(name, conf=tu_conf.CONF):
     """Return a ready strategy named ``name``, configured from ``conf``."""
     allowed = conf.agent.allowed_strategies
     if name not in allowed:
-        raise exceptions.StrategyNotAllowed(
+        raise exceptions.StrategyNotAllowedError(
             name=name, allowed=', '.join(allowed) or '(empty)')
     try:
         manager = driver.DriverManager(
             strategy_plugins.NAMESPACE, name, invoke_on_load=False,
             on_load_failure_callback=_not_loadable(name))
     except stevedore_exc.NoMatches:
-        raise exceptions.StrategyNotInstalled(
+        raise exceptions.StrategyNotInstalledError(
             name=name,
             reason='no plugin of that name in entry point group %s'
                    % strategy_plugins.NAMESPACE)
@@ -46,7 +46,7 @@ def load(name, conf=tu_conf.CONF):
 
 def _not_loadable(name):
     def fail(manager, entrypoint, exc):
-        raise exceptions.StrategyNotInstalled(
+        raise exceptions.StrategyNotInstalledError(
             name=name, reason='its plugin %s cannot be imported: %s'
                               % (entrypoint.value, exc)) from exc
     return fail

@@ -15,23 +15,23 @@
 The agent uses a strategy through these calls only::
 
     strategy = strategies.load(name, conf=CONF)
-        # StrategyNotAllowed: name not in [agent] allowed_strategies
-        # StrategyNotInstalled: no trove_upgrade.strategies entry point
+        # StrategyNotAllowedError: name not in [agent] allowed_strategies
+        # StrategyNotInstalledError: no trove_upgrade.strategies entry point
         # StrategyConfigError: its drop-in file is unreadable or invalid
     strategy.name
     strategy.check_location(location)
-        # cheap: well formed (InvalidLocation) and reachable
-        # (LocationUnreachable and its subclasses ObjectNotFound,
-        # AccessDenied, RequestRejected)
+        # cheap: well formed (InvalidLocationError) and reachable
+        # (LocationUnreachableError and its subclasses ObjectNotFoundError,
+        # AccessDeniedError, RequestRejectedError)
     strategy.fetch(location, dest_path, max_bytes) -> bytes written
-        # InvalidLocation, LocationUnreachable (and subclasses),
-        # SizeLimitExceeded, DownloadFailed, DestinationError (the local
+        # InvalidLocationError, LocationUnreachableError (and subclasses),
+        # SizeLimitExceededError, DownloadError, DestinationError (the local
         # file could not be written: missing directory, disk full)
     strategy.serves_ranges
     strategy.fetch_ranges(location, ranges, dest_path) -> bytes written
         # only where serves_ranges: the byte ranges [(start, length)] of
         # the object, back to back; the errors of fetch, and
-        # RangesNotServed when the server answers with the whole object
+        # RangesNotServedError when the server answers with the whole object
 
 Every upgrade fetches two objects: the package at ``location`` and its signed
 manifest at ``location + '.manifest'``; every location format accepts that
@@ -43,18 +43,18 @@ What every strategy guarantees, whatever the transport:
   only when the whole object arrived, after an fsync, so ``dest_path``
   never holds half a download; on failure nothing is left behind.
 * ``max_bytes`` is enforced while reading: the attempt stops with
-  :class:`~.exceptions.SizeLimitExceeded` as soon as one byte more arrives,
+  :class:`~.exception.SizeLimitExceededError` as soon as one byte more arrives,
   whatever size the server announced, so an endless or lying server cannot
   fill the disk.
 * Each attempt ends after ``[agent] download_timeout`` seconds. Transient
-  failures (:class:`~.exceptions.TransientError`) are retried
+  failures (:class:`~.exception.TransientError`) are retried
   ``[agent] download_retries`` times, waiting ``download_retry_delay``
   seconds and twice as long each time after; permanent ones (malformed
   location, not found, access denied, size limit) fail at once.
-* Errors derive from :class:`~.exceptions.StrategyError` and read as the
+* Errors derive from :class:`~.exception.StrategyError` and read as the
   reason of a FAILED upgrade.
 * ``fetch_ranges`` writes exactly ``length`` bytes for each range: one
-  byte more is :class:`~.exceptions.SizeLimitExceeded`, fewer a
+  byte more is :class:`~.exceptions.SizeLimitExceededError`, fewer a
   transient failure retried from the range's start. What the bytes are is
   the package verifier's business (:mod:`trove_upgrade.package_format
   .payload_ranges`), as for ``fetch``.
@@ -75,8 +75,8 @@ from oslo_config import cfg
 from oslo_log import log as logging
 import tenacity
 
-from trove_upgrade.agent.strategies import exceptions
-from trove_upgrade.common import package_exceptions as package_exc
+from trove_upgrade.agent.strategies import exception as exceptions
+from trove_upgrade.common import exception as package_exc
 
 LOG = logging.getLogger(__name__)
 
@@ -206,7 +206,7 @@ class Strategy(metaclass=abc.ABCMeta):
 
     @abc.abstractmethod
     def parse_location(self, location):
-        """Return the transport's view of a location or raise InvalidLocation.
+        """The transport's view of a location, or InvalidLocationError.
 
         Purely syntactic: no I/O.
         """
@@ -235,7 +235,7 @@ class Strategy(metaclass=abc.ABCMeta):
     def check_location(self, location):
         """Raise unless ``location`` is well formed and reachable."""
         target = self.parse_location(location)
-        self._with_retries(location, exceptions.LocationUnreachable,
+        self._with_retries(location, exceptions.LocationUnreachableError,
                            lambda: self._check(target, self._deadline()))
 
     def fetch(self, location, dest_path, max_bytes):
@@ -250,7 +250,7 @@ class Strategy(metaclass=abc.ABCMeta):
                                               reason=exc.strerror) from exc
         try:
             size = self._with_retries(
-                location, exceptions.DownloadFailed,
+                location, exceptions.DownloadError,
                 lambda: self._fetch_once(target, part_path, max_bytes,
                                          self._deadline()))
             try:
@@ -284,7 +284,7 @@ class Strategy(metaclass=abc.ABCMeta):
             with out:
                 for start, length in ranges:
                     self._with_retries(
-                        location, exceptions.DownloadFailed,
+                        location, exceptions.DownloadError,
                         self._range_attempt(target, out, start, length))
             self._commit(part_path, dest_path)
         except OSError as exc:
@@ -317,11 +317,11 @@ class Strategy(metaclass=abc.ABCMeta):
         return attempt
 
     def invalid(self, location, reason):
-        return exceptions.InvalidLocation(
+        return exceptions.InvalidLocationError(
             location=location, strategy=self.name, reason=reason)
 
     def too_big(self, location, max_bytes, reason):
-        return exceptions.SizeLimitExceeded(
+        return exceptions.SizeLimitExceededError(
             location=location, strategy=self.name, max_bytes=max_bytes,
             reason=reason)
 
@@ -374,7 +374,7 @@ class Strategy(metaclass=abc.ABCMeta):
         except exceptions.TransientError as exc:
             kwargs = {'location': location, 'strategy': self.name,
                       'reason': exc}
-            if final_error is exceptions.DownloadFailed:
+            if final_error is exceptions.DownloadError:
                 kwargs['attempts'] = attempts
             else:
                 kwargs['reason'] = ('%s (after %d attempt(s))'

@@ -19,7 +19,7 @@ with hundreds of MiB put them all in memory, once per attempt.
 :class:`BoundedBodyAdapter` is a requests transport, given to a session
 through its public ``mount``, whose responses stop a read of the whole
 body (``read()`` without a size, ``stream()``, which ``content`` uses)
-with :class:`BodyTooLarge` one chunk past :data:`MAX_WHOLE_BODY`, before
+with :class:`BodyTooLargeError` one chunk past :data:`MAX_WHOLE_BODY`, before
 the rest is read. A read of a given size (a download streamed to disk) is
 the caller's to bound, as the strategies do with their cap.
 """
@@ -27,12 +27,15 @@ the caller's to bound, as the strategies do with their cap.
 from requests import adapters
 from requests import exceptions as requests_exc
 
+from trove_upgrade.common import exception
+
 # A token with its catalog, an error page: far less than this.
 MAX_WHOLE_BODY = 1024 * 1024
 _CHUNK = 65536
 
 
-class BodyTooLarge(requests_exc.RequestException):
+class BodyTooLargeError(requests_exc.RequestException,
+                        exception.TroveUpgradeError):
     """A body read whole is longer than the bytes allowed for it."""
 
 
@@ -49,8 +52,9 @@ class _BoundedBody:
 
     def _too_large(self):
         self._raw.close()
-        return BodyTooLarge('the answer to %s is longer than the %d bytes '
-                            'read of it' % (self._what, self._limit))
+        return BodyTooLargeError(
+            'the answer to %s is longer than the %d bytes '
+            'read of it' % (self._what, self._limit))
 
     def read(self, amt=None, *args, **kwargs):
         if amt is not None:
@@ -93,13 +97,13 @@ def _without_query(url):
 
 
 def too_large(exc):
-    """The :class:`BodyTooLarge` behind ``exc`` (a library's wrap), or None.
+    """The :class:`BodyTooLargeError` behind ``exc`` (a library's wrap).
 
     keystoneauth raises its own error while handling requests' one.
     """
     seen = set()
     while exc is not None and id(exc) not in seen:
-        if isinstance(exc, BodyTooLarge):
+        if isinstance(exc, BodyTooLargeError):
             return exc
         seen.add(id(exc))
         exc = exc.__cause__ or exc.__context__

@@ -31,7 +31,7 @@ its Content-Range starts at N; a 200 restarts the file from zero.
 Part of a package (``fetch_ranges``) is asked for with ``Range:
 bytes=A-B``; only a 206 whose Content-Range is exactly ``A-B`` is read, at
 most ``B - A + 1`` bytes of it. A 200 (a server that ignores ranges) is
-:class:`~.exceptions.RangesNotServed`, and the agent downloads the whole
+:class:`~.exceptions.RangesNotServedError`, and the agent downloads the whole
 package instead.
 """
 
@@ -43,7 +43,7 @@ import ssl
 import urllib.parse
 
 from trove_upgrade.agent.strategies import base
-from trove_upgrade.agent.strategies import exceptions
+from trove_upgrade.agent.strategies import exception as exceptions
 from trove_upgrade.conf import strategies as conf_strategies
 
 _CONTENT_RANGE = re.compile(r'^bytes (\d+)-(\d+)/(\d+|\*)$')
@@ -159,14 +159,14 @@ class HttpStrategy(base.Strategy):
                                  deadline)
             self._raise_for_status(target, resp)
             if resp.status != 206:
-                raise exceptions.RangesNotServed(
+                raise exceptions.RangesNotServedError(
                     location=target.location, strategy=self.name,
                     reason='it answered a range request with HTTP %d'
                            % resp.status)
             match = _CONTENT_RANGE.match(resp.getheader('Content-Range', ''))
             if not match or (int(match.group(1)),
                              int(match.group(2))) != (start, end):
-                raise exceptions.RequestRejected(
+                raise exceptions.RequestRejectedError(
                     location=target.location, strategy=self.name,
                     reason='it answered the range %d-%d with Content-Range '
                            '"%s"' % (start, end, base.server_text(
@@ -204,7 +204,7 @@ class HttpStrategy(base.Strategy):
                        'over' % offset)
         self._raise_for_status(target, resp)
         if resp.status != 200:
-            raise exceptions.RequestRejected(
+            raise exceptions.RequestRejectedError(
                 location=target.location, strategy=self.name,
                 reason='unexpected HTTP status %d %s'
                        % (resp.status, base.server_text(resp.reason)))
@@ -231,7 +231,7 @@ class HttpStrategy(base.Strategy):
         except ssl.SSLError as exc:
             self.check_deadline(deadline)
             if 'CERTIFICATE' in (exc.reason or ''):
-                raise exceptions.AccessDenied(
+                raise exceptions.AccessDeniedError(
                     location=target.location, strategy=self.name,
                     reason='TLS certificate check failed: %s'
                            % _describe(exc)) from exc
@@ -254,15 +254,15 @@ class HttpStrategy(base.Strategy):
         kwargs = {'location': target.location, 'strategy': self.name,
                   'reason': reason}
         if status in (404, 410):
-            raise exceptions.ObjectNotFound(**kwargs)
+            raise exceptions.ObjectNotFoundError(**kwargs)
         if status in (401, 403):
-            raise exceptions.AccessDenied(**kwargs)
+            raise exceptions.AccessDeniedError(**kwargs)
         if status in _RETRIED_STATUSES:
             raise exceptions.TransientError(reason=reason)
         if 300 <= status < 400:
             kwargs['reason'] = '%s to %s; redirects are not followed' % (
                 reason, base.server_text(resp.getheader('Location')))
-        raise exceptions.RequestRejected(**kwargs)
+        raise exceptions.RequestRejectedError(**kwargs)
 
     def _make_ssl_context(self):
         settings = self.settings

@@ -24,7 +24,7 @@ import stat
 import urllib.parse
 
 from trove_upgrade.agent.strategies import base
-from trove_upgrade.agent.strategies import exceptions
+from trove_upgrade.agent.strategies import exception as exceptions
 from trove_upgrade.conf import strategies as conf_strategies
 
 _PERMANENT_ERRNOS = (errno.ENOENT, errno.ENOTDIR, errno.EACCES, errno.EPERM,
@@ -95,7 +95,7 @@ class LocalStrategy(base.Strategy):
         """Open ``path`` read-only once it is proven safe to read."""
         real = os.path.realpath(path)
         if not any(_inside(real, allowed) for allowed in self._allowed()):
-            raise exceptions.AccessDenied(
+            raise exceptions.AccessDeniedError(
                 location=location, strategy=self.name,
                 reason='%s is outside [local] allowed_dirs (%s)'
                        % (real, ', '.join(self.settings.allowed_dirs)))
@@ -106,15 +106,15 @@ class LocalStrategy(base.Strategy):
             error = exceptions.TransientError
             kwargs = {'reason': '%s: %s' % (real, exc.strerror)}
             if exc.errno in (errno.ENOENT, errno.ENOTDIR):
-                error = exceptions.ObjectNotFound
+                error = exceptions.ObjectNotFoundError
             elif exc.errno in _PERMANENT_ERRNOS:
-                error = exceptions.AccessDenied
+                error = exceptions.AccessDeniedError
             if error is not exceptions.TransientError:
                 kwargs.update(location=location, strategy=self.name)
             raise error(**kwargs) from exc
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             os.close(fd)
-            raise exceptions.AccessDenied(
+            raise exceptions.AccessDeniedError(
                 location=location, strategy=self.name,
                 reason='%s is not a regular file' % real)
         os.set_blocking(fd, True)

@@ -36,7 +36,7 @@ import urllib.parse
 
 from trove_upgrade.agent import child_process
 from trove_upgrade.agent.strategies import base
-from trove_upgrade.agent.strategies import exceptions
+from trove_upgrade.agent.strategies import exception as exceptions
 from trove_upgrade.conf import strategies as conf_strategies
 
 _UNSAFE = re.compile(r'[*?\[\]{}\\\s\x00-\x1f\x7f]')
@@ -145,11 +145,11 @@ class RsyncStrategy(base.Strategy):
         match = (_LISTING.match(lines[0])
                  if len(lines) == 1 and listing.complete else None)
         if match is None:
-            raise exceptions.RequestRejected(
+            raise exceptions.RequestRejectedError(
                 location=target.location, strategy=self.name,
                 reason='unexpected listing %r' % output[:200])
         if match.group(1) != '-':
-            raise exceptions.RequestRejected(
+            raise exceptions.RequestRejectedError(
                 location=target.location, strategy=self.name,
                 reason='it is not a regular file (%s)' % lines[0].strip())
         return int(re.sub(r'[,.]', '', match.group(2)))
@@ -168,12 +168,12 @@ class RsyncStrategy(base.Strategy):
                     head=_LISTING_LIMIT, env=_environment(),
                     preexec_fn=_file_size_limit(max_bytes),
                     pass_fds=password.fds(), cwd=cwd or None)
-        except child_process.ChildTimedOut as exc:
+        except child_process.ChildTimeoutError as exc:
             raise exceptions.TransientError(
                 reason='rsync did not finish within [agent] '
                        'download_timeout (%s s)' % self.timeout) from exc
         except OSError as exc:
-            raise exceptions.RequestRejected(
+            raise exceptions.RequestRejectedError(
                 location=target.location, strategy=self.name,
                 reason='cannot run %s: %s' % (settings.rsync_path, exc))
         if result.returncode != 0:
@@ -190,16 +190,16 @@ class RsyncStrategy(base.Strategy):
             raise self.too_big(target.location, max_bytes,
                                'the daemon sent more than it listed')
         if status == 23 and 'No such file or directory' in stderr:
-            raise exceptions.ObjectNotFound(**kwargs)
+            raise exceptions.ObjectNotFoundError(**kwargs)
         if status == 5:
             if '@ERROR: Unknown module' in stderr:
-                raise exceptions.ObjectNotFound(**kwargs)
+                raise exceptions.ObjectNotFoundError(**kwargs)
             if '@ERROR: auth failed' in stderr:
-                raise exceptions.AccessDenied(**kwargs)
+                raise exceptions.AccessDeniedError(**kwargs)
             if '@ERROR: max connections' not in stderr:
-                raise exceptions.RequestRejected(**kwargs)
+                raise exceptions.RequestRejectedError(**kwargs)
         if status in _PERMANENT_STATUSES:
-            raise exceptions.RequestRejected(**kwargs)
+            raise exceptions.RequestRejectedError(**kwargs)
         raise exceptions.TransientError(reason=reason)
 
 

@@ -54,7 +54,7 @@ import urllib3
 
 from trove_upgrade.agent.strategies import base
 from trove_upgrade.agent.strategies import bounded_body
-from trove_upgrade.agent.strategies import exceptions
+from trove_upgrade.agent.strategies import exception as exceptions
 from trove_upgrade.conf import strategies as conf_strategies
 
 _MAX_CONTAINER = 256
@@ -165,13 +165,13 @@ class SwiftStrategy(base.Strategy):
                 match = _CONTENT_RANGE.match(
                     headers.get('content-range') or '')
                 if not match:
-                    raise exceptions.RangesNotServed(
+                    raise exceptions.RangesNotServedError(
                         location=target.location, strategy=self.name,
                         reason='it answered a range request with the whole '
                                'object')
                 answered = (int(match.group(1)), int(match.group(2)))
                 if answered != (start, end):
-                    raise exceptions.RequestRejected(
+                    raise exceptions.RequestRejectedError(
                         location=target.location, strategy=self.name,
                         reason='it answered the range %d-%d with '
                                'Content-Range "%s"' % (
@@ -195,12 +195,12 @@ class SwiftStrategy(base.Strategy):
             url, token = self._authenticate(transport)
             self.check_deadline(deadline)
             if not url or not token:
-                raise exceptions.RequestRejected(
+                raise exceptions.RequestRejectedError(
                     location=target.location, strategy=self.name,
                     reason='the authentication answer named no storage URL '
                            'or token')
             if target.storage_url and url.rstrip('/') != target.storage_url:
-                raise exceptions.AccessDenied(
+                raise exceptions.AccessDeniedError(
                     location=target.location, strategy=self.name,
                     reason='it is outside the Swift account of the '
                            'configured credentials (%s)'
@@ -369,25 +369,25 @@ class _SwiftErrors:
         if too_large is not None:
             # Its server will not answer shorter on the next attempt.
             kwargs['reason'] = _describe(too_large)
-            raise exceptions.RequestRejected(**kwargs) from exc
+            raise exceptions.RequestRejectedError(**kwargs) from exc
         if isinstance(exc, swift_client.ClientException):
             status = exc.http_status
             kwargs['reason'] = _describe_client_error(exc)
             if status == 404:
-                raise exceptions.ObjectNotFound(**kwargs) from exc
+                raise exceptions.ObjectNotFoundError(**kwargs) from exc
             if status in (401, 403):
-                raise exceptions.AccessDenied(**kwargs) from exc
+                raise exceptions.AccessDeniedError(**kwargs) from exc
             if status is not None and 400 <= status < 500 and \
                     status not in (408, 429):
-                raise exceptions.RequestRejected(**kwargs) from exc
+                raise exceptions.RequestRejectedError(**kwargs) from exc
             raise exceptions.TransientError(reason=kwargs['reason']) from exc
-        if isinstance(exc, (ksa_exc.Unauthorized, ksa_exc.Forbidden)):
+        if isinstance(exc, (ksa_exc.Unauthorized, ksa_exc.ForbiddenError)):
             kwargs['reason'] = ('Keystone refused the credentials: %s'
                                 % _describe(exc))
-            raise exceptions.AccessDenied(**kwargs) from exc
+            raise exceptions.AccessDeniedError(**kwargs) from exc
         if isinstance(exc, ksa_exc.EndpointNotFound):
             kwargs['reason'] = 'no object-store endpoint: %s' % _describe(exc)
-            raise exceptions.RequestRejected(**kwargs) from exc
+            raise exceptions.RequestRejectedError(**kwargs) from exc
         # UnicodeError: swiftclient decodes every header as UTF-8.
         if isinstance(exc, (ksa_exc.ClientException,
                             requests.exceptions.RequestException,

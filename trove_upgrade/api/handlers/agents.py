@@ -69,7 +69,7 @@ def _instance_id(req):
     """The instance of the URL; a malformed one has no agent: 404."""
     instance_id = req.urlvars['instance_id']
     if not uuidutils.is_uuid_like(instance_id):
-        raise exception.AgentNotFound(instance_id=instance_id)
+        raise exception.AgentNotFoundError(instance_id=instance_id)
     return util.canonical_id(instance_id)
 
 

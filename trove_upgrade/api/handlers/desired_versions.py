@@ -38,7 +38,7 @@ _DEFAULTS = {'canary': 1, 'max_in_flight': 1, 'max_failures': 0,
 def _dv_id(req):
     dv_id = req.urlvars['desired_version_id']
     if not uuidutils.is_uuid_like(dv_id):
-        raise exception.DesiredVersionNotFound(desired_version_id=dv_id)
+        raise exception.DesiredVersionNotFoundError(desired_version_id=dv_id)
     return util.canonical_id(dv_id)
 
 
@@ -155,7 +155,7 @@ def list_targets(req):
     if marker is not None:
         marker = str(uuid.UUID(marker))
         if not agents.is_registered(context, marker):
-            raise exception.MarkerNotFound(marker=marker)
+            raise exception.MarkerNotFoundError(marker=marker)
     owners = desired_versions.owners(context, wanted, after=marker,
                                      limit=limit)
     running = agents.running_versions(context, owners)

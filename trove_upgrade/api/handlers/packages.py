@@ -30,7 +30,7 @@ from trove_upgrade.services import packages as package_registry
 def _package_id(req):
     package_id = req.urlvars['package_id']
     if not uuidutils.is_uuid_like(package_id):
-        raise exception.PackageNotFound(package=package_id)
+        raise exception.PackageNotFoundError(package=package_id)
     return util.canonical_id(package_id)
 
 

@@ -40,7 +40,7 @@ _DEFAULTS = {'canary': 1, 'max_in_flight': 1, 'max_failures': 0,
 def _rollout_id(req):
     rollout_id = req.urlvars['rollout_id']
     if not uuidutils.is_uuid_like(rollout_id):
-        raise exception.RolloutNotFound(rollout_id=rollout_id)
+        raise exception.RolloutNotFoundError(rollout_id=rollout_id)
     return util.canonical_id(rollout_id)
 
 

@@ -53,7 +53,7 @@ def _upgrade_id(req):
     """The upgrade id of the path; a malformed one cannot exist: 404."""
     upgrade_id = req.urlvars['upgrade_id']
     if not uuidutils.is_uuid_like(upgrade_id):
-        raise exception.UpgradeNotFound(upgrade_id=upgrade_id)
+        raise exception.UpgradeNotFoundError(upgrade_id=upgrade_id)
     return util.canonical_id(upgrade_id)
 
 
@@ -98,7 +98,7 @@ def create_instance_upgrade(req):
     util.require_json(req)
     instance_id = req.urlvars['instance_id']
     if not uuidutils.is_uuid_like(instance_id):
-        raise exception.InstanceNotFound(
+        raise exception.InstanceNotFoundError(
             instance=instance_id, reason='an instance id is a UUID')
     body = util.extract_json(req.body, schema.POST_INSTANCE_UPGRADE)
     values = dict(body['upgrade'], instance_id=instance_id)

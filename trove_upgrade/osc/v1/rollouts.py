@@ -27,7 +27,7 @@ from osc_lib.cli import parseractions
 from osc_lib.command import command
 from osc_lib import exceptions
 
-from trove_upgrade.common import package_exceptions as package_exc
+from trove_upgrade.common import exception as package_exc
 from trove_upgrade.common import rollout_states as rs
 from trove_upgrade.osc.v1 import output
 from trove_upgrade.osc.v1 import packages

@@ -22,7 +22,7 @@ from osc_lib.command import command
 from osc_lib import exceptions
 from osc_lib import utils
 
-from trove_upgrade.common import package_exceptions as package_exc
+from trove_upgrade.common import exception as package_exc
 from trove_upgrade.common import states
 from trove_upgrade.osc.v1 import batch
 from trove_upgrade.osc.v1 import output

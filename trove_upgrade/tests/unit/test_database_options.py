@@ -51,7 +51,7 @@ class TestConnectionURL(base.TestCase):
         for url in ('user:secret@host/db',
                     'mysql+pymysql://root:secret@[::1/x',
                     'postgresql://u:secret@host:port/x'):
-            error = self.assertRaises(exception.Invalid,
+            error = self.assertRaises(exception.InvalidInputError,
                                       db_common.check_connection_url, url)
             self.assertIn('[database] connection is not a database URL',
                           str(error))
@@ -61,7 +61,7 @@ class TestConnectionURL(base.TestCase):
         for url, missing in (('nosuchdb://h/d', 'nosuchdb'),
                              ('postgresql+nosuch://h/d', 'nosuch'),
                              ('mysql://root@127.0.0.1/t', 'MySQLdb')):
-            error = self.assertRaises(exception.Invalid,
+            error = self.assertRaises(exception.InvalidInputError,
                                       db_common.check_connection_url, url)
             self.assertIn('names a database driver that is not installed',
                           str(error))

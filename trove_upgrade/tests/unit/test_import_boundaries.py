@@ -57,7 +57,7 @@ EXCEPTIONS = {
         "the registry fetches a manifest with the agents' own download "
         'strategy, through their loader',
     ('trove_upgrade.services.packages',
-     'trove_upgrade.agent.strategies.exceptions'):
+     'trove_upgrade.agent.strategies.exception'):
         "the registry fetches a manifest with the agents' own download "
         'strategy, through their loader',
 }

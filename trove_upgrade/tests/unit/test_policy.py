@@ -53,7 +53,7 @@ class TestEnforcer(base.TestCase):
     def allowed(self):
         try:
             policy.authorize(self.admin, upgrade_policies.CREATE)
-        except exception.PolicyNotAuthorized:
+        except exception.PolicyNotAuthorizedError:
             return False
         return True
 
@@ -116,8 +116,9 @@ class TestEnforcer(base.TestCase):
     def test_a_policy_file_that_does_not_parse_is_named_at_init(self):
         # oslo.policy's YAML error spans lines and names no file.
         self.write_policy('"%s": [unclosed\n' % upgrade_policies.CREATE)
-        error = self.assertRaises(exception.InvalidPolicyFile, policy.init,
-                                  self.policy_conf)
+        error = self.assertRaises(
+            exception.InvalidPolicyFileError, policy.init,
+            self.policy_conf)
         self.assertIn('The policy file %s cannot be parsed: '
                       % self.policy_file, str(error))
         self.assertNotIn('\n', str(error))
@@ -154,5 +155,5 @@ class TestEnforcer(base.TestCase):
         self.assertTrue(self.allowed())
         member = context.RequestContext(user_id='u', project_id='p',
                                         roles=['member'])
-        self.assertRaises(exception.PolicyNotAuthorized, policy.authorize,
+        self.assertRaises(exception.PolicyNotAuthorizedError, policy.authorize,
                           member, upgrade_policies.CREATE)

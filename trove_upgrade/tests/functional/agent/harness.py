@@ -377,7 +377,7 @@ class AgentTestCase(base.TestCase):
         try:
             return db_agents.get_agent(self.context,
                                        instance_id or self.instance_id)
-        except exception.AgentNotFound:
+        except exception.AgentNotFoundError:
             return None
 
     def wait_for(self, predicate, what, timeout=WAIT):

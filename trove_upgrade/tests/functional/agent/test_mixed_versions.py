@@ -106,7 +106,7 @@ class TestPreviousAgent(MixedVersionsTestCase):
         self.flags(group='upgrade_levels', agent='auto')
         bound = self.record_upgrade('2.0.0')
         e = self.assertRaises(
-            exception.ArgumentNeedsNewerVersion, self.send, bound,
+            exception.ArgumentNeedsNewerVersionError, self.send, bound,
             {'sha256': self.manifest_sha256('2.0.0'), 'package': None})
         self.assertIn('expected_manifest', str(e))
         self.assertIn('capped at 1.1', str(e))

@@ -93,17 +93,17 @@ class TestSealing(harness.AgentTestCase):
         args = self.args(forged)
         real_key_id = self.keys.sealing_key()[0]
         attempts = [
-            ('Unsealed', None, '1.0'),
-            ('BadSeal', sealing.seal(self.forged_keys(real_key_id),
-                                     'upgrade', '1.1', sealing.TO_AGENT,
-                                     args), '1.1'),
-            ('UnknownKey', sealing.seal(self.forged_keys(), 'upgrade',
-                                        '1.1', sealing.TO_AGENT, args),
+            ('UnsealedError', None, '1.0'),
+            ('BadSealError', sealing.seal(self.forged_keys(real_key_id),
+                                          'upgrade', '1.1', sealing.TO_AGENT,
+                                          args), '1.1'),
+            ('UnknownKeyError', sealing.seal(self.forged_keys(), 'upgrade',
+                                             '1.1', sealing.TO_AGENT, args),
              '1.1'),
             # A genuine seal moved onto other arguments.
-            ('BadSeal', sealing.seal(self.keys, 'upgrade', '1.1',
-                                     sealing.TO_AGENT,
-                                     dict(args, instance_version='2.0.0')),
+            ('BadSealError', sealing.seal(
+                self.keys, 'upgrade', '1.1', sealing.TO_AGENT,
+                dict(args, instance_version='2.0.0')),
              '1.1'),
         ]
         for count, (error, sealed, version) in enumerate(attempts, 1):
@@ -148,7 +148,7 @@ class TestSealing(harness.AgentTestCase):
         self.publish(captured.args, version=captured.version)
         self.wait_for_log('Refused upgrade message (upgrade id %s'
                           % upgrade['id'])
-        self.assertIn('ReplayedMessage', self._log_all('agent'))
+        self.assertIn('ReplayedMessageError', self._log_all('agent'))
         self.assertNotIn('was already received', self._log_all('agent'))
         self.assertEqual(done, self.get_upgrade(upgrade['id']))
         self.assertEqual(journal, self.journal())
@@ -167,7 +167,7 @@ class TestSealing(harness.AgentTestCase):
             except (messaging.MessagingTimeout,
                     messaging.MessageUndeliverable):
                 return False
-            except exception.MessageNotAuthenticated:
+            except exception.MessageNotAuthenticatedError:
                 return True
             self.fail('the conductor accepted an unsealed claim')
         self.wait_for(refused, 'the conductor to answer')
@@ -195,7 +195,7 @@ class TestSealing(harness.AgentTestCase):
                                              from_version='1.0.0')),
                     (api.register_agent, info)):
                 kwargs = dict(kwargs, instance_id=self.instance_id)
-                e = self.assertRaises(exception.MessageNotAuthenticated,
+                e = self.assertRaises(exception.MessageNotAuthenticatedError,
                                       method, self.context, **kwargs)
                 self.assertIn(self.instance_id, str(e))
             api.heartbeat(self.context, **info)
@@ -205,5 +205,5 @@ class TestSealing(harness.AgentTestCase):
                 % self.instance_id) >= 3,
             'the conductor to refuse three forged heartbeats')
         self.assertEqual(upgrade, self.get_upgrade(upgrade['id']))
-        self.assertRaises(exception.AgentNotFound, db_agents.get_agent,
+        self.assertRaises(exception.AgentNotFoundError, db_agents.get_agent,
                           self.context, self.instance_id)

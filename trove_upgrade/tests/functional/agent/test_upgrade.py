@@ -108,7 +108,7 @@ class TestUpgrade(harness.AgentTestCase):
         from trove_upgrade.db import agents as db_agents
         try:
             agent = db_agents.get_agent(self.context, self.instance_id)
-        except exception.AgentNotFound:
+        except exception.AgentNotFoundError:
             return None
         for key, value in expected.items():
             if agent[key] != value:

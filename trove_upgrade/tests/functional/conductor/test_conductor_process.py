@@ -169,9 +169,10 @@ class TestConductorProcess(ConductorProcessTestCase):
         self.assertGreaterEqual(agent['last_heartbeat_at'], registered_at)
 
     def test_bad_registration_is_refused_to_the_agent(self):
-        e = self.assertRaises(exception.Invalid, self.api.register_agent,
-                              self.agent_context, 'not-a-uuid', '2026.2.0',
-                              '21.0.0', '1.0', 'RUNNING', {}, 'guest-1')
+        e = self.assertRaises(
+            exception.InvalidInputError, self.api.register_agent,
+            self.agent_context, 'not-a-uuid', '2026.2.0',
+            '21.0.0', '1.0', 'RUNNING', {}, 'guest-1')
         self.assertIn('instance_id must be a UUID', str(e))
         self.assertEqual([], db_agents.list_agents(self.admin))
 

@@ -14,7 +14,7 @@
 
 The test closes the conductor's database to new connections and ends
 those it holds (``PostgresqlDatabase.allow_connections``), then sends
-what agents send: each call is answered ``DatabaseUnavailable`` at once,
+what agents send: each call is answered ``DatabaseUnavailableError`` at once,
 each message costs one line of the log and no traceback, and the agent's
 outbox keeps its reports until the database is back and a call confirms
 them.
@@ -61,11 +61,11 @@ class TestDatabaseOutage(test_conductor_process.ConductorProcessTestCase):
         self.assertGreater(self.database.terminate(), 0)
 
     def assertUnavailable(self, method, *args):
-        e = self.assertRaises(exception.DatabaseUnavailable,
+        e = self.assertRaises(exception.DatabaseUnavailableError,
                               getattr(self.api, method),
                               self.agent_context, *args)
         # Of the class the conductor raised, without its traceback.
-        self.assertIs(exception.DatabaseUnavailable, type(e))
+        self.assertIs(exception.DatabaseUnavailableError, type(e))
         self.assertEqual('The conductor could not handle %s: its database '
                          'is unavailable. Try again later.' % method, str(e))
 

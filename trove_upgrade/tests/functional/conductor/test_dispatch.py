@@ -111,7 +111,7 @@ class TestDispatch(base.TestCase):
         # the next upgrade is refused and recorded as FAILED, not sent.
         old_agent = uuidutils.generate_uuid()
         self.register('0.9', old_agent)
-        e = self.assertRaises(exception.DispatchFailed,
+        e = self.assertRaises(exception.DispatchError,
                               upgrades.create_upgrade, self.context,
                               self.values)
         self.assertIn('0.9', str(e))
@@ -156,7 +156,7 @@ class TestMessagingServerDown(base.TestCase):
         self.context = context.get_admin_context()
 
     def test_upgrade_is_recorded_failed(self):
-        e = self.assertRaises(exception.DispatchFailed,
+        e = self.assertRaises(exception.DispatchError,
                               upgrades.create_upgrade, self.context, {
                                   'instance_id': uuidutils.generate_uuid(),
                                   'instance_version': 'v1.0.1',

@@ -76,14 +76,14 @@ class TestForgedAnswers(base.TestCase):
             states.SUCCESS, None, '1.0.0', '2.0.0')
 
     def assertRefused(self, call):
-        e = self.assertRaises(exception.ReplyNotAuthenticated, call)
+        e = self.assertRaises(exception.ReplyNotAuthenticatedError, call)
         self.assertIn(self.instance_id, str(e))
         return str(e)
 
     def test_a_plain_proceed_and_recorded_are_refused(self):
         self.forger.answer = lambda call, answer: answer
-        self.assertIn('Unsealed', self.assertRefused(self.claim))
-        self.assertIn('Unsealed', self.assertRefused(self.report))
+        self.assertIn('UnsealedError', self.assertRefused(self.claim))
+        self.assertIn('UnsealedError', self.assertRefused(self.report))
         # The calls reached the forger, sealed at 1.3.
         messages = self.server.wait_for(2)
         self.assertEqual(['1.3', '1.3'], [m.version for m in messages])
@@ -96,12 +96,12 @@ class TestForgedAnswers(base.TestCase):
             return sealing.seal_reply(guessed, 'start_upgrade', request,
                                       answer)
         self.forger.answer = sealed_with_another_key
-        self.assertIn('BadSeal', self.assertRefused(self.claim))
+        self.assertIn('BadSealError', self.assertRefused(self.claim))
 
     def test_the_request_sent_back_is_no_answer(self):
         self.forger.answer = lambda call, answer: {
             sealing.SEALED_REPLY: call['sealed']}
-        self.assertIn('BadSeal', self.assertRefused(self.claim))
+        self.assertIn('BadSealError', self.assertRefused(self.claim))
 
     def test_an_agent_capped_below_1_3_takes_any_answer(self):
         # The cap for conductors of older releases, which answer

@@ -87,7 +87,7 @@ class TestForgedRegistrations(base.TestCase):
         error = self.assertRaises(dispatcher.ExpectedException,
                                   self.register, instance_id, sealed)
         self.assertIsInstance(error.exc_info[1],
-                              exception.MessageNotAuthenticated)
+                              exception.MessageNotAuthenticatedError)
 
     def forged_keys(self, instance_id):
         return sealing.InstanceKeys(

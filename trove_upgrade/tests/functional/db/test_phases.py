@@ -156,7 +156,7 @@ class _PhaseTests(database.OpportunisticDBTestMixin):
             migration.describe_pending(head, scripts))
         # Neither the data nor the removal before the expansion.
         for phase in ('migrate', 'contract'):
-            error = self.assertRaises(exception.Invalid, step, phase)
+            error = self.assertRaises(exception.InvalidInputError, step, phase)
             self.assertIn('run trove-upgrade-manage db expand first',
                           str(error))
         self.assertEqual('f1000000e002', step('expand'))
@@ -165,7 +165,8 @@ class _PhaseTests(database.OpportunisticDBTestMixin):
             # The previous release writes the old column only.
             connection.execute(sa.text(
                 "INSERT INTO phase_test (id, old_value) VALUES (1, 'kept')"))
-        error = self.assertRaises(exception.Invalid, step, 'contract')
+        error = self.assertRaises(exception.InvalidInputError, step,
+                                  'contract')
         self.assertIn('run trove-upgrade-manage db migrate first',
                       str(error))
         # This release's services refuse the schema until it is

@@ -158,7 +158,7 @@ class _RaceTests:
         losers = [o for o in outcomes if not isinstance(o, tuple)]
         self.assertEqual(1, len(winners), outcomes)
         self.assertTrue(winners[0][0])
-        self.assertIsInstance(losers[0], exception.InvalidStateTransition)
+        self.assertIsInstance(losers[0], exception.InvalidStateTransitionError)
         final = db_upgrades.get_upgrade(self._context(), upgrade['id'])
         self.assertEqual(winners[0][1]['status'], final['status'])
         events = self._events(upgrade['id'])

@@ -343,8 +343,9 @@ class TestOpenStackCLI(base.TestCase):
         code, out, err = self.openstack('database', 'agent', 'delete',
                                         instance_id)
         self.assertEqual((0, '', ''), (code, out, err))
-        self.assertRaises(exception.AgentNotFound, db_agents.get_agent, admin,
-                          instance_id)
+        self.assertRaises(
+            exception.AgentNotFoundError, db_agents.get_agent, admin,
+            instance_id)
         # Its upgrade stays, as the instance's history.
         shown = self.openstack_json('database', 'upgrade', 'show',
                                     upgrade_id, '-c', 'status')
@@ -464,5 +465,5 @@ class TestOpenStackCLI(base.TestCase):
         code, out, err = self.openstack('database', 'desired', 'version',
                                         'delete', desired_id)
         self.assertEqual((0, '', ''), (code, out, err))
-        self.assertRaises(exception.DesiredVersionNotFound,
+        self.assertRaises(exception.DesiredVersionNotFoundError,
                           dv_db.get_desired_version, admin, desired_id)

@@ -182,7 +182,7 @@ class _RegistryTests:
         self.refused('27.0.0', 'untrusted.pkg', 'no signature by a trusted')
         self.refused('26.0.1', 'guest-26.0.0.pkg', 'WrongVersionError')
         self.refused('26.0.0', 'missing.pkg',
-                     'its manifest could not be fetched: ObjectNotFound')
+                     'its manifest could not be fetched: ObjectNotFoundError')
         while datetime.datetime.now(datetime.timezone.utc) <= self.expires:
             time.sleep(0.2)
         self.refused('23.0.0', 'expired.pkg', 'ExpiredManifestError')
@@ -195,7 +195,7 @@ class _RegistryTests:
             'strategy': 'http', 'location': 'http://127.0.0.1:%d/x.pkg'
                                             % servers.free_port()}})
         self.assertEqual(400, resp.status_int, resp.text)
-        self.assertIn('could not be fetched: DownloadFailed',
+        self.assertIn('could not be fetched: DownloadError',
                       resp.json['errors'][0]['detail'])
         self.assertIn('Connection refused', resp.json['errors'][0]['detail'])
 

@@ -302,7 +302,7 @@ class TestDatabaseOutage(RolloutTestCase):
         """The simulated agents try again, as real agents do.
 
         A conductor whose database is away answers a claim with
-        DatabaseUnavailable at once. The simulated agent took only a
+        DatabaseUnavailableError at once. The simulated agent took only a
         timeout for a reason to send again and gave the upgrade up, so a
         rollout running through a database outage dispatched a second
         upgrade to that agent. The upgrade here is recorded but never

@@ -98,7 +98,7 @@ class ExpectedManifestMixin:
         upgrade = {'strategy': self.strategy, 'location': self.location(),
                    'to_version': VERSION, 'from_version': None,
                    'allow_downgrade': False, 'expected_manifest': expected}
-        error = self.assertRaises(untrusted.StepFailed, steps.download,
+        error = self.assertRaises(untrusted.StepError, steps.download,
                                   upgrade, work)
         self.assertNotIn('package', os.listdir(work))
         return str(error)

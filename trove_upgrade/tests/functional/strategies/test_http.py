@@ -16,7 +16,7 @@ import os
 import time
 
 from trove_upgrade.agent import strategies
-from trove_upgrade.agent.strategies import exceptions
+from trove_upgrade.agent.strategies import exception as exceptions
 from trove_upgrade.tests.functional import https_server
 from trove_upgrade.tests.functional import servers
 from trove_upgrade.tests.functional.strategies import base
@@ -102,7 +102,7 @@ class HttpsStrategyTestCase(base.StrategyTestCase):
         strategy = self._strategy()
 
         error = self.assertRaises(
-            exceptions.DownloadFailed, strategy.fetch,
+            exceptions.DownloadError, strategy.fetch,
             self.server.url('pkg.tar'), self.dest, len(PACKAGE))
 
         self.assertIn('after 3 attempt(s)', str(error))
@@ -120,7 +120,7 @@ class HttpsStrategyTestCase(base.StrategyTestCase):
         started = time.monotonic()
 
         error = self.assertRaises(
-            exceptions.DownloadFailed, strategy.fetch,
+            exceptions.DownloadError, strategy.fetch,
             self.server.url('pkg.tar'), self.dest, len(PACKAGE))
 
         self.assertIn('took longer than [agent] download_timeout',
@@ -132,10 +132,12 @@ class HttpsStrategyTestCase(base.StrategyTestCase):
         strategy = self._strategy()
         location = self.server.url('missing.tar')
 
-        self.assertRaises(exceptions.ObjectNotFound, strategy.check_location,
-                          location)
-        error = self.assertRaises(exceptions.ObjectNotFound, strategy.fetch,
-                                  location, self.dest, 1024)
+        self.assertRaises(
+            exceptions.ObjectNotFoundError, strategy.check_location,
+            location)
+        error = self.assertRaises(
+            exceptions.ObjectNotFoundError, strategy.fetch,
+            location, self.dest, 1024)
 
         self.assertIn('HTTP 404', str(error))
         self.assertEqual(2, len(self._requests('missing.tar')))
@@ -156,7 +158,7 @@ class HttpsStrategyTestCase(base.StrategyTestCase):
         strategy = self._strategy()
 
         error = self.assertRaises(
-            exceptions.DownloadFailed, strategy.fetch,
+            exceptions.DownloadError, strategy.fetch,
             self.server.url('pkg.tar'), self.dest, len(PACKAGE))
 
         self.assertIn('HTTP 500', str(error))
@@ -167,7 +169,7 @@ class HttpsStrategyTestCase(base.StrategyTestCase):
         strategy = self._strategy()
 
         error = self.assertRaises(
-            exceptions.SizeLimitExceeded, strategy.fetch,
+            exceptions.SizeLimitExceededError, strategy.fetch,
             self.server.url('endless.tar'), self.dest, 1024 * 1024)
 
         self.assertIn('more data kept arriving after 1048576 bytes',
@@ -180,7 +182,7 @@ class HttpsStrategyTestCase(base.StrategyTestCase):
         strategy = self._strategy()
 
         error = self.assertRaises(
-            exceptions.SizeLimitExceeded, strategy.fetch,
+            exceptions.SizeLimitExceededError, strategy.fetch,
             self.server.url('big.tar'), self.dest, 1024 * 1024)
 
         self.assertIn('announced 10485760 bytes', str(error))
@@ -198,7 +200,7 @@ class HttpsStrategyTestCase(base.StrategyTestCase):
         strategy = self._strategy(ca_file=self.other_ca.cert_file)
 
         error = self.assertRaises(
-            exceptions.AccessDenied, strategy.fetch,
+            exceptions.AccessDeniedError, strategy.fetch,
             self.server.url('pkg.tar'), self.dest, len(PACKAGE))
 
         self.assertIn('certificate', str(error))
@@ -210,7 +212,7 @@ class HttpsStrategyTestCase(base.StrategyTestCase):
         # The server's alert may or may not reach the client before the
         # connection closes: either is a TLS failure.
         error = self.assertRaises(
-            (exceptions.AccessDenied, exceptions.DownloadFailed),
+            (exceptions.AccessDeniedError, exceptions.DownloadError),
             strategy.fetch, self.mtls_server.url('pkg.tar'), self.dest,
             len(PACKAGE))
         self.assertIn('TLS', str(error))
@@ -227,7 +229,7 @@ class HttpsStrategyTestCase(base.StrategyTestCase):
         strategy = self._strategy()
         location = 'https://127.0.0.1:%d/pkg.tar' % servers.free_port()
 
-        error = self.assertRaises(exceptions.LocationUnreachable,
+        error = self.assertRaises(exceptions.LocationUnreachableError,
                                   strategy.check_location, location)
 
         self.assertIn('after 3 attempt(s)', str(error))
@@ -250,8 +252,9 @@ class PlainHttpStrategyTestCase(base.StrategyTestCase):
         # No drop-in file: the defaults.
         strategy = strategies.load('http', self.conf)
 
-        error = self.assertRaises(exceptions.InvalidLocation, strategy.fetch,
-                                  self.server.url('pkg.tar'), self.dest, 10)
+        error = self.assertRaises(
+            exceptions.InvalidLocationError, strategy.fetch,
+            self.server.url('pkg.tar'), self.dest, 10)
 
         self.assertIn('allow_insecure_http', str(error))
         self.assertEqual([], self.server.requests)

@@ -21,7 +21,7 @@ import gzip
 import os
 import time
 
-from trove_upgrade.agent.strategies import exceptions
+from trove_upgrade.agent.strategies import exception as exceptions
 from trove_upgrade.services import packages as package_registry
 from trove_upgrade.tests.functional import hostile_http
 from trove_upgrade.tests.functional.strategies import base
@@ -59,13 +59,13 @@ class HostileHttpTestCase(base.StrategyTestCase):
         return error
 
     def test_status_line_dripped_ends_at_the_timeout(self):
-        error = self._refused(exceptions.DownloadFailed, drip_status_line)
+        error = self._refused(exceptions.DownloadError, drip_status_line)
 
         self.assertIn('took longer than [agent] download_timeout',
                       str(error))
 
     def test_body_dripped_ends_at_the_timeout(self):
-        error = self._refused(exceptions.DownloadFailed, drip_body)
+        error = self._refused(exceptions.DownloadError, drip_body)
 
         self.assertIn('took longer than [agent] download_timeout',
                       str(error))
@@ -74,7 +74,7 @@ class HostileHttpTestCase(base.StrategyTestCase):
         server = self._serve(drip_status_line)
         strategy = self._strategy()
 
-        error = self.assertRaises(exceptions.LocationUnreachable,
+        error = self.assertRaises(exceptions.LocationUnreachableError,
                                   strategy.check_location, server.url('pkg'))
 
         self.assertIn('download_timeout', str(error))
@@ -83,7 +83,7 @@ class HostileHttpTestCase(base.StrategyTestCase):
         def silent(conn, request, number):
             time.sleep(3 * TIMEOUT)
 
-        error = self._refused(exceptions.DownloadFailed, silent)
+        error = self._refused(exceptions.DownloadError, silent)
 
         self.assertIn('after 2 attempt(s)', str(error))
 
@@ -93,7 +93,7 @@ class HostileHttpTestCase(base.StrategyTestCase):
                 'Location: \x1b[2Jhttp://10.0.0.1/' + 'a' * 5000,
                 'Content-Length: 0']))
 
-        error = self._refused(exceptions.RequestRejected, redirect)
+        error = self._refused(exceptions.RequestRejectedError, redirect)
 
         message = str(error)
         self.assertIn('redirects are not followed', message)
@@ -111,17 +111,17 @@ class HostileHttpTestCase(base.StrategyTestCase):
         def garbage(conn, request, number):
             conn.sendall(b'\xff\xfe\r\n\r\n')
 
-        error = self._refused(exceptions.ObjectNotFound, huge_reason)
+        error = self._refused(exceptions.ObjectNotFoundError, huge_reason)
         self.assertIn('(60000 long)', str(error))
         self.assertLess(len(str(error)), 500)
 
-        error = self._refused(exceptions.DownloadFailed, garbage)
+        error = self._refused(exceptions.DownloadError, garbage)
         # http.client reads the status line as latin-1.
         self.assertIn("'\xff\xfe\\r\\n'", str(error))
         self.assertNotIn('\n', str(error))
 
     def test_reset_mid_body_is_retried_then_fails(self):
-        error = self._refused(exceptions.DownloadFailed,
+        error = self._refused(exceptions.DownloadError,
                               hostile_http.reset_mid_body)
 
         self.assertIn('after 2 attempt(s)', str(error))
@@ -152,7 +152,7 @@ class HostileHttpTestCase(base.StrategyTestCase):
                 'Content-Range: bytes 0-999/1000\x07',
                 'Content-Length: 1000'], body=b'y' * 1000))
 
-        error = self._refused(exceptions.DownloadFailed, answer)
+        error = self._refused(exceptions.DownloadError, answer)
 
         self.assertIn('instead of bytes 500-', str(error))
         self.assertNotIn('\x07', str(error))
@@ -177,7 +177,7 @@ class HostileHttpTestCase(base.StrategyTestCase):
                    allowed_strategies=['http'], fetch_timeout=TIMEOUT,
                    fetch_retries=0)
 
-        error = self.assertRaises(exceptions.DownloadFailed,
+        error = self.assertRaises(exceptions.DownloadError,
                                   package_registry.fetch_manifest, 'http',
                                   server.url('pkg'))
 

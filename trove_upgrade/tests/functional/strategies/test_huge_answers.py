@@ -186,7 +186,7 @@ class TestHugeAnswers(base.TestCase):
 
     def test_swift_error_body_in_the_registry_fetch(self):
         reason, _ = self._assert_bounded(self._registry_fetch, long_answer)
-        self.assertIn('RequestRejected', reason)
+        self.assertIn('RequestRejectedError', reason)
 
     def test_token_answer_in_the_registry_fetch(self):
         self._assert_bounded(self._registry_fetch, keystone_token,

@@ -17,7 +17,7 @@ import os
 import fixtures
 
 from trove_upgrade.agent import strategies
-from trove_upgrade.agent.strategies import exceptions
+from trove_upgrade.agent.strategies import exception as exceptions
 from trove_upgrade.tests import base
 from trove_upgrade.tests.functional import servers
 
@@ -74,19 +74,19 @@ class LocalStrategyTestCase(base.TestCase):
                              f.read())
 
     def test_a_range_past_the_end_fails_and_leaves_nothing(self):
-        self.assertRaises(exceptions.DownloadFailed,
+        self.assertRaises(exceptions.DownloadError,
                           self.strategy.fetch_ranges, self.package,
                           [(len(PACKAGE) - 5, 6)], self.dest)
         self.assertEqual([], os.listdir(self.dest_dir))
 
     def test_check_location(self):
         self.strategy.check_location(self.package)
-        self.assertRaises(exceptions.ObjectNotFound,
+        self.assertRaises(exceptions.ObjectNotFoundError,
                           self.strategy.check_location,
                           os.path.join(self.packages, 'missing.tar'))
 
     def test_path_outside_allowed_dirs_refused(self):
-        error = self.assertRaises(exceptions.AccessDenied,
+        error = self.assertRaises(exceptions.AccessDeniedError,
                                   self.strategy.fetch, self.secret,
                                   self.dest, 100)
 
@@ -96,7 +96,7 @@ class LocalStrategyTestCase(base.TestCase):
     def test_traversal_refused(self):
         location = os.path.join(self.packages, '..', 'outside', 'secret')
 
-        error = self.assertRaises(exceptions.InvalidLocation,
+        error = self.assertRaises(exceptions.InvalidLocationError,
                                   self.strategy.fetch, location, self.dest,
                                   100)
 
@@ -106,8 +106,9 @@ class LocalStrategyTestCase(base.TestCase):
         link = os.path.join(self.packages, 'link.tar')
         os.symlink(self.secret, link)
 
-        self.assertRaises(exceptions.AccessDenied, self.strategy.fetch, link,
-                          self.dest, 100)
+        self.assertRaises(
+            exceptions.AccessDeniedError, self.strategy.fetch, link,
+            self.dest, 100)
         self.assertEqual([], os.listdir(self.dest_dir))
 
     def test_symlink_inside_allowed_dirs_followed(self):
@@ -121,14 +122,15 @@ class LocalStrategyTestCase(base.TestCase):
         link = os.path.join(self.packages, 'zero.tar')
         os.symlink('/dev/zero', link)
 
-        self.assertRaises(exceptions.AccessDenied, self.strategy.fetch, link,
-                          self.dest, 100)
+        self.assertRaises(
+            exceptions.AccessDeniedError, self.strategy.fetch, link,
+            self.dest, 100)
 
     def test_fifo_refused_without_blocking(self):
         fifo = os.path.join(self.packages, 'fifo.tar')
         os.mkfifo(fifo)
 
-        error = self.assertRaises(exceptions.AccessDenied,
+        error = self.assertRaises(exceptions.AccessDeniedError,
                                   self.strategy.fetch, fifo, self.dest, 100)
 
         self.assertIn('not a regular file', str(error))
@@ -136,12 +138,12 @@ class LocalStrategyTestCase(base.TestCase):
     def test_directory_refused(self):
         os.mkdir(os.path.join(self.packages, 'dir.tar'))
 
-        self.assertRaises(exceptions.AccessDenied, self.strategy.fetch,
+        self.assertRaises(exceptions.AccessDeniedError, self.strategy.fetch,
                           os.path.join(self.packages, 'dir.tar'), self.dest,
                           100)
 
     def test_size_cap(self):
-        error = self.assertRaises(exceptions.SizeLimitExceeded,
+        error = self.assertRaises(exceptions.SizeLimitExceededError,
                                   self.strategy.fetch, self.package,
                                   self.dest, len(PACKAGE) - 1)
 
@@ -152,7 +154,7 @@ class LocalStrategyTestCase(base.TestCase):
         with open(self.dest, 'wb') as f:
             f.write(b'previous')
 
-        self.assertRaises(exceptions.ObjectNotFound, self.strategy.fetch,
+        self.assertRaises(exceptions.ObjectNotFoundError, self.strategy.fetch,
                           os.path.join(self.packages, 'missing.tar'),
                           self.dest, 100)
 

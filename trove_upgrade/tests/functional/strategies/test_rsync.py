@@ -15,7 +15,7 @@
 import os
 import stat
 
-from trove_upgrade.agent.strategies import exceptions
+from trove_upgrade.agent.strategies import exception as exceptions
 from trove_upgrade.tests.functional import servers
 from trove_upgrade.tests.functional.strategies import base
 
@@ -62,7 +62,7 @@ class RsyncStrategyTestCase(base.StrategyTestCase):
         strategy = self._strategy()
         location = self.daemon.url('pkg.tar')
 
-        error = self.assertRaises(exceptions.SizeLimitExceeded,
+        error = self.assertRaises(exceptions.SizeLimitExceededError,
                                   strategy.fetch, location, self.dest,
                                   len(PACKAGE) - 1)
 
@@ -88,7 +88,7 @@ class RsyncStrategyTestCase(base.StrategyTestCase):
         os.chmod(wrapper, stat.S_IRWXU)
         strategy = self._strategy(rsync_path=wrapper)
 
-        error = self.assertRaises(exceptions.SizeLimitExceeded,
+        error = self.assertRaises(exceptions.SizeLimitExceededError,
                                   strategy.fetch, self.daemon.url('pkg.tar'),
                                   self.dest, 100 * 1024)
 
@@ -98,9 +98,10 @@ class RsyncStrategyTestCase(base.StrategyTestCase):
     def test_not_found(self):
         strategy = self._strategy()
 
-        error = self.assertRaises(exceptions.ObjectNotFound, strategy.fetch,
-                                  self.daemon.url('missing.tar'), self.dest,
-                                  1024)
+        error = self.assertRaises(
+            exceptions.ObjectNotFoundError, strategy.fetch,
+            self.daemon.url('missing.tar'), self.dest,
+            1024)
 
         self.assertIn('No such file or directory', str(error))
 
@@ -109,7 +110,7 @@ class RsyncStrategyTestCase(base.StrategyTestCase):
         location = self.daemon.url('pkg.tar').replace('/packages/',
                                                       '/nomodule/')
 
-        error = self.assertRaises(exceptions.ObjectNotFound,
+        error = self.assertRaises(exceptions.ObjectNotFoundError,
                                   strategy.check_location, location)
 
         self.assertIn('Unknown module', str(error))
@@ -121,7 +122,7 @@ class RsyncStrategyTestCase(base.StrategyTestCase):
             f.write('wrong\n')
         strategy = self._strategy(password_file=password_file)
 
-        error = self.assertRaises(exceptions.AccessDenied, strategy.fetch,
+        error = self.assertRaises(exceptions.AccessDeniedError, strategy.fetch,
                                   self.daemon.url('pkg.tar'), self.dest,
                                   len(PACKAGE))
 
@@ -131,7 +132,7 @@ class RsyncStrategyTestCase(base.StrategyTestCase):
         strategy = self._strategy()
 
         for name in ('link.tar', 'dir.tar'):
-            error = self.assertRaises(exceptions.RequestRejected,
+            error = self.assertRaises(exceptions.RequestRejectedError,
                                       strategy.fetch, self.daemon.url(name),
                                       self.dest, 1024 * 1024)
             self.assertIn('not a regular file', str(error))
@@ -142,7 +143,7 @@ class RsyncStrategyTestCase(base.StrategyTestCase):
         location = 'rsync://127.0.0.1:%d/packages/pkg.tar' % (
             servers.free_port())
 
-        error = self.assertRaises(exceptions.DownloadFailed, strategy.fetch,
+        error = self.assertRaises(exceptions.DownloadError, strategy.fetch,
                                   location, self.dest, 1024)
 
         self.assertIn('after 2 attempt(s)', str(error))

@@ -16,7 +16,7 @@ import os
 
 from swiftclient import client as swift_client
 
-from trove_upgrade.agent.strategies import exceptions
+from trove_upgrade.agent.strategies import exception as exceptions
 from trove_upgrade.tests.functional import keystone
 from trove_upgrade.tests.functional import servers
 from trove_upgrade.tests.functional.strategies import base
@@ -94,7 +94,7 @@ class SwiftStrategyTestCase(base.StrategyTestCase):
         location = 'http://127.0.0.1:%d/v1/AUTH_other/packages/pkg.tar' % (
             self.swift.port)
 
-        error = self.assertRaises(exceptions.AccessDenied, strategy.fetch,
+        error = self.assertRaises(exceptions.AccessDeniedError, strategy.fetch,
                                   location, self.dest, len(PACKAGE))
 
         self.assertIn('outside the Swift account', str(error))
@@ -103,20 +103,22 @@ class SwiftStrategyTestCase(base.StrategyTestCase):
     def test_missing_object(self):
         strategy = self._strategy()
 
-        error = self.assertRaises(exceptions.ObjectNotFound, strategy.fetch,
-                                  'swift://packages/guest/missing.tar',
-                                  self.dest, 1024)
+        error = self.assertRaises(
+            exceptions.ObjectNotFoundError, strategy.fetch,
+            'swift://packages/guest/missing.tar',
+            self.dest, 1024)
 
         self.assertIn('404', str(error))
-        self.assertRaises(exceptions.ObjectNotFound, strategy.check_location,
-                          'swift://nocontainer/pkg.tar')
+        self.assertRaises(
+            exceptions.ObjectNotFoundError, strategy.check_location,
+            'swift://nocontainer/pkg.tar')
         self.assertEqual([], os.listdir(self.dest_dir))
 
     def test_size_cap(self):
         strategy = self._strategy()
 
         error = self.assertRaises(
-            exceptions.SizeLimitExceeded, strategy.fetch,
+            exceptions.SizeLimitExceededError, strategy.fetch,
             'swift://packages/guest/pkg-2.0.0.tar', self.dest,
             len(PACKAGE) - 1)
 
@@ -126,7 +128,7 @@ class SwiftStrategyTestCase(base.StrategyTestCase):
     def test_wrong_key(self):
         strategy = self._strategy(key='wrong')
 
-        error = self.assertRaises(exceptions.AccessDenied,
+        error = self.assertRaises(exceptions.AccessDeniedError,
                                   strategy.check_location,
                                   'swift://packages/guest/pkg-2.0.0.tar')
 
@@ -136,7 +138,7 @@ class SwiftStrategyTestCase(base.StrategyTestCase):
         strategy = self._strategy(
             auth_url='http://127.0.0.1:%d/auth/v1.0' % servers.free_port())
 
-        error = self.assertRaises(exceptions.DownloadFailed, strategy.fetch,
+        error = self.assertRaises(exceptions.DownloadError, strategy.fetch,
                                   'swift://packages/guest/pkg-2.0.0.tar',
                                   self.dest, len(PACKAGE))
 
@@ -205,7 +207,7 @@ class KeystoneSwiftStrategyTestCase(base.StrategyTestCase):
         location = self.storage_url.replace(
             self.project_id, self.keystone.admin_project_id) + '/c/pkg.tar'
 
-        error = self.assertRaises(exceptions.AccessDenied, strategy.fetch,
+        error = self.assertRaises(exceptions.AccessDeniedError, strategy.fetch,
                                   location, self.dest, len(PACKAGE))
 
         self.assertIn('outside the Swift account', str(error))
@@ -213,7 +215,7 @@ class KeystoneSwiftStrategyTestCase(base.StrategyTestCase):
     def test_wrong_password(self):
         strategy = self._strategy(key='wrong')
 
-        error = self.assertRaises(exceptions.AccessDenied,
+        error = self.assertRaises(exceptions.AccessDeniedError,
                                   strategy.check_location,
                                   'swift://packages/pkg.tar')
 
@@ -222,7 +224,7 @@ class KeystoneSwiftStrategyTestCase(base.StrategyTestCase):
     def test_no_object_store_in_region(self):
         strategy = self._strategy(region_name='NoSuchRegion')
 
-        error = self.assertRaises(exceptions.LocationUnreachable,
+        error = self.assertRaises(exceptions.LocationUnreachableError,
                                   strategy.check_location,
                                   'swift://packages/pkg.tar')
 

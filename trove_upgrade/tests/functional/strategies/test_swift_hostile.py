@@ -23,7 +23,7 @@ import threading
 
 import psutil
 
-from trove_upgrade.agent.strategies import exceptions
+from trove_upgrade.agent.strategies import exception as exceptions
 from trove_upgrade.tests.functional import hostile_http
 from trove_upgrade.tests.functional.strategies import base
 
@@ -66,7 +66,7 @@ class HostileSwiftTestCase(base.StrategyTestCase):
                               if c.raddr and c.raddr.port == self.server.port])
 
     def test_v1_auth_answer_dripped_ends_at_the_timeout(self):
-        self._assert_timed_out(exceptions.DownloadFailed,
+        self._assert_timed_out(exceptions.DownloadError,
                                hostile_http.drip_status_line)
 
         self.assertEqual(2, len(self.server.requests))
@@ -76,7 +76,7 @@ class HostileSwiftTestCase(base.StrategyTestCase):
             hostile_http.drip_status_line, auth_version='3',
             project_name='packages', user='reader')
 
-        error = self.assertRaises(exceptions.LocationUnreachable,
+        error = self.assertRaises(exceptions.LocationUnreachableError,
                                   strategy.check_location, LOCATION)
 
         self.assertIn('took longer than [agent] download_timeout',
@@ -85,21 +85,21 @@ class HostileSwiftTestCase(base.StrategyTestCase):
 
     def test_object_headers_dripped_end_at_the_timeout(self):
         self._assert_timed_out(
-            exceptions.DownloadFailed,
+            exceptions.DownloadError,
             hostile_http.swift_v1(hostile_http.drip_status_line))
 
         # Auth and GET, twice.
         self.assertEqual(4, len(self.server.requests))
 
     def test_object_body_dripped_ends_at_the_timeout(self):
-        self._assert_timed_out(exceptions.DownloadFailed,
+        self._assert_timed_out(exceptions.DownloadError,
                                hostile_http.swift_v1(hostile_http.drip_body))
 
     def test_check_location_of_dripped_head_ends_at_the_timeout(self):
         strategy = self._strategy(
             hostile_http.swift_v1(hostile_http.drip_status_line))
 
-        error = self.assertRaises(exceptions.LocationUnreachable,
+        error = self.assertRaises(exceptions.LocationUnreachableError,
                                   strategy.check_location, LOCATION)
 
         self.assertIn('download_timeout', str(error))
@@ -112,7 +112,7 @@ class HostileSwiftTestCase(base.StrategyTestCase):
             conn.sendall(respond('404 \x1b[2J' + 'N' * 60000,
                                  ['Content-Length: 0']))
 
-        error = self._refused(exceptions.ObjectNotFound,
+        error = self._refused(exceptions.ObjectNotFoundError,
                               hostile_http.swift_v1(huge_reason))
 
         message = str(error)
@@ -126,7 +126,7 @@ class HostileSwiftTestCase(base.StrategyTestCase):
             conn.sendall(respond('401 Go\x07\x00away',
                                  ['Content-Length: 0']))
 
-        error = self._refused(exceptions.AccessDenied, unprintable)
+        error = self._refused(exceptions.AccessDeniedError, unprintable)
 
         self.assertIn("401 'Go\\x07\\x00away'", str(error))
         self.assertNotIn('\x07', str(error))
@@ -135,7 +135,7 @@ class HostileSwiftTestCase(base.StrategyTestCase):
         def garbage(conn, request, number):
             conn.sendall(b'\xff\xfe\x1b' * 20000 + b'\r\n\r\n')
 
-        error = self._refused(exceptions.DownloadFailed, garbage)
+        error = self._refused(exceptions.DownloadError, garbage)
 
         message = str(error)
         self.assertIn('cannot talk to Swift', message)
@@ -144,7 +144,7 @@ class HostileSwiftTestCase(base.StrategyTestCase):
 
     def test_reset_mid_body_is_retried_then_fails(self):
         error = self._refused(
-            exceptions.DownloadFailed,
+            exceptions.DownloadError,
             hostile_http.swift_v1(hostile_http.reset_mid_body))
 
         self.assertIn('after 2 attempt(s)', str(error))
@@ -156,7 +156,7 @@ class HostileSwiftTestCase(base.StrategyTestCase):
                                           'X-Object-Meta-A: \xff'],
                                  body=b'x' * 10))
 
-        error = self._refused(exceptions.DownloadFailed,
+        error = self._refused(exceptions.DownloadError,
                               hostile_http.swift_v1(latin1))
 
         self.assertIn("can't decode byte 0xb2", str(error))

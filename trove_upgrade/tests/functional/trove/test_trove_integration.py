@@ -111,20 +111,20 @@ class TroveTestCase(harness.AgentTestCase):
 class TestTroveAwareDispatch(TroveTestCase):
 
     def test_missing_deleted_named_and_ambiguous_instances(self):
-        e = self.assertRaises(exception.InstanceNotFound,
+        e = self.assertRaises(exception.InstanceNotFoundError,
                               self.create_upgrade_of,
                               uuidutils.generate_uuid())
         self.assertEqual(404, e.code)
         self.assertIn('no instance has this id or name', str(e))
         deleted = self.trove.add_instance('gone', deleted=True)
-        e = self.assertRaises(exception.InstanceNotFound,
+        e = self.assertRaises(exception.InstanceNotFoundError,
                               self.create_upgrade_of, deleted)
         self.assertIn('it was deleted', str(e))
-        self.assertRaises(exception.InstanceNotFound,
+        self.assertRaises(exception.InstanceNotFoundError,
                           self.create_upgrade_of, 'gone')
         self.trove.add_instance('twin')
         self.trove.add_instance('twin')
-        e = self.assertRaises(exception.AmbiguousInstanceName,
+        e = self.assertRaises(exception.AmbiguousInstanceNameError,
                               self.create_upgrade_of, 'twin')
         self.assertEqual(400, e.code)
         self.assertEqual([], db_upgrades.list_upgrades(self.context))
@@ -188,14 +188,14 @@ class TestSealingWithTroveKeys(TroveTestCase):
             self.instance_id, [('trove-v1-forged', sealing.generate_key())])
         for keyring in (forged, None):
             e = self.assertRaises(
-                exception.MessageNotAuthenticated,
+                exception.MessageNotAuthenticatedError,
                 conductor_rpcapi.ConductorAPI(keyring).register_agent,
                 self.context, instance_id=self.instance_id, **AGENT)
             self.assertIn(self.instance_id, str(e))
         # An instance Trove gave no key: nothing may speak for it.
         stranger = self.trove.add_instance('keyless', secure_rpc=False)
         self.assertRaises(
-            exception.MessageNotAuthenticated,
+            exception.MessageNotAuthenticatedError,
             conductor_rpcapi.ConductorAPI().register_agent,
             self.context, instance_id=stranger, **AGENT)
         self.assertIsNone(self.registered(stranger))

@@ -170,7 +170,7 @@ class TroveGuestTestCase(harness.AgentTestCase):
     def _agent_registered(self):
         try:
             agent = db_agents.get_agent(self.context, self.instance_id)
-        except exception.AgentNotFound:
+        except exception.AgentNotFoundError:
             return None
         return agent if agent['guest_version'] == FROM else None
 

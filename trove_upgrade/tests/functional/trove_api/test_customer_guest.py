@@ -161,7 +161,7 @@ class TestAdminUpgradesCustomersGuest(base.TroveAPITestCase):
     def _registered_at_from(self):
         try:
             agent = db_agents.get_agent(self.context, self.instance_id)
-        except exception.AgentNotFound:
+        except exception.AgentNotFoundError:
             return None
         return agent if agent['guest_version'] == FROM else None
 

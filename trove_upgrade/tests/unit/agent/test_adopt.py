@@ -28,10 +28,10 @@ import fixtures
 from trove_upgrade.agent import adopt
 from trove_upgrade.agent import child_process
 from trove_upgrade.agent import guest_files
+from trove_upgrade.agent import init_system
 from trove_upgrade.agent import install
 from trove_upgrade.agent import journal
 from trove_upgrade.agent import service as agent_service
-from trove_upgrade.agent import service_manager
 from trove_upgrade.agent import supervisor
 from trove_upgrade.agent import trove_guest
 from trove_upgrade.agent import undo_log
@@ -96,9 +96,9 @@ class Guest(fixtures.Fixture):
         self.journal = journal.UpgradeJournal(self.root)
         self.journal.read()  # the lock file, as trove-upgrade-adopt makes
         self.installs = install.InstallRoot(self.root, self.journal.lock)
-        self.driver = service_manager.SystemdDriver(
+        self.driver = init_system.SystemdDriver(
             'guest-agent', 'systemctl', unit_dir)
-        self.supervisor = service_manager.ServiceManagedSupervisor(
+        self.supervisor = init_system.InitSystemSupervisor(
             self.installs, self.driver)
 
     def adopt(self):
@@ -123,7 +123,7 @@ STEPS = [
      lambda jour, data: True),
     ('program-link', 'guest-agent at', adopt, 'point_link',
      lambda link, target: link.endswith('guest-agent')),
-    ('drop-in', 'systemd drop-in', service_manager.SystemdDriver,
+    ('drop-in', 'systemd drop-in', init_system.SystemdDriver,
      'point_at', lambda driver, program: True),
     ('pid', "guest agent's pid", supervisor.GuestSupervisor,
      '_write_pidfile', lambda sup, record: True),
@@ -140,7 +140,7 @@ class TestAllOrNothing(base.TestCase):
         self.guest = self.useFixture(Guest())
 
     def assert_undone(self, before, names):
-        e = self.assertRaises(adopt.AdoptionFailed, self.guest.adopt)
+        e = self.assertRaises(adopt.AdoptionStepError, self.guest.adopt)
         self.assertIn(names, str(e))
         self.assertIn('every change was undone', str(e))
         self.assertEqual(1, len(str(e).splitlines()))
@@ -205,7 +205,7 @@ class TestAllOrNothing(base.TestCase):
     def test_an_undo_that_fails_is_finished_by_the_next_run(self):
         before = self.guest.snapshot()
         self.systemctl.reload_failures = 2
-        e = self.assertRaises(adopt.AdoptionFailed, self.guest.adopt)
+        e = self.assertRaises(adopt.AdoptionStepError, self.guest.adopt)
         self.assertIn('undoing the adoption failed too', str(e))
         self.assertIn('run trove-upgrade-adopt again', str(e))
         self.assertTrue(os.path.exists(os.path.join(self.guest.root,
@@ -217,7 +217,7 @@ class TestAllOrNothing(base.TestCase):
     def test_a_refused_adoption_changes_nothing(self):
         before = self.guest.snapshot()
         os.unlink(os.path.join(self.guest.venv, 'bin', 'trove-guestagent'))
-        self.assertRaises(adopt.AdoptionError, self.guest.adopt)
+        self.assertRaises(adopt.AdoptionRefusedError, self.guest.adopt)
         del before['opt/guest-agent-venv/bin/trove-guestagent']
         self.assertEqual(before, self.guest.snapshot())
 

@@ -103,7 +103,7 @@ class TestChildProcess(base.TestCase):
         tracemalloc.start()
         try:
             error = self.assertRaises(
-                child_process.ChildTimedOut, child_process.run,
+                child_process.ChildTimeoutError, child_process.run,
                 _python(code) + [self.pid_file], 2, merge_stderr=True)
             peak = tracemalloc.get_traced_memory()[1]
         finally:
@@ -116,14 +116,15 @@ class TestChildProcess(base.TestCase):
     def test_a_helper_holding_the_output_is_killed_on_timeout(self):
         # The child exits at once; its helper keeps stdout open, so the
         # output never ends: subprocess.run would leave the helper running.
-        self.assertRaises(child_process.ChildTimedOut,
+        self.assertRaises(child_process.ChildTimeoutError,
                           self.run_with_helper, 'print("started")', 2)
         self.assertProcessesDie(self.pids())
 
     def test_a_hanging_child_and_its_helper_are_killed_on_timeout(self):
-        self.assertRaises(child_process.ChildTimedOut, self.run_with_helper,
-                          'time.sleep(600)', 2,
-                          helper_output=', stdout=subprocess.DEVNULL')
+        self.assertRaises(
+            child_process.ChildTimeoutError, self.run_with_helper,
+            'time.sleep(600)', 2,
+            helper_output=', stdout=subprocess.DEVNULL')
         self.assertProcessesDie(self.pids())
 
     def test_a_helper_left_behind_is_killed_when_the_child_exits(self):
@@ -148,7 +149,7 @@ class TestChildProcess(base.TestCase):
 
     def test_a_closed_output_is_not_the_end_of_a_running_child(self):
         code = 'import os, time; os.close(1); os.close(2); time.sleep(600)'
-        self.assertRaises(child_process.ChildTimedOut, child_process.run,
+        self.assertRaises(child_process.ChildTimeoutError, child_process.run,
                           _python(code), 1)
 
     def test_stderr_merged_into_stdout(self):

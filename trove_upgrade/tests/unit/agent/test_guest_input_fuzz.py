@@ -32,9 +32,9 @@ from hypothesis import strategies as st
 
 from trove_upgrade.agent import adopt
 from trove_upgrade.agent import guest_files
+from trove_upgrade.agent import init_system
 from trove_upgrade.agent import install
 from trove_upgrade.agent import journal
-from trove_upgrade.agent import service_manager
 from trove_upgrade.agent import supervisor
 from trove_upgrade.agent import trove_guest
 from trove_upgrade.tests import base
@@ -279,7 +279,7 @@ class TestAdoptInputFuzz(GuestInputTestCase):
         write(os.path.join(self.dist, 'entry_points.txt'), entry_points)
 
     def _inspect(self):
-        return self.outcome(adopt.inspect_venv, adopt.AdoptionError,
+        return self.outcome(adopt.inspect_venv, adopt.AdoptionRefusedError,
                             self.venv, 'trove-guestagent')
 
     def test_sample_is_adoptable(self):
@@ -297,9 +297,9 @@ class TestAdoptInputFuzz(GuestInputTestCase):
         path = os.path.join(self.dist, name)
         os.unlink(path)
         make(path)
-        e = self.assertRaises(adopt.AdoptionError, adopt.inspect_venv,
+        e = self.assertRaises(adopt.AdoptionRefusedError, adopt.inspect_venv,
                               self.venv, 'trove-guestagent')
-        self.assertNamed(e, adopt.AdoptionError)
+        self.assertNamed(e, adopt.AdoptionRefusedError)
         self.assertIn(expect, str(e))
         if os.path.isdir(path) and not os.path.islink(path):
             shutil.rmtree(path)
@@ -319,14 +319,15 @@ class TestAdoptInputFuzz(GuestInputTestCase):
         for version in (b'../../x', b'1.0 beta', b'-1', b'9' * 65,
                         b'1.0\\n'):
             self._dist(b'Version: %s\n' % version, ENTRY_POINTS)
-            e = self.assertRaises(adopt.AdoptionError, adopt.inspect_venv,
-                                  self.venv, 'trove-guestagent')
+            e = self.assertRaises(
+                adopt.AdoptionRefusedError, adopt.inspect_venv,
+                self.venv, 'trove-guestagent')
             self.assertIn('invalid version', str(e))
 
     def test_directory_in_place_of_the_script_is_refused(self):
         os.unlink(self.script)
         os.mkdir(self.script)
-        e = self.assertRaises(adopt.AdoptionError, adopt.inspect_venv,
+        e = self.assertRaises(adopt.AdoptionRefusedError, adopt.inspect_venv,
                               self.venv, 'trove-guestagent')
         self.assertIn('no executable bin/trove-guestagent', str(e))
 
@@ -355,14 +356,14 @@ class TestUnitAndPidfileFuzz(GuestInputTestCase):
     def setUp(self):
         super().setUp()
         self.dir = self.useFixture(fixtures.TempDir()).path
-        self.driver = service_manager.SystemdDriver(
+        self.driver = init_system.SystemdDriver(
             'guest-agent', unit_dir=self.dir)
         self.unit = os.path.join(self.dir, 'guest-agent.service')
 
     def _exec_start(self, data):
         write(self.unit, data)
         return self.outcome(self.driver.exec_start,
-                            service_manager.ServiceManagerError)
+                            init_system.InitSystemError)
 
     def test_sample_unit(self):
         self.assertEqual(['/usr/local/bin/guest-agent',
@@ -382,7 +383,7 @@ class TestUnitAndPidfileFuzz(GuestInputTestCase):
             self.assertIsNone(self._exec_start(data))
         os.unlink(self.unit)
         sparse(self.unit)
-        e = self.assertRaises(service_manager.ServiceManagerError,
+        e = self.assertRaises(init_system.InitSystemError,
                               self.driver.exec_start)
         self.assertIn('larger than', str(e))
 

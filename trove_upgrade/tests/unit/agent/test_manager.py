@@ -19,7 +19,7 @@ import fixtures
 from trove_upgrade.agent import journal as journal_mod
 from trove_upgrade.agent import manager
 from trove_upgrade.agent import self_upgrade
-from trove_upgrade.agent.strategies import exceptions as strategy_exc
+from trove_upgrade.agent.strategies import exception as strategy_exc
 from trove_upgrade.common import states
 from trove_upgrade.tests import base
 
@@ -100,7 +100,8 @@ class TestAgentManager(base.TestCase):
 
     def _load(self, name):
         if name != 'local':
-            raise strategy_exc.StrategyNotAllowed(name=name, allowed='local')
+            raise strategy_exc.StrategyNotAllowedError(
+                name=name, allowed='local')
         return self.strategy
 
     def _upgrade(self, upgrade_id=U1, **kw):

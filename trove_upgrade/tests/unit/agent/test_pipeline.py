@@ -27,7 +27,7 @@ from tools.testbed import sample_guest
 from trove_upgrade.agent import install
 from trove_upgrade.agent import journal as journal_mod
 from trove_upgrade.agent import pipeline
-from trove_upgrade.agent.strategies import exceptions as strategy_exc
+from trove_upgrade.agent.strategies import exception as strategy_exc
 from trove_upgrade.agent import supervisor
 from trove_upgrade.agent import untrusted
 from trove_upgrade.agent import verifier
@@ -52,14 +52,14 @@ class CopyStrategy:
 
     def check_location(self, location):
         if self.missing:
-            raise strategy_exc.ObjectNotFound(
+            raise strategy_exc.ObjectNotFoundError(
                 location=location, strategy='copy', reason=self.missing)
 
     def fetch(self, location, dest_path, max_bytes):
         # A missing location has no manifest either, as in a real store.
         self.check_location(location)
         if self.fail:
-            raise strategy_exc.LocationUnreachable(
+            raise strategy_exc.LocationUnreachableError(
                 location=location, strategy='copy', reason=self.fail)
         self.fetched.append(location)
         shutil.copyfile(location, dest_path)

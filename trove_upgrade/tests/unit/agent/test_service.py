@@ -139,7 +139,8 @@ class TestHeartbeat(base.TestCase):
     def test_registration_refused_or_unreachable(self):
         for error in (messaging.MessageUndeliverable(None, 'x', 'k', {}),
                       messaging.MessagingTimeout('no answer'),
-                      exception.Invalid(reason='host must be a string')):
+                      exception.InvalidInputError(
+                          reason='host must be a string')):
             self.conductor.register_agent.side_effect = error
             service.AgentService.heartbeat(self.agent)
             self.assertFalse(self.agent.registered)

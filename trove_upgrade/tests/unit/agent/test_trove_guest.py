@@ -123,17 +123,17 @@ class TestAdopt(base.TestCase):
         self.assertEqual(('25.1.0', False), self._adopt())
 
     def test_unrecognised_layouts_are_refused(self):
-        e = self.assertRaises(adopt.AdoptionError, self._adopt,
+        e = self.assertRaises(adopt.AdoptionRefusedError, self._adopt,
                               venv=self.root)
         self.assertIn('is not a virtualenv', str(e))
         os.unlink(os.path.join(self.venv, 'bin', 'trove-guestagent'))
-        e = self.assertRaises(adopt.AdoptionError, self._adopt)
+        e = self.assertRaises(adopt.AdoptionRefusedError, self._adopt)
         self.assertIn('no executable bin/trove-guestagent', str(e))
         self.assertIsNone(self.installs.current_version())
 
     def test_other_managed_version_is_refused(self):
         self._adopt()
-        e = self.assertRaises(adopt.AdoptionError, self._adopt,
+        e = self.assertRaises(adopt.AdoptionRefusedError, self._adopt,
                               version='9.9')
         self.assertIn('already manages version 25.1.0', str(e))
 
@@ -161,7 +161,7 @@ class TestAdopt(base.TestCase):
         self._adopt()
         self._upgrade_to('26.0.0')
         os.unlink(os.path.join(self.venv, install.MARKER))
-        e = self.assertRaises(adopt.AdoptionError, self._adopt)
+        e = self.assertRaises(adopt.AdoptionRefusedError, self._adopt)
         self.assertIn('already manages version 26.0.0', str(e))
 
     def test_prune_removes_the_link_not_the_venv(self):

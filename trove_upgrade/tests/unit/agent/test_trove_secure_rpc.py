@@ -81,7 +81,8 @@ class TestRefusals(base.TestCase):
     KEY = 'TbWqXvsoc2wNpf0Pq3bJ8Dj4mhyTqX1M'
 
     def assertUnreadable(self, encoded, key=KEY):
-        self.assertRaises(srpc.UnreadableMessage, srpc.loads, encoded, key)
+        self.assertRaises(srpc.UnreadableMessageError,
+                          srpc.loads, encoded, key)
 
     def test_round_trip(self):
         for value in ('pong', None, 3, {'a': ['b', 'é', 1.5]}, 'x' * 100):
@@ -129,7 +130,7 @@ class TestSecureSerializer(base.TestCase):
 
     def test_plain_context_is_refused(self):
         s = srpc.SecureSerializer(self.KEY)
-        self.assertRaises(srpc.UnreadableMessage, s.deserialize_context,
+        self.assertRaises(srpc.UnreadableMessageError, s.deserialize_context,
                           {'user': None})
 
     def test_empty_key_is_a_key_as_in_trove(self):

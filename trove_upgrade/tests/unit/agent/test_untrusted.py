@@ -24,9 +24,9 @@ from unittest import mock
 
 import fixtures
 
-from trove_upgrade.agent.strategies import exceptions as strategy_exc
+from trove_upgrade.agent.strategies import exception as strategy_exc
 from trove_upgrade.agent import untrusted
-from trove_upgrade.common import package_exceptions as package_exc
+from trove_upgrade.common import exception as package_exc
 from trove_upgrade.tests import base
 
 
@@ -34,8 +34,8 @@ class TestDescribe(base.TestCase):
 
     def test_each_kind_of_error_reads_as_a_bounded_reason(self):
         cases = [
-            (strategy_exc.DownloadFailed(location='x', strategy='s',
-                                         attempts=1, reason='r'),
+            (strategy_exc.DownloadError(location='x', strategy='s',
+                                        attempts=1, reason='r'),
              'download failed'),
             (package_exc.RollbackError('older'),
              'package rejected: RollbackError: older'),
@@ -86,21 +86,21 @@ class TestChildProcessSteps(base.TestCase):
 
     def test_refusal_of_the_child_is_a_step_failure(self):
         error = self.assertRaises(
-            untrusted.StepFailed, self.run_child,
+            untrusted.StepError, self.run_child,
             'import json, sys\n'
             'r = json.load(sys.stdin)\n'
             'open(r["result"], "w").write(json.dumps({"failed": "no"}))\n')
         self.assertEqual('no', str(error))
 
     def test_child_dying_without_a_result_fails(self):
-        error = self.assertRaises(untrusted.StepFailed, self.run_child,
+        error = self.assertRaises(untrusted.StepError, self.run_child,
                                   'import os; os._exit(3)')
         self.assertIn('without a result (exit status 3)', str(error))
 
     def test_child_without_room_for_its_result_says_the_disk_is_full(self):
         with mock.patch.object(os, 'statvfs',
                                return_value=mock.Mock(f_bavail=0)):
-            error = self.assertRaises(untrusted.StepFailed, self.run_child,
+            error = self.assertRaises(untrusted.StepError, self.run_child,
                                       'import os; os._exit(1)')
         self.assertEqual('the download step ended without a result (exit '
                          'status 1): no space is left on the file system of '
@@ -148,7 +148,7 @@ class TestChildProcessSteps(base.TestCase):
     def test_hanging_child_and_its_helpers_are_killed(self):
         pid_file = os.path.join(self.work, 'helper.pid')
         error = self.assertRaises(
-            untrusted.StepFailed, self.run_child,
+            untrusted.StepError, self.run_child,
             'import subprocess, sys, time\n'
             'p = subprocess.Popen([sys.executable, "-c", '
             '"import time; time.sleep(600)"])\n'
@@ -167,7 +167,7 @@ class TestChildProcessSteps(base.TestCase):
 
     def test_oversized_or_garbage_result_fails(self):
         error = self.assertRaises(
-            untrusted.StepFailed, self.run_child,
+            untrusted.StepError, self.run_child,
             'import json, sys\n'
             'r = json.load(sys.stdin)\n'
             'open(r["result"], "w").write("[1, 2")\n')
@@ -180,7 +180,7 @@ class TestChildProcessSteps(base.TestCase):
                         '{"ok": {"size": 7, "extra": 1}}',
                         '{"ok": ' + '[' * 100000 + ']' * 100000 + '}'):
             error = self.assertRaises(
-                untrusted.StepFailed, self.run_child,
+                untrusted.StepError, self.run_child,
                 'import json, sys\n'
                 'r = json.load(sys.stdin)\n'
                 'open(r["result"], "w").write(%r)\n' % written)
@@ -188,7 +188,7 @@ class TestChildProcessSteps(base.TestCase):
 
     def test_a_long_refusal_is_bounded(self):
         error = self.assertRaises(
-            untrusted.StepFailed, self.run_child,
+            untrusted.StepError, self.run_child,
             'import json, sys\n'
             'r = json.load(sys.stdin)\n'
             'open(r["result"], "w").write(json.dumps({"failed": "n" * '
@@ -198,7 +198,7 @@ class TestChildProcessSteps(base.TestCase):
     def test_request_names_the_config_and_the_parent(self):
         # Told back through a refusal: a result has the step's shape only.
         error = self.assertRaises(
-            untrusted.StepFailed, self.run_child,
+            untrusted.StepError, self.run_child,
             'import json, os, sys\n'
             'r = json.load(sys.stdin)\n'
             'ok = r["parent"] == os.getppid() and r["step"] == "download"\n'

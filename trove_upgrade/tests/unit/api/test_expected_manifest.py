@@ -118,12 +118,13 @@ class TestExpectedManifest(base.APITestCase):
     def test_a_cap_below_1_2_fails_the_bound_upgrade_with_the_reason(self):
         self.flags(group='upgrade_levels', agent='1.1')
         resp = self.create(**base.upgrade_body(expected_manifest=EXPECTED))
-        self.assertError(resp, 503, 'ArgumentNeedsNewerVersion')
+        self.assertError(resp, 503, 'ArgumentNeedsNewerVersionError')
         upgrade, = db_upgrades.list_upgrades(self.ctx)
         self.assertEqual(states.FAILED, upgrade['status'])
         self.assertIn('Could not be sent to the agent: '
-                      'ArgumentNeedsNewerVersion: Cannot send upgrade with '
-                      'expected_manifest: the agent RPC API is capped at 1.1',
+                      'ArgumentNeedsNewerVersionError: Cannot send upgrade '
+                      'with expected_manifest: the agent RPC API is capped '
+                      'at 1.1',
                       upgrade['status_detail'])
         # Unbound upgrades still go under the cap.
         resp = self.create(**base.upgrade_body())
@@ -142,8 +143,8 @@ class TestExpectedManifest(base.APITestCase):
         upgrade, = db_upgrades.list_upgrades(self.ctx)
         self.assertEqual(EXPECTED, upgrade['expected_manifest'])
         self.assertEqual(states.FAILED, upgrade['status'])
-        self.assertIn('ArgumentNeedsNewerVersion: Cannot send upgrade with '
-                      'expected_manifest', upgrade['status_detail'])
+        self.assertIn('ArgumentNeedsNewerVersionError: Cannot send upgrade '
+                      'with expected_manifest', upgrade['status_detail'])
         self.assertIn('raise [upgrade_levels] agent',
                       upgrade['status_detail'])
 

@@ -325,7 +325,7 @@ class TestLoadApp(base.APITestCase):
 
     def test_bad_version_cap_stops_the_api_at_start(self):
         self.flags(group='upgrade_levels', agent='newest')
-        error = self.assertRaises(exception.InvalidRPCVersionCap,
+        error = self.assertRaises(exception.InvalidRPCVersionCapError,
                                   deploy.loadapp, self.conf)
         self.assertIn('[upgrade_levels] agent = newest', str(error))
 
@@ -348,7 +348,7 @@ class TestLoadApp(base.APITestCase):
     def test_a_connection_no_driver_serves_stops_the_api_at_start(self):
         # Every request was a 500 with a traceback.
         self.flags(group='database', connection='nosuchdb://h/d')
-        error = self.assertRaises(exception.Invalid, deploy.loadapp,
+        error = self.assertRaises(exception.InvalidInputError, deploy.loadapp,
                                   self.conf)
         self.assertIn('nosuchdb', str(error))
 
@@ -357,5 +357,5 @@ class TestLoadApp(base.APITestCase):
         with open(policy_file, 'w') as f:
             f.write('"trove_upgrade:agents:list": [unclosed\n')
         self.flags(group='oslo_policy', policy_file=policy_file)
-        self.assertRaises(exception.InvalidPolicyFile, deploy.loadapp,
+        self.assertRaises(exception.InvalidPolicyFileError, deploy.loadapp,
                           self.conf)

@@ -44,8 +44,8 @@ class TestMain(base.TestCase):
                           in self.steps.mock_calls if '.' not in name])
 
     def test_nothing_is_frozen_when_the_service_cannot_start(self):
-        migration.check_schema_at_start.side_effect = exception.Invalid(
-            reason='the schema is behind')
+        migration.check_schema_at_start.side_effect = (
+            exception.InvalidInputError(reason='the schema is behind'))
         self.assertEqual(2, conductor.main([]))
         self.steps.freeze.assert_not_called()
         self.steps.launch.assert_not_called()

@@ -114,7 +114,7 @@ class TestStartUp(base.PackagingTestCase):
         # No trusted key, no package: the step refuses, once the child
         # loaded what it loads to verify.
         self.assertRaises(
-            untrusted.StepFailed, steps._run, untrusted.VERIFY,
+            untrusted.StepError, steps._run, untrusted.VERIFY,
             {'id': 'u1', 'strategy': 'local', 'location': '/nowhere',
              'to_version': '2.0.0', 'from_version': '1.0.0'}, work, 120)
         with open(listing) as f:

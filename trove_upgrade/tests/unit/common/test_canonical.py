@@ -13,7 +13,7 @@
 """Canonical JSON: one spelling per document, nothing else accepted."""
 
 from trove_upgrade.common import canonical
-from trove_upgrade.common import package_exceptions as exc
+from trove_upgrade.common import exception as exc
 from trove_upgrade.tests import base
 
 

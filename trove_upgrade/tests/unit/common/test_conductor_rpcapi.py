@@ -65,11 +65,12 @@ class TestConductorAPI(base.TestCase):
         self.assertEqual(AGENT, {k: agent[k] for k in AGENT})
 
     def test_register_with_a_bad_field_is_refused(self):
-        e = self.assertRaises(exception.Invalid, self.api.register_agent,
-                              self.context, INSTANCE,
-                              **dict(AGENT, rpc_api_version='one'))
+        e = self.assertRaises(
+            exception.InvalidInputError, self.api.register_agent,
+            self.context, INSTANCE,
+            **dict(AGENT, rpc_api_version='one'))
         self.assertIn('rpc_api_version', str(e))
-        self.assertRaises(exception.AgentNotFound, db_agents.get_agent,
+        self.assertRaises(exception.AgentNotFoundError, db_agents.get_agent,
                           self.context, INSTANCE)
 
     def test_heartbeat_is_a_cast(self):
@@ -196,7 +197,7 @@ class TestConductorVersionCap(base.TestCase):
     def test_auto_is_not_a_conductor_cap(self):
         # Agents have no registry of conductors to take a minimum from.
         self.flags(group='upgrade_levels', conductor='auto')
-        self.assertRaises(exception.InvalidRPCVersionCap,
+        self.assertRaises(exception.InvalidRPCVersionCapError,
                           rpcapi.ConductorAPI)
 
     def test_cap_below_the_first_version_refuses_to_send(self):

@@ -85,7 +85,7 @@ class TestResolveVersionCap(base.TestCase):
         major, minor = release_mappings.version_key(newest)
         for value in ('%d.%d' % (major, minor + 1), '%d.0' % (major + 1),
                       '2026.1'):
-            e = self.assertRaises(exception.InvalidRPCVersionCap,
+            e = self.assertRaises(exception.InvalidRPCVersionCapError,
                                   release_mappings.resolve_version_cap,
                                   'agent', value)
             self.assertIn('[upgrade_levels] agent = %s is above %s'
@@ -97,14 +97,14 @@ class TestResolveVersionCap(base.TestCase):
             'agent', 'auto', auto=lambda: '1.7'))
 
     def test_auto_without_a_source_is_invalid(self):
-        self.assertRaises(exception.InvalidRPCVersionCap,
+        self.assertRaises(exception.InvalidRPCVersionCapError,
                           release_mappings.resolve_version_cap,
                           'conductor', 'auto')
 
     def test_invalid_values(self):
         for value in ('', '1', '1.', '.1', '1.0.0', 'v1.0', '01.0', '1.01',
                       ' 1.0', 'Latest', 'x.y'):
-            e = self.assertRaises(exception.InvalidRPCVersionCap,
+            e = self.assertRaises(exception.InvalidRPCVersionCapError,
                                   release_mappings.resolve_version_cap,
                                   'agent', value)
             self.assertIn('[upgrade_levels] agent = %s ' % value, str(e))

@@ -190,11 +190,11 @@ class TestMalformedMessages(base.TestCase):
                          self.log.output)
 
     def test_missing_argument(self):
-        self.assertRefused(exception.MalformedMessage,
+        self.assertRefused(exception.MalformedMessageError,
                            "missing a required argument: 'value'")
 
     def test_unexpected_argument(self):
-        self.assertRefused(exception.MalformedMessage,
+        self.assertRefused(exception.MalformedMessageError,
                            "unexpected keyword argument 'bogus'",
                            value=1, bogus=2)
 
@@ -202,7 +202,7 @@ class TestMalformedMessages(base.TestCase):
         # prepare() refuses it; a Target does not, nor does the bus.
         self.client = rpc.get_rpc_client(
             messaging.Target(topic='echo', version='x.y')).prepare(timeout=30)
-        self.assertRefused(exception.MalformedMessage,
+        self.assertRefused(exception.MalformedMessageError,
                            "the version 'x.y' is not of the form x.y",
                            value=1)
 

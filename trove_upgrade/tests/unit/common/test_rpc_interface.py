@@ -187,7 +187,7 @@ class TestArgumentsByVersion(base.TestCase):
 
     def test_a_binding_argument_with_a_value_is_never_left_out(self):
         values = dict(self.values, binding='x')
-        e = self.assertRaises(exception.ArgumentNeedsNewerVersion,
+        e = self.assertRaises(exception.ArgumentNeedsNewerVersionError,
                               self.interface.message, 'ping', values, '1.1')
         self.assertIn('binding', str(e))
         self.assertIn('capped at 1.1', str(e))
@@ -213,8 +213,9 @@ class TestArgumentsByVersion(base.TestCase):
         received = self.interface.received
         self.assertEqual({'instance_id': 'i', 'count': 2},
                          received('ping', self.values, '1.1'))
-        e = self.assertRaises(exception.MalformedMessage, received, 'ping',
-                              dict(self.values, binding='x'), '1.1')
+        e = self.assertRaises(
+            exception.MalformedMessageError, received, 'ping',
+            dict(self.values, binding='x'), '1.1')
         self.assertIn('binding came in a message of version 1.1', str(e))
         self.assertEqual('x', received('ping', dict(self.values, binding='x'),
                                        '1.2')['binding'])
@@ -274,5 +275,5 @@ class TestArgumentsByVersion(base.TestCase):
                                                         '1.1', None))
         self.assertEqual(rpc_interface.UPGRADE_AGENT, upgrade.message(
             'upgrade', values, '1.3')['component'])
-        self.assertRaises(exception.ArgumentNeedsNewerVersion,
+        self.assertRaises(exception.ArgumentNeedsNewerVersionError,
                           upgrade.message, 'upgrade', values, '1.2')

@@ -17,7 +17,7 @@ import stat
 import fixtures
 import testtools
 
-from trove_upgrade.common import package_exceptions as package_exc
+from trove_upgrade.common import exception as package_exc
 from trove_upgrade.common import sealing
 from trove_upgrade.tests import base
 
@@ -67,46 +67,47 @@ class TestSealing(base.TestCase):
         self.assertNotEqual(first['message_id'], second['message_id'])
 
     def test_unsealed(self):
-        self.assertRaises(sealing.Unsealed, self.open, None)
+        self.assertRaises(sealing.UnsealedError, self.open, None)
 
     def test_wrong_key_same_id(self):
         forged = self.seal(keys=keyring('k1'))
-        self.assertRaises(sealing.BadSeal, self.open, forged)
+        self.assertRaises(sealing.BadSealError, self.open, forged)
 
     def test_unknown_key_id(self):
         forged = self.seal(keys=keyring('other'))
-        self.assertRaises(sealing.UnknownKey, self.open, forged)
+        self.assertRaises(sealing.UnknownKeyError, self.open, forged)
 
     def test_modified_argument(self):
         envelope = self.seal()
         changed = dict(ARGS, instance_version='1.0.0')
-        self.assertRaises(sealing.BadSeal, self.open, envelope, args=changed)
+        self.assertRaises(sealing.BadSealError, self.open,
+                          envelope, args=changed)
 
     def test_modified_ciphertext(self):
         envelope = self.seal()
         raw = bytearray(sealing._unb64(envelope['ciphertext'], 'x'))
         raw[0] ^= 1
         envelope['ciphertext'] = sealing._b64(bytes(raw))
-        self.assertRaises(sealing.BadSeal, self.open, envelope)
+        self.assertRaises(sealing.BadSealError, self.open, envelope)
 
     def test_bound_fields(self):
         for field, value in (('message_id', 'other'), ('version', '1.2'),
                              ('timestamp', NOW + 1)):
             envelope = dict(self.seal(), **{field: value})
-            self.assertRaises(sealing.BadSeal, self.open, envelope)
+            self.assertRaises(sealing.BadSealError, self.open, envelope)
 
     def test_other_method(self):
         envelope = self.seal(method='report_upgrade_state')
-        self.assertRaises(sealing.BadSeal, self.open, envelope)
+        self.assertRaises(sealing.BadSealError, self.open, envelope)
 
     def test_other_direction(self):
         envelope = self.seal(direction=sealing.TO_CONDUCTOR)
-        self.assertRaises(sealing.BadSeal, self.open, envelope)
+        self.assertRaises(sealing.BadSealError, self.open, envelope)
 
     def test_instance_mismatch(self):
         other = sealing.InstanceKeys('other-instance', self.keys.keys)
         envelope = self.seal(keys=other)
-        self.assertRaises(sealing.InstanceMismatch, self.open, envelope)
+        self.assertRaises(sealing.InstanceMismatchError, self.open, envelope)
 
     def test_malformed(self):
         envelope = self.seal()
@@ -114,11 +115,11 @@ class TestSealing(base.TestCase):
                        dict(envelope, extra=1), dict(envelope, nonce='%%'),
                        dict(envelope, timestamp='now'),
                        dict(envelope, key_id=7)):
-            self.assertRaises(sealing.MalformedSeal, self.open, broken)
+            self.assertRaises(sealing.MalformedSealError, self.open, broken)
 
     def test_a_refusal_quotes_a_huge_format_bounded(self):
         envelope = dict(self.seal(), format='x' * 1000000)
-        e = self.assertRaises(sealing.MalformedSeal, self.open, envelope)
+        e = self.assertRaises(sealing.MalformedSealError, self.open, envelope)
         self.assertLess(len(str(e)), 200)
 
     def test_arguments_nested_too_deeply_were_not_sealed(self):
@@ -126,7 +127,7 @@ class TestSealing(base.TestCase):
         deep = []
         for _ in range(100000):
             deep = [deep]
-        e = self.assertRaises(sealing.BadSeal, self.open, self.seal(),
+        e = self.assertRaises(sealing.BadSealError, self.open, self.seal(),
                               args=dict(ARGS, metadata={'a': deep}))
         self.assertIn('cannot have been sealed', str(e))
         self.assertLess(len(str(e)), 400)
@@ -134,31 +135,31 @@ class TestSealing(base.TestCase):
     def test_replay(self):
         envelope = self.seal()
         self.open(envelope)
-        self.assertRaises(sealing.ReplayedMessage, self.open, envelope,
+        self.assertRaises(sealing.ReplayedMessageError, self.open, envelope,
                           now=NOW + 1)
 
     def test_replay_after_max_age_is_stale(self):
         envelope = self.seal()
         self.open(envelope)
-        self.assertRaises(sealing.StaleMessage, self.open, envelope,
+        self.assertRaises(sealing.StaleMessageError, self.open, envelope,
                           now=NOW + MAX_AGE + 1)
 
     def test_stale_and_future(self):
-        self.assertRaises(sealing.StaleMessage, self.open,
+        self.assertRaises(sealing.StaleMessageError, self.open,
                           self.seal(now=NOW - MAX_AGE - 1))
-        self.assertRaises(sealing.StaleMessage, self.open,
+        self.assertRaises(sealing.StaleMessageError, self.open,
                           self.seal(now=NOW + MAX_AGE + 1))
         self.open(self.seal(now=NOW - MAX_AGE + 1))
 
     def test_refused_message_is_not_remembered(self):
         envelope = self.seal()
-        self.assertRaises(sealing.BadSeal, self.open, envelope,
+        self.assertRaises(sealing.BadSealError, self.open, envelope,
                           args=dict(ARGS, upgrade_id='u-2'))
         self.open(envelope)
 
     def test_cache_forgets_expired_ids(self):
         self.cache.add('m', NOW, NOW)
-        self.assertRaises(sealing.ReplayedMessage, self.cache.add, 'm',
+        self.assertRaises(sealing.ReplayedMessageError, self.cache.add, 'm',
                           NOW + 5, NOW)
         self.cache.add('m', NOW + 10, NOW + 1)
 
@@ -167,7 +168,7 @@ class TestSealing(base.TestCase):
             self.cache.add('m-%d' % second, NOW + second + MAX_AGE,
                            NOW + second)
         self.assertEqual(MAX_AGE + 1, len(self.cache._seen))
-        self.assertRaises(sealing.ReplayedMessage, self.cache.add,
+        self.assertRaises(sealing.ReplayedMessageError, self.cache.add,
                           'm-999', NOW + 2000, NOW + 1000)
         self.cache.add('m-0', NOW + 2000, NOW + 1000)
 
@@ -179,7 +180,7 @@ class TestSealing(base.TestCase):
         self.open(self.seal(keys=old), keys=rotated)
         self.open(self.seal(keys=rotated), keys=rotated)
         retired = sealing.InstanceKeys(INSTANCE, rotated.keys[:1])
-        self.assertRaises(sealing.UnknownKey, self.open,
+        self.assertRaises(sealing.UnknownKeyError, self.open,
                           self.seal(keys=old), keys=retired)
 
     def test_key_size(self):

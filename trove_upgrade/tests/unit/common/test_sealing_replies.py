@@ -54,23 +54,24 @@ class TestReplies(base.TestCase):
         for answer in (RESULT, None, '1.3', {'sealed_reply': None},
                        {'sealed_reply': self.reply()['sealed_reply'],
                         'proceed': True}):
-            self.assertRaises((sealing.Unsealed, sealing.MalformedSeal),
-                              self.open, answer)
+            self.assertRaises(
+                (sealing.UnsealedError, sealing.MalformedSealError),
+                self.open, answer)
 
     def test_a_reply_sealed_with_another_key_is_refused(self):
         # Someone on the bus without the key, who guessed the key id.
         forger = test_sealing.keyring('k1')
-        self.assertRaises(sealing.BadSeal, self.open,
+        self.assertRaises(sealing.BadSealError, self.open,
                           self.reply(keys=forger))
 
     def test_the_reply_to_another_call_is_refused(self):
         other = sealing.seal(self.keys, 'start_upgrade', '1.3',
                              sealing.TO_CONDUCTOR, ARGS)
-        self.assertRaises(sealing.ReplyMismatch, self.open,
+        self.assertRaises(sealing.ReplyMismatchError, self.open,
                           self.reply(request=other))
 
     def test_a_reply_moved_to_the_same_call_id_of_another_method(self):
-        self.assertRaises(sealing.BadSeal, self.open,
+        self.assertRaises(sealing.BadSealError, self.open,
                           self.reply(method='report_upgrade_state'))
 
     def test_a_changed_message_id_does_not_verify(self):
@@ -78,14 +79,15 @@ class TestReplies(base.TestCase):
         other = sealing.seal(self.keys, 'start_upgrade', '1.3',
                              sealing.TO_CONDUCTOR, ARGS)
         reply['sealed_reply']['message_id'] = other['message_id']
-        self.assertRaises(sealing.BadSeal, self.open, reply, request=other)
+        self.assertRaises(sealing.BadSealError,
+                          self.open, reply, request=other)
 
     def test_a_request_is_no_reply(self):
         # The request's own seal, sent back, does not open as its answer.
-        self.assertRaises(sealing.BadSeal, self.open,
+        self.assertRaises(sealing.BadSealError, self.open,
                           {sealing.SEALED_REPLY: self.request})
 
     def test_a_key_the_replier_does_not_hold(self):
-        self.assertRaises(sealing.UnknownKey, sealing.seal_reply,
+        self.assertRaises(sealing.UnknownKeyError, sealing.seal_reply,
                           test_sealing.keyring('k2'), 'start_upgrade',
                           self.request, RESULT)

@@ -19,7 +19,7 @@ import unittest
 
 import fixtures
 
-from trove_upgrade.common import package_exceptions as exceptions
+from trove_upgrade.common import exception as exceptions
 from trove_upgrade.common import secret_files
 from trove_upgrade.tests import base
 

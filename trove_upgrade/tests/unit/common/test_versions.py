@@ -44,7 +44,8 @@ class TestSameVersion(base.TestCase):
         self.assertIsNone(versions.parse(None))
         self.assertIsNone(versions.parse('1' * 5000))
         self.assertEqual(versions.parse('2.0'), versions.require('2.0.0'))
-        e = self.assertRaises(exception.Invalid, versions.require, 'x.y')
+        e = self.assertRaises(exception.InvalidInputError, versions.require,
+                              'x.y')
         self.assertIn("'x.y' is not a version", str(e))
 
 
@@ -92,5 +93,5 @@ class TestVersionMatcher(base.TestCase):
 
     def test_bad_queries(self):
         for query in ('>=x', '26.*.1', 'latest', '=>25'):
-            self.assertRaises(exception.Invalid,
+            self.assertRaises(exception.InvalidInputError,
                               versions.matcher, query)

@@ -77,7 +77,7 @@ class TestEndpoints(base.TestCase):
         self.context = context.RequestContext(request_id='req-agent')
 
     def assertUnavailable(self, error, gist, method, *args, **kwargs):
-        """Endpoint ``method`` refused with DatabaseUnavailable in a line.
+        """Endpoint ``method`` refused with DatabaseUnavailableError in a line.
 
         ``error`` is what the first read of the database raises, ``gist``
         the part of it the line quotes.
@@ -89,7 +89,7 @@ class TestEndpoints(base.TestCase):
                                   getattr(self.manager, method),
                                   self.context, *args, **kwargs)
         refusal = e.exc_info[1]
-        self.assertIsInstance(refusal, exception.DatabaseUnavailable)
+        self.assertIsInstance(refusal, exception.DatabaseUnavailableError)
         self.assertEqual('The conductor could not handle %s: its database '
                          'is unavailable. Try again later.' % method,
                          str(refusal))

@@ -83,7 +83,7 @@ class TestMalformedIds(test_manager.ManagerTestCase):
             self.assertIn('%s holds %s' % (field, what), str(e))
             self.manager.heartbeat(self.context,
                                    **dict(AGENT, **{field: heartbeat}))
-        self.assertRaises(exception.AgentNotFound, db_agents.get_agent,
+        self.assertRaises(exception.AgentNotFoundError, db_agents.get_agent,
                           self.context, INSTANCE)
         return upgrade
 
@@ -119,7 +119,7 @@ class TestMalformedIds(test_manager.ManagerTestCase):
         for value in (float('nan'), float('inf'), deep):
             self.assertRefused(self.manager.register_agent, self.context,
                                **dict(AGENT, labels={'zone': value}))
-        self.assertRaises(exception.AgentNotFound, db_agents.get_agent,
+        self.assertRaises(exception.AgentNotFoundError, db_agents.get_agent,
                           self.context, INSTANCE)
 
     def test_a_huge_instance_id_is_logged_bounded(self):
@@ -144,7 +144,7 @@ class TestMalformedSeals(test_manager_sealing.SealedTestCase):
             self.manager.heartbeat(self.context,
                                    sealed=dict(good, timestamp=timestamp),
                                    **AGENT)
-        self.assertRaises(exception.AgentNotFound, db_agents.get_agent,
+        self.assertRaises(exception.AgentNotFoundError, db_agents.get_agent,
                           self.context, INSTANCE)
 
     def test_arguments_no_seal_can_cover(self):
@@ -155,7 +155,7 @@ class TestMalformedSeals(test_manager_sealing.SealedTestCase):
                 self.manager.register_agent, self.context, sealed=good,
                 **dict(AGENT, labels=labels))
             self.assertIn('arguments cannot have been sealed', str(e))
-        self.assertRaises(exception.AgentNotFound, db_agents.get_agent,
+        self.assertRaises(exception.AgentNotFoundError, db_agents.get_agent,
                           self.context, INSTANCE)
 
     def test_a_huge_key_id_is_quoted_bounded(self):
@@ -170,6 +170,6 @@ class TestMalformedSeals(test_manager_sealing.SealedTestCase):
         # The agent opens its messages with the same function.
         good = self.sealed('register_agent', AGENT)
         self.assertRaises(
-            sealing.MalformedSeal, sealing.open_sealed, self.keys,
+            sealing.MalformedSealError, sealing.open_sealed, self.keys,
             dict(good, timestamp=10 ** 400), 'register_agent',
             sealing.TO_CONDUCTOR, AGENT, 300, sealing.MemoryReplayCache())

@@ -68,11 +68,11 @@ class ManagerTestCase(base.TestCase):
         """The endpoint refused the call with Invalid; return it.
 
         The endpoint marks Invalid as expected, which the RPC server sends
-        back to the caller as Invalid without logging a traceback.
+        back to the caller as InvalidInputError without logging a traceback.
         """
         e = self.assertRaises(dispatcher.ExpectedException, method, *args,
                               **kwargs)
-        self.assertIsInstance(e.exc_info[1], exception.Invalid)
+        self.assertIsInstance(e.exc_info[1], exception.InvalidInputError)
         return e.exc_info[1]
 
     def event_types(self):

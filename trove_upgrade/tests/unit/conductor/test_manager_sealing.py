@@ -45,7 +45,7 @@ class SealedTestCase(test_manager.ManagerTestCase):
         e = self.assertRaises(dispatcher.ExpectedException, method, *args,
                               **kwargs)
         self.assertIsInstance(e.exc_info[1],
-                              exception.MessageNotAuthenticated)
+                              exception.MessageNotAuthenticatedError)
         return e.exc_info[1]
 
 
@@ -75,7 +75,7 @@ class TestSealedRegistration(SealedTestCase):
                 **AGENT)
             self.assertIn(reason, str(e))
             self.assertIn(INSTANCE, str(e))
-        self.assertRaises(exception.AgentNotFound, db_agents.get_agent,
+        self.assertRaises(exception.AgentNotFoundError, db_agents.get_agent,
                           self.context, INSTANCE)
 
     def test_replay_refused(self):
@@ -88,7 +88,7 @@ class TestSealedRegistration(SealedTestCase):
 
     def test_forged_heartbeat_ignored(self):
         self.manager.heartbeat(self.context, **AGENT)
-        self.assertRaises(exception.AgentNotFound, db_agents.get_agent,
+        self.assertRaises(exception.AgentNotFoundError, db_agents.get_agent,
                           self.context, INSTANCE)
 
     def test_rotation_keeps_old_key_for_the_grace(self):
@@ -299,7 +299,7 @@ class TestSealingClients(SealedTestCase):
     def test_conductor_api_capped_sends_unsealed(self):
         self.flags(group='upgrade_levels', conductor='1.0')
         api = rpcapi.ConductorAPI(self.keys)
-        e = self.assertRaises(exception.MessageNotAuthenticated,
+        e = self.assertRaises(exception.MessageNotAuthenticatedError,
                               api.register_agent,
                               context.get_admin_context(), **AGENT)
         self.assertIn('not sealed', str(e))

@@ -111,7 +111,7 @@ class TestReportWriter(db_base.DbTestCase):
                          'instance_id': upgrade['instance_id']},
                         states.VERIFYING),
             self._chain(upgrade, states.VERIFYING)])
-        self.assertIsInstance(results[0], exception.UpgradeNotFound)
+        self.assertIsInstance(results[0], exception.UpgradeNotFoundError)
         self.assertEqual(states.VERIFYING, results[1][1]['status'])
 
     def test_a_failed_batch_is_written_chain_by_chain(self):
@@ -210,7 +210,7 @@ class TestReportWriter(db_base.DbTestCase):
             self._chain(reported, states.VERIFYING)])
         self.assertEqual(states.DOWNLOADING, results[0][1]['status'])
         [refusal] = results[1][0]
-        self.assertIsInstance(refusal, exception.InvalidStateTransition)
+        self.assertIsInstance(refusal, exception.InvalidStateTransitionError)
         self.assertEqual(states.CANCELLED, self._status(cancelled))
         self.assertEqual(states.DOWNLOADING, self._status(claimable))
         self.assertEqual(states.VERIFYING, self._status(reported))

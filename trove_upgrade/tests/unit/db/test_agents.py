@@ -111,7 +111,7 @@ class TestAgents(db_base.DbTestCase):
                ({'host': ''}, 'host must be a non-empty string'),
                ({'state': 's' * 33}, 'state is longer than 32 characters')]
         for values, message in bad:
-            error = self.assertRaises(exception.Invalid,
+            error = self.assertRaises(exception.InvalidInputError,
                                       db_agents.register_agent,
                                       self.context, INSTANCE, values)
             self.assertIn(message, str(error))
@@ -119,15 +119,16 @@ class TestAgents(db_base.DbTestCase):
 
     def test_bad_instance_ids(self):
         for instance_id in (None, '', 'i' * 37, 7):
-            error = self.assertRaises(exception.Invalid,
+            error = self.assertRaises(exception.InvalidInputError,
                                       db_agents.register_agent, self.context,
                                       instance_id, {'state': 'RUNNING'})
             self.assertIn('instance_id', str(error))
         self.assertEqual([], db_agents.list_agents(self.context))
 
     def test_unknown_agent(self):
-        error = self.assertRaises(exception.AgentNotFound, db_agents.get_agent,
-                                  self.context, INSTANCE)
+        error = self.assertRaises(
+            exception.AgentNotFoundError, db_agents.get_agent,
+            self.context, INSTANCE)
         self.assertEqual(404, error.code)
         self.assertIn(INSTANCE, str(error))
 
@@ -156,7 +157,7 @@ class TestDeleteAgent(db_base.DbTestCase):
 
     def test_unknown_agent(self):
         db_agents.delete_agent(self.context, INSTANCE)
-        error = self.assertRaises(exception.AgentNotFound,
+        error = self.assertRaises(exception.AgentNotFoundError,
                                   db_agents.delete_agent, self.context,
                                   INSTANCE)
         self.assertIn(INSTANCE, str(error))
@@ -168,7 +169,8 @@ class TestDeleteAgent(db_base.DbTestCase):
         newest = self._create()
         db_transitions.transition_upgrade(self.context, newest['id'],
                                           states.INSTALLING, 'agent')
-        error = self.assertRaises(exception.AgentBusy, db_agents.delete_agent,
+        error = self.assertRaises(exception.AgentBusyError,
+                                  db_agents.delete_agent,
                                   self.context, INSTANCE)
         self.assertEqual(409, error.code)
         self.assertEqual((INSTANCE, newest['id'], states.INSTALLING),
@@ -185,7 +187,7 @@ class TestDeleteAgent(db_base.DbTestCase):
     def test_no_agent_is_not_found_even_with_an_unfinished_upgrade(self):
         db_agents.delete_agent(self.context, INSTANCE)
         self._create()
-        self.assertRaises(exception.AgentNotFound, db_agents.delete_agent,
+        self.assertRaises(exception.AgentNotFoundError, db_agents.delete_agent,
                           self.context, INSTANCE)
 
     def test_registers_again_after_deletion(self):
@@ -257,17 +259,19 @@ class TestListAgents(db_base.DbTestCase):
         self.assertEqual([], self._ids(limit=2, marker='i-4'))
 
     def test_unknown_marker(self):
-        self.assertRaises(exception.MarkerNotFound, db_agents.list_agents,
+        self.assertRaises(exception.MarkerNotFoundError, db_agents.list_agents,
                           self.context, marker='i-9')
 
     def test_bad_filters(self):
-        error = self.assertRaises(exception.Invalid, db_agents.list_agents,
-                                  self.context, filters={'host': 'x'})
+        error = self.assertRaises(
+            exception.InvalidInputError, db_agents.list_agents,
+            self.context, filters={'host': 'x'})
         self.assertIn('unknown agent filter: host', str(error))
-        error = self.assertRaises(exception.Invalid, db_agents.list_agents,
-                                  self.context, filters={'labels': 'az=a'})
+        error = self.assertRaises(
+            exception.InvalidInputError, db_agents.list_agents,
+            self.context, filters={'labels': 'az=a'})
         self.assertIn('labels filter must be an object', str(error))
-        self.assertRaises(exception.Invalid, db_agents.list_agents,
+        self.assertRaises(exception.InvalidInputError, db_agents.list_agents,
                           self.context, limit=0)
 
 
@@ -307,6 +311,6 @@ class TestMinAgentRPCVersion(db_base.DbTestCase):
         self._register('i-1', '1.0')
         for version in ('1', 'latest', '1.x', None):
             error = self.assertRaises(
-                exception.Invalid, db_agents.list_agents_below_rpc_version,
-                self.context, version)
+                exception.InvalidInputError,
+                db_agents.list_agents_below_rpc_version, self.context, version)
             self.assertIn('looks like x.y', str(error))

@@ -34,7 +34,7 @@ class TestDeleteDesiredVersion(db_base.DbTestCase):
         database.while_another_writes(
             self, lambda: db_desired.delete_desired_version(
                 self.context, desired['id']))
-        self.assertRaises(exception.DesiredVersionNotFound,
+        self.assertRaises(exception.DesiredVersionNotFoundError,
                           db_desired.get_desired_version, self.context,
                           desired['id'])
         self.assertEqual(['created', 'deleted'], [
@@ -42,6 +42,6 @@ class TestDeleteDesiredVersion(db_base.DbTestCase):
                                                         desired['id'])])
 
     def test_deleting_a_missing_one_is_not_found(self):
-        self.assertRaises(exception.DesiredVersionNotFound,
+        self.assertRaises(exception.DesiredVersionNotFoundError,
                           db_desired.delete_desired_version, self.context,
                           uuidutils.generate_uuid())

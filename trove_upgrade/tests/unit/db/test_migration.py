@@ -79,7 +79,7 @@ class TestSchemaAtStart(base.TestCase):
             fixtures.FakeLogger(name=migration.__name__))
 
     def test_an_empty_database_is_refused(self):
-        error = self.assertRaises(exception.SchemaNotCurrent,
+        error = self.assertRaises(exception.SchemaNotCurrentError,
                                   migration.check_schema_at_start, self.url)
         self.assertEqual('The database schema is not current: the database '
                          'has no schema; run: trove-upgrade-manage db sync',
@@ -88,7 +88,7 @@ class TestSchemaAtStart(base.TestCase):
     def test_an_older_schema_is_refused(self):
         older = migration.script_directory().get_revision(_head())
         migration.upgrade(older.down_revision, engine=self.engine)
-        error = self.assertRaises(exception.SchemaNotCurrent,
+        error = self.assertRaises(exception.SchemaNotCurrentError,
                                   migration.check_schema_at_start, self.url)
         self.assertIn('at revision %s, not at %s' % (older.down_revision,
                                                      _head()), str(error))

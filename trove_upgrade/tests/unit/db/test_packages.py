@@ -39,12 +39,13 @@ class TestPackageWrites(base.TestCase):
     def test_a_delete_waits_for_another_writer(self):
         database.while_another_writes(self, lambda: db_packages.delete_package(
             self.ctx, self.package['id']))
-        self.assertRaises(exception.PackageNotFound, db_packages.get_package,
-                          self.ctx, self.package['id'])
+        self.assertRaises(
+            exception.PackageNotFoundError, db_packages.get_package,
+            self.ctx, self.package['id'])
 
     def test_a_missing_package_is_not_found(self):
-        self.assertRaises(exception.PackageNotFound,
+        self.assertRaises(exception.PackageNotFoundError,
                           db_packages.update_package_state, self.ctx,
                           'missing', 'retired')
-        self.assertRaises(exception.PackageNotFound,
+        self.assertRaises(exception.PackageNotFoundError,
                           db_packages.delete_package, self.ctx, 'missing')

@@ -55,14 +55,15 @@ class TestRolloutsDb(db_base.DbTestCase):
                 ({'selector': ['a']}, 'selector must be an object'),
                 ({'name': ''}, 'name must be a non-empty string'),
                 ({'colour': 'red'}, 'unknown rollout field: colour')):
-            e = self.assertRaises(exception.Invalid,
+            e = self.assertRaises(exception.InvalidInputError,
                                   db_rollouts.create_rollout,
                                   self.context, dict(ROLLOUT, **overrides))
             self.assertIn(reason, str(e))
         values = dict(ROLLOUT)
         del values['status']
-        self.assertRaises(exception.Invalid, db_rollouts.create_rollout,
-                          self.context, values)
+        self.assertRaises(
+            exception.InvalidInputError, db_rollouts.create_rollout,
+            self.context, values)
         self.assertEqual([], db_rollouts.list_rollouts(self.context))
 
     def test_update_is_a_compare_and_swap(self):
@@ -76,13 +77,14 @@ class TestRolloutsDb(db_base.DbTestCase):
         self.assertIsNone(db_rollouts.update_rollout(
             self.context, rollout['id'], {rs.RUNNING},
             {'status': rs.COMPLETED}))
-        self.assertRaises(exception.RolloutNotFound,
+        self.assertRaises(exception.RolloutNotFoundError,
                           db_rollouts.update_rollout, self.context,
                           uuidutils.generate_uuid(), {rs.RUNNING},
                           {'status': rs.PAUSED})
-        self.assertRaises(exception.Invalid, db_rollouts.update_rollout,
-                          self.context, rollout['id'], {rs.PAUSED},
-                          {'name': 'x'})
+        self.assertRaises(
+            exception.InvalidInputError, db_rollouts.update_rollout,
+            self.context, rollout['id'], {rs.PAUSED},
+            {'name': 'x'})
 
     def test_lease(self):
         rollout = self.rollout()
@@ -242,7 +244,7 @@ class TestRolloutsDb(db_base.DbTestCase):
         rollout = self.rollout()
         upgrade, = db_rollouts.create_rollout_upgrades(
             self.context, rollout, [(db_base.INSTANCE, 1, False)], 'me')
-        e = self.assertRaises(exception.InvalidRolloutState,
+        e = self.assertRaises(exception.InvalidRolloutStateError,
                               db_rollouts.delete_rollout, self.context,
                               rollout['id'], rs.FINISHED_STATES)
         self.assertIn('is RUNNING: it cannot be deleted', str(e))
@@ -250,8 +252,9 @@ class TestRolloutsDb(db_base.DbTestCase):
                                    {'status': rs.ABORTED}, finished=True)
         db_rollouts.delete_rollout(self.context, rollout['id'],
                                    rs.FINISHED_STATES)
-        self.assertRaises(exception.RolloutNotFound, db_rollouts.get_rollout,
-                          self.context, rollout['id'])
+        self.assertRaises(
+            exception.RolloutNotFoundError, db_rollouts.get_rollout,
+            self.context, rollout['id'])
         self.assertEqual(rollout['id'], db_upgrades.get_upgrade(
             self.context, upgrade['id'])['rollout_id'])
 
@@ -261,11 +264,12 @@ class TestRolloutsDb(db_base.DbTestCase):
         database.while_another_writes(
             self, lambda: db_rollouts.delete_rollout(
                 self.context, rollout['id'], rs.FINISHED_STATES))
-        self.assertRaises(exception.RolloutNotFound, db_rollouts.get_rollout,
-                          self.context, rollout['id'])
+        self.assertRaises(
+            exception.RolloutNotFoundError, db_rollouts.get_rollout,
+            self.context, rollout['id'])
 
     def test_deleting_a_missing_rollout_is_not_found(self):
-        self.assertRaises(exception.RolloutNotFound,
+        self.assertRaises(exception.RolloutNotFoundError,
                           db_rollouts.delete_rollout, self.context,
                           uuidutils.generate_uuid(), rs.FINISHED_STATES)
 
@@ -311,7 +315,7 @@ class TestRolloutsDb(db_base.DbTestCase):
                               uuidutils.generate_uuid()]}))
         for selector in ({}, {'group': 'a', 'labels': {'b': 'c'}},
                          {'colour': 'red'}):
-            self.assertRaises(exception.Invalid,
+            self.assertRaises(exception.InvalidInputError,
                               db_agents.list_selected_agents, self.context,
                               selector)
 
@@ -335,7 +339,7 @@ class TestRolloutsDb(db_base.DbTestCase):
         self.assertEqual([], page({'group': 'blue'}, ids[-1], 3))
         self.assertEqual(blue, page({'group': 'blue'}, None, None))
         self.assertEqual(ids[4:6], page({'instance_ids': ids}, ids[3], 2))
-        self.assertRaises(exception.Invalid, page, {'group': 'blue'},
+        self.assertRaises(exception.InvalidInputError, page, {'group': 'blue'},
                           None, 0)
 
     def test_agents_by_health(self):

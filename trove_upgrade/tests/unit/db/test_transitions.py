@@ -140,7 +140,7 @@ class TestTransitionUpgrade(db_base.DbTestCase):
     def test_illegal_change_raises_and_records_nothing(self):
         upgrade = self._create()
         self._transition(upgrade, states.DOWNLOADING)
-        error = self.assertRaises(exception.InvalidStateTransition,
+        error = self.assertRaises(exception.InvalidStateTransitionError,
                                   self._transition, upgrade,
                                   states.CANCELLED)
         self.assertEqual(409, error.code)
@@ -173,7 +173,7 @@ class TestTransitionUpgrade(db_base.DbTestCase):
                     changed, _ = self._transition(upgrade, to_state)
                     self.assertFalse(changed, (from_state, to_state))
                 else:
-                    self.assertRaises(exception.InvalidStateTransition,
+                    self.assertRaises(exception.InvalidStateTransitionError,
                                       self._transition, upgrade, to_state)
                 self.assertEqual(before, self._events(upgrade))
 
@@ -200,16 +200,17 @@ class TestTransitionUpgrade(db_base.DbTestCase):
     def test_cancel_of_a_finished_upgrade_raises(self):
         upgrade = self._create()
         self._drive(upgrade, states.SUCCESS)
-        self.assertRaises(exception.InvalidStateTransition, self._transition,
-                          upgrade, states.CANCELLED, source='api',
-                          allowed_from=states.CANCELLABLE_STATES)
+        self.assertRaises(
+            exception.InvalidStateTransitionError, self._transition,
+            upgrade, states.CANCELLED, source='api',
+            allowed_from=states.CANCELLABLE_STATES)
 
     def test_agent_cannot_start_a_cancelled_upgrade(self):
         upgrade = self._create()
         self._transition(upgrade, states.SENT)
         self._transition(upgrade, states.CANCELLED, source='api')
         error = self.assertRaises(
-            exception.InvalidStateTransition, self._transition, upgrade,
+            exception.InvalidStateTransitionError, self._transition, upgrade,
             states.DOWNLOADING, allowed_from={states.SENT, states.DEFERRED})
         self.assertEqual(states.CANCELLED, error.kwargs['from_state'])
         self.assertEqual(states.CANCELLED, db_upgrades.get_upgrade(
@@ -227,34 +228,37 @@ class TestTransitionUpgrade(db_base.DbTestCase):
         upgrade = self._create()
         self.assertTrue(states.is_legal(states.PENDING, states.DOWNLOADING))
         self.assertRaises(
-            exception.InvalidStateTransition, self._transition, upgrade,
+            exception.InvalidStateTransitionError, self._transition, upgrade,
             states.DOWNLOADING, allowed_from={states.SENT, states.DEFERRED})
         self.assertEqual(1, len(self._events(upgrade)))
 
     def test_unknown_upgrade(self):
-        self.assertRaises(exception.UpgradeNotFound,
+        self.assertRaises(exception.UpgradeNotFoundError,
                           db_transitions.transition_upgrade, self.context,
                           uuidutils.generate_uuid(), states.SENT, 'agent')
 
     def test_unknown_state(self):
         upgrade = self._create()
-        error = self.assertRaises(exception.Invalid, self._transition,
-                                  upgrade, 'DONE')
+        error = self.assertRaises(
+            exception.InvalidInputError, self._transition,
+            upgrade, 'DONE')
         self.assertIn("unknown upgrade state 'DONE'", str(error))
 
     def test_missing_or_bad_source(self):
         upgrade = self._create()
         for source in (None, '', 's' * 33, 7):
-            self.assertRaises(exception.Invalid, self._transition, upgrade,
-                              states.SENT, source=source)
+            self.assertRaises(
+                exception.InvalidInputError, self._transition, upgrade,
+                states.SENT, source=source)
         self.assertEqual(1, len(self._events(upgrade)))
 
     def test_values_outside_the_allowed_columns(self):
         upgrade = self._create()
         for values in ({'status': states.SUCCESS}, {'id': 'x'},
                        {'finished_at': T0}, {'project_id': 'p'}):
-            error = self.assertRaises(exception.Invalid, self._transition,
-                                      upgrade, states.SENT, values=values)
+            error = self.assertRaises(
+                exception.InvalidInputError, self._transition,
+                upgrade, states.SENT, values=values)
             self.assertIn('unknown upgrade column', str(error))
         self.assertEqual(states.PENDING, db_upgrades.get_upgrade(
             self.context, upgrade['id'])['status'])
@@ -278,9 +282,10 @@ class TestTransitionUpgrade(db_base.DbTestCase):
 
     def test_detail_not_a_string(self):
         upgrade = self._create()
-        error = self.assertRaises(exception.Invalid, self._transition,
-                                  upgrade, states.FAILED,
-                                  detail={'error': 'x'})
+        error = self.assertRaises(
+            exception.InvalidInputError, self._transition,
+            upgrade, states.FAILED,
+            detail={'error': 'x'})
         self.assertIn('detail must be a string', str(error))
         self.assertEqual(1, len(self._events(upgrade)))
 
@@ -288,8 +293,9 @@ class TestTransitionUpgrade(db_base.DbTestCase):
         upgrade = self._create()
         for values in ({'from_version': 'v' * 256},
                        {'instance_version': None}):
-            self.assertRaises(exception.Invalid, self._transition, upgrade,
-                              states.SENT, values=values)
+            self.assertRaises(
+                exception.InvalidInputError, self._transition, upgrade,
+                states.SENT, values=values)
         self.assertEqual(1, len(self._events(upgrade)))
 
     def test_nullable_value_may_be_cleared(self):
@@ -311,7 +317,7 @@ class TestTransitionUpgrade(db_base.DbTestCase):
     def test_upgrade_of_another_instance_changes_nothing(self):
         upgrade = self._create()
         e = self.assertRaises(
-            exception.UpgradeOfAnotherInstance, self._transition, upgrade,
+            exception.UpgradeOfAnotherInstanceError, self._transition, upgrade,
             states.DOWNLOADING, instance_id=OTHER_INSTANCE)
         self.assertEqual(INSTANCE, e.kwargs['owner'])
         self.assertEqual([(None, states.PENDING)], self._events(upgrade))
@@ -383,10 +389,11 @@ class TestTransitionChain(TestTransitionUpgrade):
             (states.INSTALLING, None, None))
         self.assertEqual((True, states.VERIFYING),
                          (outcomes[0][0], outcomes[0][1]['status']))
-        self.assertIsInstance(outcomes[1], exception.InvalidStateTransition)
+        self.assertIsInstance(
+            outcomes[1], exception.InvalidStateTransitionError)
         self.assertEqual(states.VERIFYING, outcomes[1].kwargs['from_state'])
-        self.assertIsInstance(outcomes[2], exception.Invalid)
-        self.assertIsInstance(outcomes[3], exception.Invalid)
+        self.assertIsInstance(outcomes[2], exception.InvalidInputError)
+        self.assertIsInstance(outcomes[3], exception.InvalidInputError)
         self.assertEqual([False, False, True],
                          [o[0] for o in outcomes[4:]])
         self.assertEqual([states.VERIFYING, states.VERIFYING,
@@ -410,12 +417,12 @@ class TestTransitionChain(TestTransitionUpgrade):
     def test_unknown_upgrade_or_another_instance_refuses_every_move(self):
         moves = ((states.VERIFYING, None, None), ('BAD', None, None))
         outcomes = self._chain({'id': uuidutils.generate_uuid()}, *moves)
-        self.assertIsInstance(outcomes[0], exception.UpgradeNotFound)
-        self.assertIsInstance(outcomes[1], exception.Invalid)
+        self.assertIsInstance(outcomes[0], exception.UpgradeNotFoundError)
+        self.assertIsInstance(outcomes[1], exception.InvalidInputError)
         upgrade = self._create()
         outcomes = self._chain(upgrade, *moves, instance_id=OTHER_INSTANCE)
         self.assertIsInstance(outcomes[0],
-                              exception.UpgradeOfAnotherInstance)
+                              exception.UpgradeOfAnotherInstanceError)
         self.assertEqual([(None, states.PENDING)], self._events(upgrade))
 
     def test_a_detail_that_cannot_be_stored_refuses_its_move_only(self):
@@ -423,7 +430,7 @@ class TestTransitionChain(TestTransitionUpgrade):
         outcomes = self._chain(upgrade, (states.SENT, lambda u: 3, None),
                                (states.DOWNLOADING, lambda u: 'claimed',
                                 None))
-        self.assertIsInstance(outcomes[0], exception.Invalid)
+        self.assertIsInstance(outcomes[0], exception.InvalidInputError)
         self.assertEqual('claimed', outcomes[1][1]['status_detail'])
         self.assertEqual([(None, states.PENDING),
                           (states.PENDING, states.DOWNLOADING)],
@@ -479,8 +486,9 @@ class TestCreateSent(db_base.DbTestCase):
                          self._events(upgrade))
 
     def test_invalid_values_record_nothing(self):
-        self.assertRaises(exception.Invalid, db_upgrades.create_sent_upgrade,
-                          self.context, self._values(location=''), T0)
+        self.assertRaises(
+            exception.InvalidInputError, db_upgrades.create_sent_upgrade,
+            self.context, self._values(location=''), T0)
         self.assertEqual([], db_upgrades.list_upgrades(self.context))
 
     def test_gives_the_instances_unexpired_keys_newest_first(self):

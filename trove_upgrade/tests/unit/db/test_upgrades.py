@@ -93,7 +93,7 @@ class TestCreateUpgrade(db_base.DbTestCase):
             db_upgrades.get_upgrade(self.context, upgrade['id'])['location']))
 
     def _assert_refused(self, values, message):
-        error = self.assertRaises(exception.Invalid,
+        error = self.assertRaises(exception.InvalidInputError,
                                   db_upgrades.create_upgrade, self.context,
                                   values)
         self.assertIn(message, str(error))
@@ -144,7 +144,7 @@ class TestCreateUpgrade(db_base.DbTestCase):
 class TestGetUpgrade(db_base.DbTestCase):
 
     def test_unknown(self):
-        error = self.assertRaises(exception.UpgradeNotFound,
+        error = self.assertRaises(exception.UpgradeNotFoundError,
                                   db_upgrades.get_upgrade, self.context,
                                   'nope')
         self.assertEqual(404, error.code)
@@ -242,20 +242,21 @@ class TestListUpgrades(db_base.DbTestCase):
 
     def test_unknown_marker(self):
         self._create()
-        error = self.assertRaises(exception.MarkerNotFound,
+        error = self.assertRaises(exception.MarkerNotFoundError,
                                   db_upgrades.list_upgrades, self.context,
                                   marker='no-such-upgrade')
         self.assertEqual(400, error.code)
         self.assertIn('no-such-upgrade', str(error))
 
     def test_unknown_filter(self):
-        error = self.assertRaises(exception.Invalid, db_upgrades.list_upgrades,
-                                  self.context, filters={'location': 'x'})
+        error = self.assertRaises(
+            exception.InvalidInputError, db_upgrades.list_upgrades,
+            self.context, filters={'location': 'x'})
         self.assertIn('unknown upgrade filter: location', str(error))
 
     def test_bad_limits(self):
         for limit in (0, -1, '2', 1.5, True):
-            error = self.assertRaises(exception.Invalid,
+            error = self.assertRaises(exception.InvalidInputError,
                                       db_upgrades.list_upgrades,
                                       self.context, limit=limit)
             self.assertIn('limit must be a positive integer', str(error))

@@ -15,7 +15,7 @@
 import datetime
 import os
 
-from trove_upgrade.common import package_exceptions as exc
+from trove_upgrade.common import exception as exc
 from trove_upgrade.package_format import build
 from trove_upgrade.package_format import keys
 from trove_upgrade.tests.unit.package_format import base

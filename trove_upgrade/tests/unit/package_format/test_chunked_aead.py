@@ -25,7 +25,7 @@ from hypothesis import given
 from hypothesis import settings
 from hypothesis import strategies as st
 
-from trove_upgrade.common import package_exceptions as exc
+from trove_upgrade.common import exception as exc
 from trove_upgrade.package_format import chunked_aead
 from trove_upgrade.tests import base
 

@@ -15,7 +15,7 @@
 from unittest import mock
 
 from trove_upgrade.cmd import package
-from trove_upgrade.common import package_exceptions as exceptions
+from trove_upgrade.common import exception as exceptions
 from trove_upgrade.tests import base
 
 

@@ -14,7 +14,7 @@
 
 import hashlib
 
-from trove_upgrade.common import package_exceptions as exc
+from trove_upgrade.common import exception as exc
 from trove_upgrade.package_format import manifest as manifest_mod
 from trove_upgrade.tests.unit.package_format import base
 

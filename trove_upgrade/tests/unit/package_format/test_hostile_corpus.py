@@ -38,7 +38,7 @@ import subprocess
 import sys
 
 from trove_upgrade.common import canonical
-from trove_upgrade.common import package_exceptions as exc
+from trove_upgrade.common import exception as exc
 from trove_upgrade.package_format import chunked_aead
 from trove_upgrade.package_format import manifest as manifest_mod
 from trove_upgrade.package_format import verify

@@ -20,7 +20,7 @@ import stat
 from cryptography.hazmat.primitives.asymmetric import ed25519
 import fixtures
 
-from trove_upgrade.common import package_exceptions as exc
+from trove_upgrade.common import exception as exc
 from trove_upgrade.package_format import keys
 from trove_upgrade.tests import base
 

@@ -13,7 +13,7 @@
 """Manifest parsing: the schema, strictly."""
 
 from trove_upgrade.common import canonical
-from trove_upgrade.common import package_exceptions as exc
+from trove_upgrade.common import exception as exc
 from trove_upgrade.package_format import manifest as manifest_mod
 from trove_upgrade.tests.unit.package_format import base
 

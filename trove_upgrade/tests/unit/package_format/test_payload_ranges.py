@@ -16,7 +16,7 @@ import dataclasses
 import io
 import os
 
-from trove_upgrade.common import package_exceptions as exceptions
+from trove_upgrade.common import exception as exceptions
 from trove_upgrade.package_format import chunked_aead
 from trove_upgrade.package_format import keys
 from trove_upgrade.package_format import payload_ranges

@@ -21,7 +21,7 @@ from unittest import mock
 
 import fixtures
 
-from trove_upgrade.common import package_exceptions as exc
+from trove_upgrade.common import exception as exc
 from trove_upgrade.package_format import chunked_aead
 from trove_upgrade.package_format import safe_unpack
 from trove_upgrade.package_format import writeback

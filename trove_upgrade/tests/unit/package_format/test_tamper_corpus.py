@@ -22,7 +22,7 @@ import hashlib
 import io
 import os
 
-from trove_upgrade.common import package_exceptions as exc
+from trove_upgrade.common import exception as exc
 from trove_upgrade.package_format import chunked_aead
 from trove_upgrade.package_format import keys
 from trove_upgrade.package_format import manifest as manifest_mod

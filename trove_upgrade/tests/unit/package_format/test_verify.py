@@ -16,7 +16,7 @@ import dataclasses
 import datetime
 
 from trove_upgrade.common import canonical
-from trove_upgrade.common import package_exceptions as exc
+from trove_upgrade.common import exception as exc
 from trove_upgrade.package_format import keys
 from trove_upgrade.package_format import verify
 from trove_upgrade.tests.unit.package_format import base

@@ -21,7 +21,7 @@ import zipfile
 
 from trove_upgrade.cmd import package as package_cmd
 from trove_upgrade.common import canonical
-from trove_upgrade.common import package_exceptions as exc
+from trove_upgrade.common import exception as exc
 from trove_upgrade.package_format import manifest as manifest_mod
 from trove_upgrade.package_format import wheels
 from trove_upgrade.tests.unit.package_format import base

@@ -81,7 +81,7 @@ class TestVersionCap(base.TestCase):
 
     def test_explicit_above_this_code_fails_at_construction(self):
         self.flags(group='upgrade_levels', agent='2026.1')
-        self.assertRaises(exception.InvalidRPCVersionCap, rpcapi.AgentAPI)
+        self.assertRaises(exception.InvalidRPCVersionCapError, rpcapi.AgentAPI)
 
     def test_cap_decides_what_can_be_sent(self):
         cctxt = self.prepared('1.0')
@@ -98,7 +98,7 @@ class TestVersionCap(base.TestCase):
 
     def test_invalid_value_fails_at_construction(self):
         self.flags(group='upgrade_levels', agent='1.x')
-        e = self.assertRaises(exception.InvalidRPCVersionCap,
+        e = self.assertRaises(exception.InvalidRPCVersionCapError,
                               rpcapi.AgentAPI)
         self.assertIn('[upgrade_levels] agent = 1.x', str(e))
 
@@ -235,4 +235,4 @@ class TestShared(base.TestCase):
     def test_bad_cap_refused_on_every_call(self):
         rpcapi.shared()
         self.flags(group='upgrade_levels', agent='1.x')
-        self.assertRaises(exception.InvalidRPCVersionCap, rpcapi.shared)
+        self.assertRaises(exception.InvalidRPCVersionCapError, rpcapi.shared)

@@ -73,7 +73,7 @@ class TestSealedUpgrade(base.TestCase):
     def test_with_key_capped_below_1_1_refused(self):
         sealing_keys.add_key(self.context, INSTANCE)
         self.flags(group='upgrade_levels', agent='1.0')
-        e = self.assertRaises(exception.SealingUnavailable, self.send)
+        e = self.assertRaises(exception.SealingUnavailableError, self.send)
         self.assertIn('capped below 1.1', str(e))
 
     def test_an_expectation_goes_sealed_at_1_2_with_its_binding(self):
@@ -99,7 +99,7 @@ class TestSealedUpgrade(base.TestCase):
                 sealing_keys.add_key(self.context, INSTANCE)
             self.flags(group='upgrade_levels', agent='1.1')
             e = self.assertRaises(
-                exception.ArgumentNeedsNewerVersion,
+                exception.ArgumentNeedsNewerVersionError,
                 rpcapi.AgentAPI().upgrade, self.context, INSTANCE,
                 expected_manifest={'sha256': None, 'package': 'p'}, **ARGS)
             self.assertIn('expected_manifest', str(e))
@@ -113,7 +113,8 @@ class TestSealedUpgrade(base.TestCase):
         sealing_keys.add_key(self.context, INSTANCE)
         self.flags(group='upgrade_levels', agent='1.2')
         e = self.assertRaises(
-            exception.ArgumentNeedsNewerVersion, rpcapi.AgentAPI().upgrade,
+            exception.ArgumentNeedsNewerVersionError,
+            rpcapi.AgentAPI().upgrade,
             self.context, INSTANCE,
             component=rpc_interface.UPGRADE_AGENT, **ARGS)
         self.assertIn('component', str(e))
@@ -133,7 +134,7 @@ class TestSealedUpgrade(base.TestCase):
 
     def test_require_sealed_without_key_refused(self):
         self.flags(group='conductor', require_sealed=True)
-        e = self.assertRaises(exception.SealingUnavailable, self.send)
+        e = self.assertRaises(exception.SealingUnavailableError, self.send)
         self.assertIn('no key', str(e))
 
     def test_keys_encrypted_at_rest(self):
@@ -198,7 +199,7 @@ class TestUpgradeMany(base.TestCase):
         failed = rpcapi.AgentAPI().upgrade_many(
             self.context, self.upgrades(self.plain, self.keyed, self.other))
         self.assertEqual(['u-1'], list(failed))
-        self.assertIsInstance(failed['u-1'], exception.SealingUnavailable)
+        self.assertIsInstance(failed['u-1'], exception.SealingUnavailableError)
         self.assertEqual(['u-0'], [m.args['upgrade_id'] for m in
                                    self.servers[self.plain].wait_for(1)])
         self.assertEqual(['u-2'], [m.args['upgrade_id'] for m in

@@ -36,7 +36,7 @@ class TestFloor(base.TestCase):
         self.assertFalse(package_registry.below_floor(
             dict(package, min_upgrade_from=None), '1.0'))
         e = self.assertRaises(
-            exception.PackageConflict, package_registry.check_floor,
+            exception.PackageConflictError, package_registry.check_floor,
             package, [{'instance_id': 'b', 'guest_version': '24.0'},
                       {'instance_id': 'a', 'guest_version': '24.1'},
                       {'instance_id': 'c', 'guest_version': '25.1'}])

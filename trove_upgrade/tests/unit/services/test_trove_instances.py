@@ -61,14 +61,14 @@ class TestRules(base.TestCase):
         find.return_value = [instance(A), instance(B, name=A)]
         self.assertEqual(A, trove_instances.resolve_instance(admin, A))
         find.return_value = [instance(A), instance(B)]
-        self.assertRaises(exception.AmbiguousInstanceName,
+        self.assertRaises(exception.AmbiguousInstanceNameError,
                           trove_instances.resolve_instance, admin, 'db')
         find.return_value = [instance(A, deleted=True)]
-        e = self.assertRaises(exception.InstanceNotFound,
+        e = self.assertRaises(exception.InstanceNotFoundError,
                               trove_instances.resolve_instance, admin, A)
         self.assertIn('deleted', str(e))
         find.return_value = []
-        self.assertRaises(exception.InstanceNotFound,
+        self.assertRaises(exception.InstanceNotFoundError,
                           trove_instances.resolve_instance, admin, 'x')
 
     @mock.patch('trove_upgrade.db.trove.get_instances')
@@ -83,5 +83,5 @@ class TestRules(base.TestCase):
 
     def test_select_needs_trove(self):
         self.flags(group='trove', connection=None)
-        self.assertRaises(exception.TroveNotConfigured,
+        self.assertRaises(exception.TroveNotConfiguredError,
                           trove_instances.select, [], {'datastore': 'x'})

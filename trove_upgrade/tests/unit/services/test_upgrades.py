@@ -97,7 +97,7 @@ class TestCreate(UpgradesTestCase):
                 'Unable to connect to AMQP server after 3 tries')
         self.useFixture(fixtures.MonkeyPatch(
             'oslo_messaging._drivers.impl_fake.FakeDriver.send', refuse))
-        e = self.assertRaises(exception.DispatchFailed,
+        e = self.assertRaises(exception.DispatchError,
                               upgrades.create_upgrade, self.context, VALUES)
         self.assertEqual(503, e.code)
         self.assertIn('Unable to connect to AMQP server', str(e))
@@ -118,7 +118,7 @@ class TestCreate(UpgradesTestCase):
 
     def test_version_cap_below_the_agents_api_records_failed(self):
         self.flags(group='upgrade_levels', agent='0.9')
-        e = self.assertRaises(exception.DispatchFailed,
+        e = self.assertRaises(exception.DispatchError,
                               upgrades.create_upgrade, self.context, VALUES)
         self.assertIn('RPCVersionCapError', str(e))
         [upgrade] = db_upgrades.list_upgrades(self.context)
@@ -133,15 +133,16 @@ class TestCreate(UpgradesTestCase):
                     dict(VALUES, location=''),
                     dict(VALUES, metadata='not an object'),
                     dict(VALUES, unknown='field')):
-            self.assertRaises(exception.Invalid, upgrades.create_upgrade,
-                              self.context, bad)
+            self.assertRaises(
+                exception.InvalidInputError, upgrades.create_upgrade,
+                self.context, bad)
         self.assertEqual((0, 0), self.count_rows())
         self.assertEqual([], sent)
         self.assertEqual([], self.transport.notifications)
 
     def test_bad_version_cap_records_nothing(self):
         self.flags(group='upgrade_levels', agent='newest')
-        self.assertRaises(exception.InvalidRPCVersionCap,
+        self.assertRaises(exception.InvalidRPCVersionCapError,
                           upgrades.create_upgrade, self.context, VALUES)
         self.assertEqual((0, 0), self.count_rows())
 
@@ -234,7 +235,7 @@ class TestCreateSealed(UpgradesTestCase):
         self.flags(group='conductor', instance_key_master_key_file=path)
         sealing_keys.add_key(self.context, INSTANCE)
         self.flags(group='conductor', instance_key_master_key_file=None)
-        e = self.assertRaises(exception.DispatchFailed,
+        e = self.assertRaises(exception.DispatchError,
                               upgrades.create_upgrade, self.context, VALUES)
         self.assertIn('InstanceKeyError', str(e))
         [upgrade] = db_upgrades.list_upgrades(self.context)
@@ -272,7 +273,7 @@ class TestCancel(UpgradesTestCase):
     def test_cannot_cancel_once_started(self):
         upgrades.claim_upgrade(self.context, INSTANCE, self.upgrade['id'],
                                'v1.0.0')
-        e = self.assertRaises(exception.InvalidStateTransition,
+        e = self.assertRaises(exception.InvalidStateTransitionError,
                               upgrades.cancel_upgrade, self.context,
                               self.upgrade['id'])
         self.assertEqual(409, e.code)
@@ -283,12 +284,12 @@ class TestCancel(UpgradesTestCase):
         upgrades.record_report(self.context, INSTANCE, self.upgrade['id'],
                                states.SUCCESS, 'already there', None,
                                'v1.0.1')
-        self.assertRaises(exception.InvalidStateTransition,
+        self.assertRaises(exception.InvalidStateTransitionError,
                           upgrades.cancel_upgrade, self.context,
                           self.upgrade['id'])
 
     def test_unknown_upgrade(self):
-        self.assertRaises(exception.UpgradeNotFound,
+        self.assertRaises(exception.UpgradeNotFoundError,
                           upgrades.cancel_upgrade, self.context,
                           'a7d5fe3c-0000-4000-8000-000000000000')
 

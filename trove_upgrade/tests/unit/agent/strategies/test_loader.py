@@ -17,7 +17,7 @@ from unittest import mock
 
 from stevedore import driver
 
-from trove_upgrade.agent.strategies import exceptions
+from trove_upgrade.agent.strategies import exception as exceptions
 from trove_upgrade.agent.strategies import http
 from trove_upgrade.agent.strategies import local
 from trove_upgrade.agent.strategies import rsync
@@ -42,8 +42,9 @@ class TestLoad(base.StrategyTestCase):
     def test_strategy_not_allowed(self):
         self.flags(group='agent', allowed_strategies=['http', 'local'])
 
-        error = self.assertRaises(exceptions.StrategyNotAllowed, self.load,
-                                  'rsync')
+        error = self.assertRaises(
+            exceptions.StrategyNotAllowedError, self.load,
+            'rsync')
 
         self.assertEqual('Strategy "rsync" is not allowed on this agent; '
                          '[agent] allowed_strategies is: http, local.',
@@ -52,8 +53,9 @@ class TestLoad(base.StrategyTestCase):
     def test_strategy_not_installed(self):
         self.flags(group='agent', allowed_strategies=['jenkins'])
 
-        error = self.assertRaises(exceptions.StrategyNotInstalled, self.load,
-                                  'jenkins')
+        error = self.assertRaises(
+            exceptions.StrategyNotInstalledError, self.load,
+            'jenkins')
 
         self.assertIn('no plugin of that name in entry point group '
                       'trove_upgrade.strategies', str(error))
@@ -67,7 +69,7 @@ class TestLoad(base.StrategyTestCase):
                                      ImportError('No module named broken'))
 
         with mock.patch.object(driver, 'DriverManager', manager):
-            error = self.assertRaises(exceptions.StrategyNotInstalled,
+            error = self.assertRaises(exceptions.StrategyNotInstalledError,
                                       self.load, 'http')
 
         self.assertIn('broken.module:Strategy cannot be imported: No module '

@@ -12,7 +12,7 @@
 
 """Location formats: what each strategy accepts, and why it refuses."""
 
-from trove_upgrade.agent.strategies import exceptions
+from trove_upgrade.agent.strategies import exception as exceptions
 from trove_upgrade.tests.unit.agent.strategies import base
 from trove_upgrade.tests.unit.agent.strategies import test_loader
 
@@ -26,7 +26,7 @@ class LocationTestCase(base.StrategyTestCase):
         self.strategy = self.load(self.strategy_name, **self.settings)
 
     def assertInvalid(self, location, reason):
-        error = self.assertRaises(exceptions.InvalidLocation,
+        error = self.assertRaises(exceptions.InvalidLocationError,
                                   self.strategy.parse_location, location)
         self.assertIn(reason, str(error))
         self.assertIn('"%s"' % location, str(error))

@@ -22,7 +22,7 @@ from swiftclient import exceptions as swift_exc
 import urllib3
 
 from trove_upgrade.agent.strategies import base as strategy_base
-from trove_upgrade.agent.strategies import exceptions
+from trove_upgrade.agent.strategies import exception as exceptions
 from trove_upgrade.agent.strategies import swift
 from trove_upgrade.tests.unit.agent.strategies import base
 from trove_upgrade.tests.unit.agent.strategies import test_loader
@@ -68,11 +68,11 @@ def transient(reason='connection reset'):
 
 def permanent_errors():
     kwargs = {'location': 'loc', 'strategy': 'scripted', 'reason': 'no'}
-    return [exceptions.ObjectNotFound(**kwargs),
-            exceptions.AccessDenied(**kwargs),
-            exceptions.RequestRejected(**kwargs),
-            exceptions.InvalidLocation(**kwargs),
-            exceptions.SizeLimitExceeded(max_bytes=1, **kwargs)]
+    return [exceptions.ObjectNotFoundError(**kwargs),
+            exceptions.AccessDeniedError(**kwargs),
+            exceptions.RequestRejectedError(**kwargs),
+            exceptions.InvalidLocationError(**kwargs),
+            exceptions.SizeLimitExceededError(max_bytes=1, **kwargs)]
 
 
 class TestRetries(base.StrategyTestCase):
@@ -105,7 +105,7 @@ class TestRetries(base.StrategyTestCase):
         strategy = self.strategy(*[transient('reset %d' % n)
                                    for n in range(4)], retries=3)
 
-        error = self.assertRaises(exceptions.DownloadFailed, strategy.fetch,
+        error = self.assertRaises(exceptions.DownloadError, strategy.fetch,
                                   'loc', self.dest, 100)
 
         self.assertEqual(4, strategy.attempts)
@@ -117,7 +117,7 @@ class TestRetries(base.StrategyTestCase):
     def test_no_retries(self):
         strategy = self.strategy(transient(), retries=0)
 
-        self.assertRaises(exceptions.DownloadFailed, strategy.fetch, 'loc',
+        self.assertRaises(exceptions.DownloadError, strategy.fetch, 'loc',
                           self.dest, 100)
         self.assertEqual(1, strategy.attempts)
         self.assertEqual([], self.sleeps)
@@ -126,7 +126,7 @@ class TestRetries(base.StrategyTestCase):
         strategy = self.strategy(*[transient() for n in range(5)],
                                  retries=4, delay=1.0, max_delay=3.0)
 
-        self.assertRaises(exceptions.DownloadFailed, strategy.fetch, 'loc',
+        self.assertRaises(exceptions.DownloadError, strategy.fetch, 'loc',
                           self.dest, 100)
 
         self.assertEqual([1.0, 2.0, 3.0, 3.0], self.sleeps)
@@ -152,7 +152,7 @@ class TestRetries(base.StrategyTestCase):
     def test_size_cap_is_inclusive(self):
         self.assertEqual(3, self.strategy(b'abc').fetch('loc', self.dest, 3))
 
-        error = self.assertRaises(exceptions.SizeLimitExceeded,
+        error = self.assertRaises(exceptions.SizeLimitExceededError,
                                   self.strategy(b'abcd').fetch, 'loc',
                                   self.dest + '2', 3)
 
@@ -165,7 +165,7 @@ class TestRetries(base.StrategyTestCase):
         with open(self.dest + '.part', 'wb') as f:
             f.write(b'stale bytes of a crashed download')
 
-        self.assertRaises(exceptions.DownloadFailed,
+        self.assertRaises(exceptions.DownloadError,
                           self.strategy(transient(), retries=0).fetch, 'loc',
                           self.dest, 100)
 
@@ -186,7 +186,7 @@ class TestRetries(base.StrategyTestCase):
     def test_check_location_retries_then_unreachable(self):
         strategy = self.strategy(transient(), transient(), retries=1)
 
-        error = self.assertRaises(exceptions.LocationUnreachable,
+        error = self.assertRaises(exceptions.LocationUnreachableError,
                                   strategy.check_location, 'loc')
 
         self.assertEqual(2, strategy.attempts)
@@ -195,8 +195,9 @@ class TestRetries(base.StrategyTestCase):
     def test_check_location_not_found_not_retried(self):
         strategy = self.strategy(permanent_errors()[0])
 
-        self.assertRaises(exceptions.ObjectNotFound, strategy.check_location,
-                          'loc')
+        self.assertRaises(
+            exceptions.ObjectNotFoundError, strategy.check_location,
+            'loc')
         self.assertEqual(1, strategy.attempts)
 
     def test_deadline_is_transient(self):
@@ -225,13 +226,13 @@ class TestHttpStatuses(base.StrategyTestCase):
     def test_status_classification(self):
         strategy = self.load('http')
         target = strategy.parse_location('https://example.org/pkg.tar')
-        expected = {404: exceptions.ObjectNotFound,
-                    410: exceptions.ObjectNotFound,
-                    401: exceptions.AccessDenied,
-                    403: exceptions.AccessDenied,
-                    400: exceptions.RequestRejected,
-                    405: exceptions.RequestRejected,
-                    302: exceptions.RequestRejected,
+        expected = {404: exceptions.ObjectNotFoundError,
+                    410: exceptions.ObjectNotFoundError,
+                    401: exceptions.AccessDeniedError,
+                    403: exceptions.AccessDeniedError,
+                    400: exceptions.RequestRejectedError,
+                    405: exceptions.RequestRejectedError,
+                    302: exceptions.RequestRejectedError,
                     408: exceptions.TransientError,
                     429: exceptions.TransientError,
                     500: exceptions.TransientError,
@@ -266,11 +267,11 @@ class TestSwiftErrors(base.StrategyTestCase):
             return swift_exc.ClientException('failed', http_status=status,
                                              http_path='/v1/AUTH_t/c/o')
 
-        self.assertIs(exceptions.ObjectNotFound,
+        self.assertIs(exceptions.ObjectNotFoundError,
                       self.classify(client_error(404)))
-        self.assertIs(exceptions.AccessDenied,
+        self.assertIs(exceptions.AccessDeniedError,
                       self.classify(client_error(401)))
-        self.assertIs(exceptions.RequestRejected,
+        self.assertIs(exceptions.RequestRejectedError,
                       self.classify(client_error(400)))
         self.assertIs(exceptions.TransientError,
                       self.classify(client_error(503)))
@@ -306,14 +307,15 @@ class TestRsyncExitStatuses(base.StrategyTestCase):
     def test_classification(self):
         cases = [
             (23, 'link_stat "x" failed: No such file or directory (2)',
-             exceptions.ObjectNotFound),
-            (5, "@ERROR: Unknown module 'm'", exceptions.ObjectNotFound),
-            (5, '@ERROR: auth failed on module m', exceptions.AccessDenied),
+             exceptions.ObjectNotFoundError),
+            (5, "@ERROR: Unknown module 'm'", exceptions.ObjectNotFoundError),
+            (5, '@ERROR: auth failed on module m',
+             exceptions.AccessDeniedError),
             (5, '@ERROR: max connections (8) reached -- try again later',
              exceptions.TransientError),
             (11, 'write failed: File too large (27)',
-             exceptions.SizeLimitExceeded),
-            (1, 'syntax or usage error', exceptions.RequestRejected),
+             exceptions.SizeLimitExceededError),
+            (1, 'syntax or usage error', exceptions.RequestRejectedError),
             (10, 'Connection refused (111)', exceptions.TransientError),
             (30, 'timeout in data send/receive', exceptions.TransientError),
             (35, 'timeout waiting for daemon connection',

@@ -15,25 +15,25 @@
 Every error derives from :class:`StrategyError` and its message names what
 failed and why, because the agent records it verbatim as the reason of a
 FAILED upgrade. :class:`TransientError` is the only one a strategy retries;
-after the last attempt it becomes :class:`DownloadFailed` (``fetch``) or
-:class:`LocationUnreachable` (``check_location``) carrying its message.
+after the last attempt it becomes :class:`DownloadError` (``fetch``) or
+:class:`LocationUnreachableError` (``check_location``) carrying its message.
 """
 
 from trove_upgrade.common import exception
 
 
-class StrategyError(exception.TroveUpgradeException):
+class StrategyError(exception.TroveUpgradeError):
     """Base of every strategy error; ``str()`` is the human-readable reason."""
 
     msg_fmt = 'The download strategy failed.'
 
 
-class StrategyNotAllowed(StrategyError):
+class StrategyNotAllowedError(StrategyError):
     msg_fmt = ('Strategy "%(name)s" is not allowed on this agent; '
                '[agent] allowed_strategies is: %(allowed)s.')
 
 
-class StrategyNotInstalled(StrategyError):
+class StrategyNotInstalledError(StrategyError):
     msg_fmt = 'Strategy "%(name)s" is not installed: %(reason)s.'
 
 
@@ -42,37 +42,37 @@ class StrategyConfigError(StrategyError):
                'invalid: %(reason)s.')
 
 
-class InvalidLocation(StrategyError):
+class InvalidLocationError(StrategyError):
     msg_fmt = ('Location "%(location)s" is not valid for strategy '
                '"%(strategy)s": %(reason)s.')
 
 
-class LocationUnreachable(StrategyError):
+class LocationUnreachableError(StrategyError):
     msg_fmt = ('Location "%(location)s" of strategy "%(strategy)s" is not '
                'reachable: %(reason)s.')
 
 
-class ObjectNotFound(LocationUnreachable):
+class ObjectNotFoundError(LocationUnreachableError):
     msg_fmt = ('Location "%(location)s" of strategy "%(strategy)s" does not '
                'exist: %(reason)s.')
 
 
-class AccessDenied(LocationUnreachable):
+class AccessDeniedError(LocationUnreachableError):
     msg_fmt = ('Access to location "%(location)s" of strategy '
                '"%(strategy)s" was denied: %(reason)s.')
 
 
-class RequestRejected(LocationUnreachable):
+class RequestRejectedError(LocationUnreachableError):
     msg_fmt = ('The server of location "%(location)s" (strategy '
                '"%(strategy)s") rejected the request: %(reason)s.')
 
 
-class SizeLimitExceeded(StrategyError):
+class SizeLimitExceededError(StrategyError):
     msg_fmt = ('Location "%(location)s" of strategy "%(strategy)s" holds '
                'more than the %(max_bytes)d bytes allowed: %(reason)s.')
 
 
-class RangesNotServed(StrategyError):
+class RangesNotServedError(StrategyError):
     msg_fmt = ('The server of location "%(location)s" (strategy '
                '"%(strategy)s") does not serve byte ranges: %(reason)s.')
 
@@ -81,7 +81,7 @@ class DestinationError(StrategyError):
     msg_fmt = 'Cannot write the download to %(path)s: %(reason)s.'
 
 
-class DownloadFailed(StrategyError):
+class DownloadError(StrategyError):
     msg_fmt = ('Downloading "%(location)s" with strategy "%(strategy)s" '
                'failed after %(attempts)d attempt(s): %(reason)s.')
 

@@ -44,7 +44,7 @@ from oslo_log import log as logging
 from trove_upgrade.agent import child_process
 from trove_upgrade.agent import guest_files
 from trove_upgrade.agent import supervisor as supervisor_mod
-from trove_upgrade.common import package_exceptions as package_exc
+from trove_upgrade.common import exception as package_exc
 
 LOG = logging.getLogger(__name__)
 
@@ -55,27 +55,27 @@ _OUTPUT_LIMIT = 500
 _TIMEOUT = 120
 
 
-class ServiceManagerError(supervisor_mod.GuestStartError):
+class InitSystemError(supervisor_mod.GuestStartError):
     """The service manager refused or failed a command."""
 
 
 def _run(argv, timeout=_TIMEOUT):
     try:
         proc = child_process.run(argv, timeout=timeout, merge_stderr=True)
-    except child_process.ChildTimedOut:
-        raise ServiceManagerError('%s timed out after %ds'
-                                  % (shlex.join(argv), timeout))
+    except child_process.ChildTimeoutError:
+        raise InitSystemError('%s timed out after %ds'
+                              % (shlex.join(argv), timeout))
     except OSError as e:
-        raise ServiceManagerError('%s cannot run: %s'
-                                  % (shlex.join(argv), e))
+        raise InitSystemError('%s cannot run: %s'
+                              % (shlex.join(argv), e))
     return proc.returncode, proc.stdout.tail.strip()[-_OUTPUT_LIMIT:]
 
 
 def _check(argv):
     status, output = _run(argv)
     if status != 0:
-        raise ServiceManagerError('%s exited with %d: %s'
-                                  % (shlex.join(argv), status, output))
+        raise InitSystemError('%s exited with %d: %s'
+                              % (shlex.join(argv), status, output))
     return output
 
 
@@ -103,8 +103,8 @@ class SystemdDriver:
         try:
             pid = int(output.splitlines()[-1])
         except (ValueError, IndexError):
-            raise ServiceManagerError('systemctl gave no MainPID for %s: %r'
-                                      % (self.unit, output))
+            raise InitSystemError('systemctl gave no MainPID for %s: %r'
+                                  % (self.unit, output))
         return pid or None
 
     def unit_path(self):
@@ -112,16 +112,16 @@ class SystemdDriver:
             path = os.path.join(directory, self.unit)
             if os.path.isfile(path):
                 return path
-        raise ServiceManagerError('unit %s not found in %s'
-                                  % (self.unit, ', '.join(UNIT_DIRS)))
+        raise InitSystemError('unit %s not found in %s'
+                              % (self.unit, ', '.join(UNIT_DIRS)))
 
     def exec_start(self):
         """The unit's ExecStart command, split (the last one wins)."""
         path = self.unit_path()
         try:
             text = guest_files.read_text(path)
-        except guest_files.UnreadableFile as e:
-            raise ServiceManagerError('cannot read the unit: %s' % e)
+        except guest_files.UnreadableFileError as e:
+            raise InitSystemError('cannot read the unit: %s' % e)
         found = None
         section = None
         for line in text.splitlines():
@@ -131,12 +131,12 @@ class SystemdDriver:
             elif section == '[Service]' and line.startswith('ExecStart='):
                 found = line[len('ExecStart='):].strip() or None
         if not found:
-            raise ServiceManagerError('%s has no ExecStart in [Service]'
-                                      % path)
+            raise InitSystemError('%s has no ExecStart in [Service]'
+                                  % path)
         try:
             return shlex.split(found.lstrip('-@:+!'))
         except ValueError as e:
-            raise ServiceManagerError(guest_files.bounded(
+            raise InitSystemError(guest_files.bounded(
                 '%s: ExecStart %s cannot be split: %s'
                 % (path, package_exc.quoted(found), e)))
 
@@ -164,7 +164,7 @@ class SystemdDriver:
         try:
             if guest_files.read_text(path) == text:
                 return path
-        except guest_files.UnreadableFile:
+        except guest_files.UnreadableFileError:
             pass  # absent, or not ours to keep: written anew
         os.makedirs(os.path.dirname(path), exist_ok=True)
         guest_files.write_text(path, text)
@@ -188,16 +188,16 @@ class SupervisordDriver:
     def start(self):
         status, output = _run(self.supervisorctl + ['start', self.program])
         if status != 0 and 'already started' not in output:
-            raise ServiceManagerError('supervisorctl start %s exited with '
-                                      '%d: %s' % (self.program, status,
-                                                  output))
+            raise InitSystemError('supervisorctl start %s exited with '
+                                  '%d: %s' % (self.program, status,
+                                              output))
 
     def stop(self):
         status, output = _run(self.supervisorctl + ['stop', self.program])
         if status != 0 and 'not running' not in output:
-            raise ServiceManagerError('supervisorctl stop %s exited with '
-                                      '%d: %s' % (self.program, status,
-                                                  output))
+            raise InitSystemError('supervisorctl stop %s exited with '
+                                  '%d: %s' % (self.program, status,
+                                              output))
 
     def main_pid(self):
         status, output = _run(self.supervisorctl + ['pid', self.program])
@@ -205,8 +205,8 @@ class SupervisordDriver:
             pid = int(output.splitlines()[-1])
         except (ValueError, IndexError):
             if 'no such process' in output.lower():
-                raise ServiceManagerError('supervisord has no program %s'
-                                          % self.program)
+                raise InitSystemError('supervisord has no program %s'
+                                      % self.program)
             return None
         return pid or None
 
@@ -275,15 +275,15 @@ class SupervisordRpcDriver:
             transport = _Transport(None, timeout)
             url = serverurl.rstrip('/') + '/RPC2'
         else:
-            raise ServiceManagerError(
+            raise InitSystemError(
                 'supervisord_serverurl %r is neither unix:// nor http://'
                 % serverurl)
         try:
             self.proxy = xmlrpc.client.ServerProxy(url, transport=transport)
         # urllib's, for an unclosed "[": it ended adoption in a traceback.
         except ValueError as e:
-            raise ServiceManagerError('supervisord_serverurl %r is not a '
-                                      'URL: %s' % (serverurl, e))
+            raise InitSystemError('supervisord_serverurl %r is not a '
+                                  'URL: %s' % (serverurl, e))
 
     def _call(self, method, *args, accept=()):
         try:
@@ -291,12 +291,12 @@ class SupervisordRpcDriver:
         except xmlrpc.client.Fault as e:
             if e.faultCode in accept:
                 return None
-            raise ServiceManagerError('supervisord %s(%s) failed: %s'
-                                      % (method, self.program,
-                                         e.faultString))
+            raise InitSystemError('supervisord %s(%s) failed: %s'
+                                  % (method, self.program,
+                                     e.faultString))
         except (OSError, xmlrpc.client.Error, http.client.HTTPException) as e:
-            raise ServiceManagerError('cannot reach supervisord at %s: %s'
-                                      % (self.serverurl, e))
+            raise InitSystemError('cannot reach supervisord at %s: %s'
+                                  % (self.serverurl, e))
 
     def start(self):
         self._call('startProcess', self.program, False,
@@ -328,7 +328,7 @@ class SupervisordRpcDriver:
         return None
 
 
-class ServiceManagedSupervisor(supervisor_mod.GuestSupervisor):
+class InitSystemSupervisor(supervisor_mod.GuestSupervisor):
     """The built-in supervisor's contract, carried out by a driver."""
 
     def __init__(self, installs, driver, stop_timeout=10.0, probe=None):
@@ -353,7 +353,7 @@ class ServiceManagedSupervisor(supervisor_mod.GuestSupervisor):
         """
         try:
             pid = self.driver.main_pid()
-        except ServiceManagerError as e:
+        except InitSystemError as e:
             LOG.warning('Cannot ask %s for the guest agent: %s',
                         self.driver.name, e)
             return False
@@ -414,5 +414,5 @@ def load(conf, installs, probe=None):
     else:
         driver = SupervisordDriver(agent.service_name,
                                    agent.supervisorctl_command)
-    return ServiceManagedSupervisor(installs, driver, agent.stop_timeout,
-                                    probe=probe)
+    return InitSystemSupervisor(installs, driver, agent.stop_timeout,
+                                probe=probe)

@@ -29,9 +29,9 @@ import xmlrpc.server
 import fixtures
 
 from trove_upgrade.agent import child_process
+from trove_upgrade.agent import init_system
 from trove_upgrade.agent import install
 from trove_upgrade.agent import journal
-from trove_upgrade.agent import service_manager
 from trove_upgrade.agent import supervisor
 from trove_upgrade.tests import base
 
@@ -67,7 +67,7 @@ class TestSystemdDriver(base.TestCase):
         self.run = self.useFixture(fixtures.MockPatch(
             'trove_upgrade.agent.child_process.run',
             side_effect=lambda a, **k: _done(a))).mock
-        self.driver = service_manager.SystemdDriver(
+        self.driver = init_system.SystemdDriver(
             'guest-agent', 'systemctl', self.unit_dir)
 
     def argvs(self):
@@ -91,7 +91,7 @@ class TestSystemdDriver(base.TestCase):
     def test_failure_is_named(self):
         self.run.side_effect = lambda a, **k: _done(
             a, 5, 'Unit guest-agent.service not found.')
-        e = self.assertRaises(service_manager.ServiceManagerError,
+        e = self.assertRaises(init_system.InitSystemError,
                               self.driver.start)
         self.assertIn('exited with 5', str(e))
         self.assertIn('not found', str(e))
@@ -129,7 +129,7 @@ class TestSystemdDriver(base.TestCase):
         self.assertEqual([['systemctl', 'daemon-reload']] * 2, self.argvs())
 
     def test_drop_in_sets_the_stop_timeout(self):
-        driver = service_manager.SystemdDriver(
+        driver = init_system.SystemdDriver(
             'guest-agent', 'systemctl', self.unit_dir, stop_timeout=1.5)
         path = driver.point_at('/x/bin/trove-guestagent')
         with open(path) as f:
@@ -141,7 +141,7 @@ class TestSystemdDriver(base.TestCase):
         with open(os.path.join(self.unit_dir, 'guest-agent.service'),
                   'w') as f:
             f.write('[Service]\nUser=ubuntu\n')
-        self.assertRaises(service_manager.ServiceManagerError,
+        self.assertRaises(init_system.InitSystemError,
                           self.driver.point_at, '/x/bin/trove-guestagent')
         self.assertFalse(os.path.exists(self.driver.drop_in_path()))
 
@@ -153,7 +153,7 @@ class TestSupervisordDriver(base.TestCase):
         self.run = self.useFixture(fixtures.MockPatch(
             'trove_upgrade.agent.child_process.run',
             side_effect=lambda a, **k: _done(a))).mock
-        self.driver = service_manager.SupervisordDriver(
+        self.driver = init_system.SupervisordDriver(
             'guest-agent', 'supervisorctl -c /etc/s.conf')
 
     def test_commands(self):
@@ -167,7 +167,7 @@ class TestSupervisordDriver(base.TestCase):
     def test_spawn_error_is_named(self):
         self.run.side_effect = lambda a, **k: _done(
             a, 7, 'guest-agent: ERROR (spawn error)')
-        e = self.assertRaises(service_manager.ServiceManagerError,
+        e = self.assertRaises(init_system.InitSystemError,
                               self.driver.start)
         self.assertIn('spawn error', str(e))
 
@@ -192,7 +192,7 @@ class TestServiceManagedSupervisor(base.TestCase):
         self.installs.switch('1.0')
         self.driver = mock.Mock(name='driver')
         self.driver.name = 'fake'
-        self.sup = service_manager.ServiceManagedSupervisor(
+        self.sup = init_system.InitSystemSupervisor(
             self.installs, self.driver)
 
     def test_start_records_the_service_pid(self):
@@ -288,8 +288,8 @@ class TestSupervisordRpcDriver(base.TestCase):
         self.addCleanup(server.server_close)
         self.addCleanup(server.shutdown)
         self.url = 'unix://' + sock
-        self.driver = service_manager.SupervisordRpcDriver('guest-agent',
-                                                           self.url)
+        self.driver = init_system.SupervisordRpcDriver('guest-agent',
+                                                       self.url)
 
     def test_start_stop_pid(self):
         self.assertIsNone(self.driver.main_pid())
@@ -329,30 +329,30 @@ class TestSupervisordRpcDriver(base.TestCase):
         self.assertIsNone(self.driver.main_pid())
 
     def test_unknown_program_is_named(self):
-        driver = service_manager.SupervisordRpcDriver('nope', self.url)
-        e = self.assertRaises(service_manager.ServiceManagerError,
+        driver = init_system.SupervisordRpcDriver('nope', self.url)
+        e = self.assertRaises(init_system.InitSystemError,
                               driver.main_pid)
         self.assertIn('BAD_NAME: nope', str(e))
         self.assertIsInstance(e, supervisor.GuestStartError)
 
     def test_unreachable_supervisord_is_named(self):
-        driver = service_manager.SupervisordRpcDriver(
+        driver = init_system.SupervisordRpcDriver(
             'guest-agent', self.url + '.missing')
-        e = self.assertRaises(service_manager.ServiceManagerError,
+        e = self.assertRaises(init_system.InitSystemError,
                               driver.stop)
         self.assertIn('cannot reach supervisord at %s.missing' % self.url,
                       str(e))
 
     def test_url_scheme_is_checked(self):
-        e = self.assertRaises(service_manager.ServiceManagerError,
-                              service_manager.SupervisordRpcDriver,
+        e = self.assertRaises(init_system.InitSystemError,
+                              init_system.SupervisordRpcDriver,
                               'guest-agent', '/var/run/supervisor.sock')
         self.assertIn('neither unix:// nor http://', str(e))
 
     def test_a_url_urllib_cannot_split_is_named(self):
         # ValueError: Invalid IPv6 URL, a traceback of trove-upgrade-adopt.
-        e = self.assertRaises(service_manager.ServiceManagerError,
-                              service_manager.SupervisordRpcDriver,
+        e = self.assertRaises(init_system.InitSystemError,
+                              init_system.SupervisordRpcDriver,
                               'guest-agent', 'http://[::1')
         self.assertEqual("supervisord_serverurl 'http://[::1' is not a URL: "
                          "Invalid IPv6 URL", str(e))
@@ -381,21 +381,21 @@ class TestLoad(base.TestCase):
 
     def driver(self, **overrides):
         self.flags(service_manager='supervisord', group='agent', **overrides)
-        return service_manager.load(self.conf, self.installs).driver
+        return init_system.load(self.conf, self.installs).driver
 
     def test_supervisord_serverurl_selects_xml_rpc(self):
         driver = self.driver(supervisord_serverurl='unix:///run/s.sock',
                              stop_timeout=0.5)
-        self.assertIsInstance(driver, service_manager.SupervisordRpcDriver)
+        self.assertIsInstance(driver, init_system.SupervisordRpcDriver)
         self.assertEqual('guest-agent', driver.program)
         self.assertEqual(0.5, driver.stop_timeout)
 
     def test_supervisorctl_without_serverurl(self):
         driver = self.driver()
-        self.assertIsInstance(driver, service_manager.SupervisordDriver)
+        self.assertIsInstance(driver, init_system.SupervisordDriver)
 
     def test_systemd_gets_the_stop_timeout(self):
         self.flags(service_manager='systemd', stop_timeout=2.0,
                    group='agent')
-        driver = service_manager.load(self.conf, self.installs).driver
+        driver = init_system.load(self.conf, self.installs).driver
         self.assertEqual(2.0, driver.stop_timeout)
