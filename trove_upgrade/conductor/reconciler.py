@@ -13,7 +13,7 @@
 """The rollout reconciler: one stateless pass over the active rollouts.
 
 The same process sends, on every pass, the upgrades the control plane
-held DEFERRED once nothing holds them (``upgrades.send_held_upgrades``),
+held DEFERRED once nothing holds them (``held_upgrades.send_held_upgrades``),
 and sends again those their agents have not claimed
 (``resends.send_unclaimed_upgrades``).
 
@@ -50,6 +50,7 @@ from trove_upgrade import conf
 from trove_upgrade.db import common as db_common
 from trove_upgrade.db import rollouts as db_rollouts
 from trove_upgrade.services import agent_rpcapi
+from trove_upgrade.services import held_upgrades
 from trove_upgrade.services import notifications
 from trove_upgrade.services import resends
 from trove_upgrade.services import rollout_plan
@@ -225,7 +226,7 @@ def _run_forever(host, parent_pid):
                               CONF.conductor.rollout_interval) is None:
         db_outage.attempt('A reconcile pass', reconciler.run, context)
         db_outage.attempt('Sending the held upgrades',
-                          upgrades.send_held_upgrades, context,
+                          held_upgrades.send_held_upgrades, context,
                           reconciler.agent_api)
         db_outage.attempt('Sending the unclaimed upgrades again',
                           resends.send_unclaimed_upgrades, context,

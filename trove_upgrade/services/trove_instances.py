@@ -23,7 +23,7 @@ never writes it):
   a backup in a running state) or while the instance's upgrade agent has
   not registered: its queue exists only once the agent started, and a
   cast to a missing queue is dropped by RabbitMQ. The conductor's periodic
-  pass (``upgrades.send_held_upgrades``) sends it once neither holds;
+  pass (``held_upgrades.send_held_upgrades``) sends it once neither holds;
 * rollouts may select by Trove's facts (``selector.trove``).
 
 Without the option none of this happens, as before the integration.

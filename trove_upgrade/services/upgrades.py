@@ -132,7 +132,7 @@ def create_upgrade(context, values):
                 return db_upgrades.get_upgrade(context, upgrade['id'])
             raise exception.DispatchError(upgrade_id=upgrade['id'],
                                           reason=reason)
-        _warn_not_sent(upgrade, resends.RETURNED)
+        warn_not_sent(upgrade, resends.RETURNED)
         now = timeutils.utcnow()
         db_resends.record_sends(context, [(upgrade, resends.RETURNED)],
                                 'api', now)
@@ -155,64 +155,8 @@ def _create_held(context, values, hold):
     return held
 
 
-def _send(context, agent_api, upgrade):
-    agent_api.upgrade(context, upgrade['instance_id'], upgrade['id'],
-                      upgrade['instance_version'], upgrade['strategy'],
-                      upgrade['location'], upgrade['metadata'],
-                      upgrade['allow_downgrade'],
-                      upgrade['expected_manifest'])
-
-
-def send_held_upgrades(context, agent_api):
-    """Send the held upgrades nothing holds any more; return their ids.
-
-    The conductor's periodic pass. Each is released by a compare-and-swap
-    before its cast, so that of two conductors only one sends it; the
-    release counts as its first send, so a conductor killed between the
-    two leaves it to be sent again ``[conductor] resend_interval`` seconds
-    later (``trove_upgrade.services.resends``), as does a cast RabbitMQ
-    returned or could not take.
-    ``[conductor] upgrade_timeout`` counts from creation, held time
-    included.
-    """
-    held = db_held.list_held_upgrades(context)
-    if not held:
-        return []
-    reasons = trove_instances.hold_reasons(
-        context, {u['instance_id'] for u in held})
-    sent = []
-    for upgrade in held:
-        if upgrade['instance_id'] in reasons:
-            LOG.debug('Upgrade %(id)s still held: %(reason)s.',
-                      {'id': upgrade['id'],
-                       'reason': reasons[upgrade['instance_id']]})
-            continue
-        released = db_held.release_upgrade(
-            context, upgrade['id'], 'conductor',
-            'Sent to the agent: Trove reports the instance idle and its '
-            'agent registered.', resends.resend_at(1))
-        if released is None:
-            continue
-        try:
-            _send(context, agent_api, released)
-        except Exception as e:
-            if resends.sent_again_later(e):
-                detail = resends.not_sent_detail(e)
-                _warn_not_sent(released, detail)
-                db_resends.record_sends(
-                    context, [(released, detail)], 'conductor',
-                    timeutils.utcnow())
-                continue
-            record_unsent(context, released, e, 'conductor')
-            continue
-        LOG.info('Held upgrade %(id)s sent to the agent of instance '
-                 '%(instance)s.', {'id': upgrade['id'],
-                                   'instance': upgrade['instance_id']})
-        sent.append(upgrade['id'])
-    return sent
-
-
-def _warn_not_sent(upgrade, detail):
+def warn_not_sent(upgrade, detail):
+    """Log why the cast of ``upgrade`` will be sent again later."""
     LOG.warning('Upgrade %(id)s to instance %(instance)s: %(reason)s',
                 {'id': upgrade['id'], 'instance': upgrade['instance_id'],
                  'reason': detail})
@@ -234,7 +178,7 @@ def record_casts(context, cast, failures, source):
             by_detail[None].append(upgrade['id'])
         elif resends.sent_again_later(error):
             detail = resends.not_sent_detail(error)
-            _warn_not_sent(upgrade, detail)
+            warn_not_sent(upgrade, detail)
             by_detail.setdefault(detail, []).append(upgrade['id'])
         else:
             record_unsent(context, upgrade, error, source)
@@ -273,6 +217,17 @@ def record_unsent(context, upgrade, error, source, allowed_from=None):
     if changed:
         notifications.notify_final_state(context, upgrade)
     return reason
+
+
+def get_upgrade(context, upgrade_id, with_events=False):
+    """:raises: UpgradeNotFoundError."""
+    return db_upgrades.get_upgrade(context, upgrade_id,
+                                   with_events=with_events)
+
+
+def list_upgrades(context, **query):
+    """Upgrades newest first, filtered and paged as ``query`` says."""
+    return db_upgrades.list_upgrades(context, **query)
 
 
 def cancel_upgrade(context, upgrade_id):

@@ -26,7 +26,6 @@ from trove_upgrade.api.views import common as views
 from trove_upgrade.api.views import upgrades as upgrade_views
 from trove_upgrade.common import exception
 from trove_upgrade.common import versions
-from trove_upgrade.db import upgrades as db_upgrades
 from trove_upgrade.policies import upgrades as policies
 from trove_upgrade import policy
 from trove_upgrade.services import trove_instances
@@ -132,8 +131,8 @@ def list_upgrades(req):
                if name in params}
     if 'instance_id' in filters:
         filters['instance_id'] = str(uuid.UUID(filters['instance_id']))
-    found = db_upgrades.list_upgrades(context, filters=filters, limit=limit,
-                                      marker=util.get_marker(params))
+    found = upgrades.list_upgrades(context, filters=filters, limit=limit,
+                                   marker=util.get_marker(params))
     tenant_id = req.urlvars['tenant_id']
     items = [upgrade_views.upgrade(req, tenant_id, u) for u in found]
     return util.json_response(
@@ -144,8 +143,8 @@ def list_upgrades(req):
 def show_upgrade(req):
     context = req.environ[util.CONTEXT_KEY]
     policy.authorize(context, policies.SHOW)
-    upgrade = db_upgrades.get_upgrade(context, _upgrade_id(req),
-                                      with_events=True)
+    upgrade = upgrades.get_upgrade(context, _upgrade_id(req),
+                                   with_events=True)
     return util.json_response(
         {'upgrade': upgrade_views.upgrade(req, req.urlvars['tenant_id'],
                                           upgrade)})

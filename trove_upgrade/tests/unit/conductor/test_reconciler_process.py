@@ -22,8 +22,8 @@ from unittest import mock
 
 from trove_upgrade.common import rpc
 from trove_upgrade.conductor import reconciler
+from trove_upgrade.services import held_upgrades
 from trove_upgrade.services import resends
-from trove_upgrade.services import upgrades
 from trove_upgrade.tests import base
 
 # A hang detector, not a timing: a process that ends does so at once.
@@ -60,7 +60,7 @@ class TestReconcilerProcess(base.TestCase):
             self.addCleanup(os.close, fd)
         fake = _FakeReconciler(report_w, gate_r)
         for target, name in ((reconciler, 'Reconciler'),
-                             (upgrades, 'send_held_upgrades'),
+                             (held_upgrades, 'send_held_upgrades'),
                              (resends, 'send_unclaimed_upgrades'),
                              (rpc, 'cleanup')):
             patcher = mock.patch.object(

@@ -25,6 +25,7 @@ from trove_upgrade.db import held as db_held
 from trove_upgrade.db import resends as db_resends
 from trove_upgrade.db import upgrades as db_upgrades
 from trove_upgrade.services import agent_rpcapi
+from trove_upgrade.services import held_upgrades
 from trove_upgrade.services import resends
 from trove_upgrade.services import upgrades
 from trove_upgrade.tests import base
@@ -242,8 +243,8 @@ class TestHeld(ResendsTestCase):
         db_agents.register_agent(self.context, INSTANCE,
                                  {'guest_version': 'v1.0.0'})
         self.refuse_with = messaging.MessageDeliveryFailure('down')
-        self.assertEqual([], upgrades.send_held_upgrades(self.context,
-                                                         self.agent_api))
+        self.assertEqual([], held_upgrades.send_held_upgrades(
+            self.context, self.agent_api))
         released = self.get(held['id'])
         self.assertEqual(states.DEFERRED, released['status'])
         self.assertIn('could not be reached (MessageDeliveryFailure: down)',
