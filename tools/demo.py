@@ -57,6 +57,12 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(
 from tools.testbed import conffile  # noqa: E402
 from tools.testbed import sample_guest  # noqa: E402
 
+import demo_support  # noqa: E402
+from demo_support import DemoFailed  # noqa: E402
+from demo_support import flip_byte  # noqa: E402
+from demo_support import say  # noqa: E402
+from demo_support import step  # noqa: E402
+
 BIN = os.path.dirname(sys.executable)
 RABBIT = 'rabbit://guest:guest@127.0.0.1:5672/'
 PROJECT = 'demo-project'
@@ -65,19 +71,6 @@ AGENTS = 3
 # machine (verifying and installing Trove took minutes on a shared one);
 # only a broken run waits it out.
 WAIT = 600
-
-
-class DemoFailed(Exception):
-    """A step did not see what it expected."""
-
-
-def say(text=''):
-    print(text, flush=True)
-
-
-def step(number, text):
-    say()
-    say('== %s. %s' % (number, text))
 
 
 class Demo:
@@ -421,21 +414,6 @@ class Demo:
         say('   exit %d: %s' % (errors.returncode, errors.stderr.strip()))
 
 
-def flip_byte(path):
-    """Flip one bit of the byte in the middle of ``path``; its offset.
-
-    In a package, that byte is in the encrypted payload: the signed
-    manifest stays genuine.
-    """
-    offset = os.path.getsize(path) // 2
-    with open(path, 'r+b') as f:
-        f.seek(offset)
-        byte = f.read(1)
-        f.seek(offset)
-        f.write(bytes([byte[0] ^ 0x01]))
-    return offset
-
-
 def _alive(pid):
     try:
         os.kill(pid, 0)
@@ -498,7 +476,7 @@ def main():
         demo.stop_all()
         if not args.keep:
             shutil.rmtree(workdir, ignore_errors=True)
-    return _complete(workdir)
+    return demo_support.complete(workdir)
 
 
 def _run_trove(workdir, keep):
@@ -506,41 +484,14 @@ def _run_trove(workdir, keep):
     import demo_trove
     try:
         demo_trove.run(workdir)
-    except demo_trove.demo_mod.DemoFailed as e:
+    except DemoFailed as e:
         say()
         say('DEMO FAILED: %s' % e)
         say('logs: %s' % workdir)
         return 1
     if not keep:
         shutil.rmtree(workdir, ignore_errors=True)
-    return _complete(workdir)
-
-
-def _complete(workdir):
-    """Say the demo is complete once nothing it started still runs."""
-    left = _processes_mentioning(workdir)
-    say()
-    if left:
-        say('DEMO FAILED: processes left running:\n%s' % '\n'.join(left))
-        return 1
-    say('Demo complete: every process it started has stopped.')
-    return 0
-
-
-def _processes_mentioning(text):
-    """The command lines of the processes that name ``text``."""
-    found = []
-    for pid in os.listdir('/proc'):
-        if not pid.isdigit() or int(pid) == os.getpid():
-            continue
-        try:
-            with open('/proc/%s/cmdline' % pid, 'rb') as f:
-                cmdline = f.read().replace(b'\0', b' ').decode()
-        except OSError:
-            continue
-        if text in cmdline:
-            found.append(cmdline)
-    return found
+    return demo_support.complete(workdir)
 
 
 if __name__ == '__main__':

@@ -46,14 +46,15 @@ from trove_upgrade.common import rpc_interface
 from trove_upgrade.common import states
 
 import demo as demo_mod
+import demo_support
 from tools.testbed import conffile
 from tools.testbed import guest
 from tools.testbed import trove_release
 
 FROM = '25.1.0'
 TO = '26.0.0'
-say = demo_mod.say
-step = demo_mod.step
+say = demo_support.say
+step = demo_support.step
 
 
 class TroveDemo(demo_mod.Demo):
@@ -134,7 +135,7 @@ class TroveDemo(demo_mod.Demo):
             for line in proc.stdout:
                 say('   ' + line.rstrip())
             if proc.wait() != 0:
-                raise demo_mod.DemoFailed('building %s failed' % name)
+                raise demo_support.DemoFailed('building %s failed' % name)
             say('   (%.1f s)' % (time.monotonic() - started))
 
     def start_guest(self):
@@ -252,7 +253,7 @@ class TroveDemo(demo_mod.Demo):
             shutil.copyfile(
                 os.path.join(self.repo, 'trove-26.0.0.pkg' + suffix),
                 os.path.join(self.repo, package + suffix))
-        offset = demo_mod.flip_byte(os.path.join(self.repo, package))
+        offset = demo_support.flip_byte(os.path.join(self.repo, package))
         say('   a copy of trove-26.0.0.pkg with one byte of its encrypted '
             'payload flipped at offset %d, its signed manifest genuine'
             % offset)
@@ -271,8 +272,8 @@ class TroveDemo(demo_mod.Demo):
                 after != pid or \
                 guest.venv_of(after) != venv or \
                 os.readlink(self.link) != link:
-            raise demo_mod.DemoFailed('the tampered package was not refused '
-                                      'cleanly: %s' % final)
+            raise demo_support.DemoFailed(
+                'the tampered package was not refused cleanly: %s' % final)
 
     def run_upgrade(self, number, package, what, expect):
         step(number, what)
@@ -282,7 +283,7 @@ class TroveDemo(demo_mod.Demo):
         say('   guest agent pid %d runs from %s and answers on its topic'
             % (pid, guest.venv_of(pid)))
         if final['status'] != expect:
-            raise demo_mod.DemoFailed('expected %s: %s' % (expect, final))
+            raise demo_support.DemoFailed('expected %s: %s' % (expect, final))
 
 
 def run(demo_dir):
