@@ -10,32 +10,13 @@
 #    License for the specific language governing permissions and limitations
 #    under the License.
 
-"""Console and WSGI entry points, and the one place of warning filters.
+"""Console entry points.
 
 The services, and the commands that load oslo.messaging, select
 oslo.service's threading backend by importing
 :mod:`trove_upgrade.common.threading_backend` first; the other commands start
-no backend.
-
-eventlet is still installed (oslo.service depends on it) and futurist,
-which oslo.messaging and oslo.service import, tries ``import eventlet`` to
-know whether it could use green threads. That import warns, about nothing
-the user did, before any output of ours: eventlet 0.39+ with a multi-line
-``EventletDeprecationWarning``, and the dnspython it loads, with
-cryptography 51, with a ``CryptographyDeprecationWarning`` ("DSA is
-deprecated") for each of its DSA names. The filters below, installed before
-any entry point's imports, drop exactly those warnings, whoever triggers
-them, and nothing else.
+no backend. Every one of them gets the warning filters of
+:mod:`trove_upgrade.common.warning_filters` from here.
 """
 
-import warnings
-
-from cryptography import utils as crypto_utils
-
-# The warning's text starts with a newline; its category is eventlet's own
-# (a subclass of Warning), which cannot be named before eventlet is loaded.
-warnings.filterwarnings('ignore', message=r'\s*Eventlet is deprecated',
-                        category=Warning)
-warnings.filterwarnings('ignore', message='DSA is deprecated',
-                        category=crypto_utils.CryptographyDeprecationWarning,
-                        module=r'dns\.')
+from trove_upgrade.common import warning_filters  # noqa: F401

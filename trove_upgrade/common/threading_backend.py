@@ -21,6 +21,8 @@ was selected). ``trove-upgrade-package`` and ``-manage`` load neither and
 start no backend.
 """
 
-from oslo_service import backend
+from trove_upgrade.common import warning_filters  # noqa: F401,I100
+
+from oslo_service import backend  # noqa: E402
 
 backend.init_backend(backend.BackendType.THREADING)
