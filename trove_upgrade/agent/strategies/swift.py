@@ -381,7 +381,7 @@ class _SwiftErrors:
                     status not in (408, 429):
                 raise exceptions.RequestRejectedError(**kwargs) from exc
             raise exceptions.TransientError(reason=kwargs['reason']) from exc
-        if isinstance(exc, (ksa_exc.Unauthorized, ksa_exc.ForbiddenError)):
+        if isinstance(exc, (ksa_exc.Unauthorized, ksa_exc.Forbidden)):
             kwargs['reason'] = ('Keystone refused the credentials: %s'
                                 % _describe(exc))
             raise exceptions.AccessDeniedError(**kwargs) from exc

@@ -181,7 +181,7 @@ class TestKeystoneAuth(base.TestCase):
         try:
             member.get(path % self.member_project_id,
                        endpoint_filter=endpoint)
-        except ks_exc.ForbiddenError as e:
+        except ks_exc.Forbidden as e:
             self.assertIn('Policy does not allow',
                           e.response.json()['errors'][0]['detail'])
         else:

@@ -35,6 +35,7 @@ from trove_upgrade.db import common as db_common
 from trove_upgrade.db import migration
 from trove_upgrade.db import transitions as db_transitions
 from trove_upgrade.db import upgrades as db_upgrades
+from trove_upgrade.services import agent_rpcapi
 from trove_upgrade.tests import base
 from trove_upgrade.tests.fixtures import database
 from trove_upgrade.tests.fixtures import rpc as rpc_fixtures
@@ -349,26 +350,32 @@ class ClockTestCase(StatusTestCase):
 
 
 class TestAgentRpcVersions(ClockTestCase):
+    # What ``[upgrade_levels] agent = latest`` sends, and the version
+    # before it.
+    LATEST = agent_rpcapi.AgentAPI.RPC_API_VERSION
+    OLDER = '1.%d' % (int(LATEST.split('.')[1]) - 1)
 
     def test_success_without_agents(self):
-        self.assertResult(SUCCESS, ['1.2 or newer'],
+        self.assertResult(SUCCESS, ['%s or newer' % self.LATEST],
                           self.checks._check_agent_rpc_versions())
 
     def test_success_when_every_agent_is_current(self):
-        self.register('1.2')
-        self.register('1.3')
+        self.register(self.LATEST)
+        self.register('1.99')
 
-        self.assertResult(SUCCESS, ['1.2 or newer'],
+        self.assertResult(SUCCESS, ['%s or newer' % self.LATEST],
                           self.checks._check_agent_rpc_versions())
 
     def test_warning_lists_agents_below_what_latest_sends(self):
-        self.register('1.2')
-        old = self.register('1.1')
+        self.register(self.LATEST)
+        old = self.register(self.OLDER)
 
         result = self.checks._check_agent_rpc_versions()
 
-        self.assertResult(WARNING, ['1 agent(s)', 'older than 1.2',
-                                    'agent = latest', '%s (1.1)' % old,
+        self.assertResult(WARNING, ['1 agent(s)',
+                                    'older than %s' % self.LATEST,
+                                    'agent = latest',
+                                    '%s (%s)' % (old, self.OLDER),
                                     'auto'], result)
 
     def test_warning_against_an_explicit_cap(self):
