@@ -224,19 +224,16 @@ def view(context, desired, package=None, topology=None):
 
 def _check_no_overlap(context, selector, desired_id=None):
     selected = {a['instance_id'] for a in _selected(context, selector)}
-    for other in db.list_desired_versions(context):
-        if other['id'] == desired_id:
-            continue
-        shared = selected & {
-            a['instance_id']
-            for a in _selected(context, other['selector'])}
-        if shared:
-            shown = sorted(shared)
-            raise exception.PackageConflictError(reason=(
-                'Desired version %s (%s) already selects %d of these '
-                'agents: %s%s.' % (other['id'], other['name'], len(shown),
-                                   ', '.join(shown[:5]),
-                                   ', ...' if len(shown) > 5 else '')))
+    other, shared = rollout_plan.first_overlap(
+        selected,
+        [d for d in db.list_desired_versions(context)
+         if d['id'] != desired_id],
+        lambda other_selector: _selected(context, other_selector))
+    if other is not None:
+        raise exception.PackageConflictError(reason=(
+            'Desired version %s (%s) already selects %d of these agents: '
+            '%s.' % (other['id'], other['name'], len(shared),
+                     rollout_plan.listed(shared))))
 
 
 def create(context, values):

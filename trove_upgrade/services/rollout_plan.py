@@ -247,3 +247,24 @@ def plan(rollout, agents, dispatches, busy, now=None, down_time=None,
             break
         dispatch.append((instance_id, 1, False))
     return decided(dispatch)
+
+
+def first_overlap(selected, others, select):
+    """The first of ``others`` selecting one of the ``selected`` agents.
+
+    Rollouts and desired versions may not share an agent: ``others`` are
+    the active ones, ``select(selector)`` the agents a selector picks.
+    Returns ``(other, shared instance ids, sorted)``, or ``(None, [])``.
+    """
+    for other in others:
+        shared = selected & {a['instance_id']
+                             for a in select(other['selector'])}
+        if shared:
+            return other, sorted(shared)
+    return None, []
+
+
+def listed(instance_ids, most=5):
+    """At most ``most`` of ``instance_ids``, comma-separated, for a message."""
+    return ', '.join(instance_ids[:most]) + (
+        ', ...' if len(instance_ids) > most else '')

@@ -249,17 +249,14 @@ def check_no_overlap(context, selector):
     """Refuse a selector that picks agents of an active rollout: 409."""
     selected = {a['instance_id']
                 for a in select_agents(context, selector)}
-    for other in db_rollouts.list_rollouts_in(context, rs.ACTIVE_STATES):
-        shared = selected & {
-            a['instance_id']
-            for a in select_agents(context, other['selector'])}
-        if shared:
-            shown = sorted(shared)
-            raise exception.RolloutConflictError(reason=(
-                'Active rollout %s (%s) already selects %d of these agents: '
-                '%s%s.' % (other['id'], other['name'], len(shown),
-                           ', '.join(shown[:5]),
-                           ', ...' if len(shown) > 5 else '')))
+    other, shared = rollout_plan.first_overlap(
+        selected, db_rollouts.list_rollouts_in(context, rs.ACTIVE_STATES),
+        lambda other_selector: select_agents(context, other_selector))
+    if other is not None:
+        raise exception.RolloutConflictError(reason=(
+            'Active rollout %s (%s) already selects %d of these agents: '
+            '%s.' % (other['id'], other['name'], len(shared),
+                     rollout_plan.listed(shared))))
 
 
 def create_rollout(context, values):

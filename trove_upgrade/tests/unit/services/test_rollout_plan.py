@@ -311,3 +311,25 @@ class TestCanaries(base.TestCase):
                    dispatch(IDS[1], states.SUCCESS)]
         plan = rollout_plan.plan(rollout(canary=1), agents(3), history, set())
         self.assertEqual([(IDS[2], 1, False)], plan.dispatch)
+
+
+class TestOverlap(base.TestCase):
+
+    def test_first_other_sharing_an_agent_and_what_it_shares(self):
+        picks = {'a': [{'instance_id': 'i2'}, {'instance_id': 'i9'}],
+                 'b': [{'instance_id': 'i3'}, {'instance_id': 'i1'}],
+                 'c': [{'instance_id': 'i1'}]}
+        others = [{'selector': s} for s in ('a', 'b', 'c')]
+        other, shared = rollout_plan.first_overlap(
+            {'i1', 'i3', 'i4'}, others, picks.get)
+        self.assertIs(others[1], other)
+        self.assertEqual(['i1', 'i3'], shared)
+
+    def test_no_overlap(self):
+        self.assertEqual((None, []), rollout_plan.first_overlap(
+            {'i1'}, [{'selector': 'a'}], lambda s: [{'instance_id': 'i2'}]))
+
+    def test_listed_shows_five_then_an_ellipsis(self):
+        ids = ['i%d' % n for n in range(7)]
+        self.assertEqual('i0, i1, i2, i3, i4, ...', rollout_plan.listed(ids))
+        self.assertEqual('i0, i1', rollout_plan.listed(ids[:2]))
