@@ -420,8 +420,12 @@ def _create_rollout_upgrades(context, rollout, targets, owner, resend_at):
              'created_at': now}
             for (upgrade_id, _), (instance_id, attempt, canary)
             in zip(rows, targets)])
-    return [dict(shared, id=upgrade_id, instance_id=instance_id, metadata={},
-                 expected_manifest=rollout.get('expected_manifest'))
+    # What get_upgrade returns: the expectation as one value, not columns.
+    returned = {k: v for k, v in shared.items()
+                if k not in ('expected_manifest_sha256', 'expected_package')}
+    expected = rollout.get('expected_manifest')
+    return [dict(returned, id=upgrade_id, instance_id=instance_id,
+                 metadata={}, expected_manifest=expected)
             for upgrade_id, instance_id in rows]
 
 
