@@ -44,8 +44,12 @@ from trove_upgrade.db import common as db_common
 from trove_upgrade.db import models
 from trove_upgrade.db import transitions as db_transitions
 from trove_upgrade.db import upgrades as db_upgrades
+from trove_upgrade.services import agent_rpcapi
 from trove_upgrade.tests import base
 from trove_upgrade.tests.functional import rabbit
+
+# What [upgrade_levels] agent = latest sends: an agent below it is old.
+LATEST_AGENT_API = agent_rpcapi.AgentAPI.RPC_API_VERSION
 
 BIN = os.path.dirname(sys.executable)
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..',
@@ -274,7 +278,7 @@ class TestStatusCommand(StatusCommandTestCase):
         alive = uuidutils.generate_uuid()
         for instance_id in (stale, alive):
             db_agents.register_agent(ctxt, instance_id, {
-                'rpc_api_version': '1.2', 'state': 'RUNNING'})
+                'rpc_api_version': LATEST_AGENT_API, 'state': 'RUNNING'})
         self.write_conf('trove-upgrade.conf.d/30-conductor.conf',
                         {'conductor': {'agent_down_time': '300'}})
         self.backdate(models.Agent, 'last_heartbeat_at',
@@ -293,7 +297,7 @@ class TestStatusCommand(StatusCommandTestCase):
                                              'state': 'RUNNING'})
 
         self.assertStatus(WARNING, {'Agent RPC versions': WARNING}, [
-            'older than 1.2', '%s (0.9)' % old])
+            'older than %s' % LATEST_AGENT_API, '%s (0.9)' % old])
 
         self.write_conf('trove-upgrade.conf.d/30-upgrade-levels.conf',
                         {'upgrade_levels': {'agent': 'auto'}})
