@@ -246,7 +246,7 @@ class AgentService(service.Service):
         self.conductor_api = conductor_rpcapi.ConductorAPI(self.keyring)
         if self.supervisor.probe is not None:
             # A Trove guest agent: Trove's own view gates its upgrades.
-            self.pipeline.trove_health = trove_health.TroveHealthGate(
+            self.pipeline.guest.trove_health = trove_health.TroveHealthGate(
                 self.conductor_api, self.context, self.instance_id)
         self.outbox = outbox_mod.Outbox(
             self.journal, self.conductor_api, self.context, self.instance_id,
