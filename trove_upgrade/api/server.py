@@ -108,14 +108,15 @@ class APIService(service.ServiceBase):
             self._socket.close()
             return
         close_idle = functools.partial(_close_idle_connections, server)
-        server.trigger.pull_trigger(close_idle)
-        deadline = time.monotonic() + STOP_TIMEOUT
-        while server.active_channels and time.monotonic() < deadline:
-            time.sleep(STOP_POLL)
-            server.trigger.pull_trigger(close_idle)
+        if _hand_over(server, close_idle):
+            deadline = time.monotonic() + STOP_TIMEOUT
+            while server.active_channels and time.monotonic() < deadline:
+                time.sleep(STOP_POLL)
+                if not _hand_over(server, close_idle):
+                    break
         server.task_dispatcher.shutdown()
         # Its listening socket and trigger: with them the loop ends.
-        server.trigger.pull_trigger(server.close)
+        _hand_over(server, server.close)
 
     def wait(self):
         if self._serving is not None:
@@ -123,6 +124,19 @@ class APIService(service.ServiceBase):
 
     def reset(self):
         pass
+
+
+def _hand_over(server, thunk):
+    """Run ``thunk`` in the loop's thread; False once its trigger is closed.
+
+    The trigger is closed when the loop has closed the server already (a
+    stop that comes after the loop ended): nothing is left to hand over.
+    """
+    try:
+        server.trigger.pull_trigger(thunk)
+    except OSError:
+        return False
+    return True
 
 
 def _close_idle_connections(server):
