@@ -33,6 +33,7 @@ import requests
 from tools.testbed import conffile
 from trove_upgrade.common import states
 from trove_upgrade.db import migration
+from trove_upgrade.services import agent_rpcapi
 from trove_upgrade.tests.fixtures import database
 from trove_upgrade.tests.functional.agent import harness
 from trove_upgrade.tests.functional import previous_release
@@ -189,7 +190,7 @@ class TestRollingUpgrade(harness.AgentTestCase):
         """
         self.kill_agent()
         self.start_agent()
-        self.wait_for_agent('1.2')
+        self.wait_for_agent(agent_rpcapi.AgentAPI.RPC_API_VERSION)
 
     def wait_for_agent(self, rpc_api_version):
         return self.wait_for(
