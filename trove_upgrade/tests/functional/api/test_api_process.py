@@ -72,9 +72,11 @@ class _ServedAPI(base.TestCase):
     def start(self, args, env=None):
         log = open(self.log_file, 'w')
         self.addCleanup(log.close)
+        # A session of its own: the cleanup kills the launcher and the
+        # worker it forks together.
         self.process = subprocess.Popen(
             args, stdout=log, stderr=subprocess.STDOUT, cwd=self.dir,
-            env=dict(os.environ, **(env or {})))
+            env=dict(os.environ, **(env or {})), start_new_session=True)
         self.addCleanup(self._kill)
         self.url = self._wait_for_address()
 
@@ -92,9 +94,11 @@ class _ServedAPI(base.TestCase):
             self.fail('the server did not start:\n' + f.read())
 
     def _kill(self):
-        if self.process.poll() is None:
-            self.process.kill()
-            self.process.wait()
+        try:
+            os.killpg(self.process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.process.wait()
 
     def assertUpgradeRoundTrip(self):
         mgmt = '%s/v1.0/%s/mgmt' % (self.url, PROJECT)

@@ -25,6 +25,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -121,7 +122,8 @@ class TestOpenStackCLI(base.TestCase):
         cls.api = subprocess.Popen(
             [os.path.join(BIN, 'trove-upgrade-api'), '--config-file',
              cls.api_conf], stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            start_new_session=True)
         servers.wait_for_port(port, process=cls.api)
 
     @classmethod
@@ -134,6 +136,12 @@ class TestOpenStackCLI(base.TestCase):
             except subprocess.TimeoutExpired:
                 api.kill()
                 api.wait()
+        if api is not None:
+            # The worker the launcher forked, whatever became of it.
+            try:
+                os.killpg(api.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
         cls.keystone.cleanUp()
         with kombu.Connection(AMQP_URL) as connection:
             connection.default_channel.exchange_delete(cls.exchange)
